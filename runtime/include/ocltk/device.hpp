@@ -1,0 +1,45 @@
+// Device discovery and selection.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ocltk/cl.hpp"
+
+namespace ocltk {
+
+// What a profile is keyed on and what the legal parameter space depends on.
+struct DeviceInfo {
+  int index = -1;  // position in list_devices(), across all platforms
+  std::string platform;
+  std::string platform_version;
+  std::string name;
+  std::string vendor;
+  std::string driver;          // CL_DRIVER_VERSION
+  std::string version;         // CL_DEVICE_VERSION
+  std::string architecture;    // e.g. "sm_90" (NVIDIA), "gfx90a" (AMD); empty where unknown
+  std::string type;            // "gpu", "cpu", "accelerator" or "other"
+  std::uint32_t compute_units = 0;
+  std::size_t max_work_group_size = 0;
+  std::vector<std::size_t> max_work_item_sizes;
+  std::uint64_t local_mem_bytes = 0;
+  std::uint64_t global_mem_bytes = 0;
+  std::uint64_t max_alloc_bytes = 0;
+  boost::compute::device handle;
+};
+
+DeviceInfo describe_device(const boost::compute::device& device, int index = -1);
+
+// Every OpenCL device on every platform, in platform order. Never throws: an absent
+// ICD or platform yields an empty list.
+std::vector<DeviceInfo> list_devices();
+
+// Picks a device from a selector: a decimal index into list_devices(), or a
+// case-insensitive substring of "platform name / device name / vendor". An empty
+// selector reads OCLTK_DEVICE; if that is unset too, the first GPU, else the first
+// device. Throws Error(kNotFound) naming the selector when nothing matches.
+DeviceInfo select_device(const std::string& selector = "");
+
+}  // namespace ocltk

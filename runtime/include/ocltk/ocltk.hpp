@@ -1,0 +1,11 @@
+// Everything an engine needs: #include <ocltk/ocltk.hpp> and link ocltk::ocltk.
+#pragma once
+
+#include "ocltk/device.hpp"
+#include "ocltk/family.hpp"
+#include "ocltk/gemm_nt.hpp"
+#include "ocltk/params.hpp"
+#include "ocltk/profile.hpp"
+#include "ocltk/program_cache.hpp"
+#include "ocltk/runtime.hpp"
+#include "ocltk/status.hpp"

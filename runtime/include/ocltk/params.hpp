@@ -1,0 +1,69 @@
+// Parameter tables: the single source of truth for what a kernel can be built with.
+// The launcher, the profile decoder, the tuner's search space and the tests all read
+// these tables; nothing else lists a kernel's parameters.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ocltk {
+
+struct DeviceInfo;
+
+// Parameter values by name (ordered, so build options and hashes are deterministic).
+using Params = std::map<std::string, int>;
+
+struct ParamSpec {
+  std::string name;          // the -D define in the kernel source
+  int default_value;         // must equal the #define default in the .cl file
+  std::vector<int> allowed;  // the legal values, in search order
+  std::string meaning;       // one line, shown by `ocltk profile show` and in docs
+};
+
+// What a constraint may look at besides the parameters.
+struct DeviceLimits {
+  std::size_t max_work_group_size = 1024;
+  std::vector<std::size_t> max_work_item_sizes{1024, 1024, 64};
+  std::uint64_t local_mem_bytes = 32768;
+  static DeviceLimits of(const DeviceInfo& device);
+};
+
+// A named predicate over parameter names, e.g. "MWG % MDIMC == 0". Device-independent
+// constraints ignore the limits; the others are checked only where a device is known.
+struct Constraint {
+  std::string name;  // human-readable, shown in rejections
+  bool needs_device;
+  std::function<bool(const Params&, const DeviceLimits&)> holds;
+};
+
+// One algorithm of a kernel family: one .cl file, its parameters and constraints.
+struct AlgorithmSpec {
+  std::string name;         // "tiled", "reduce"
+  std::string source_name;  // embedded kernel file, e.g. "gemm_nt_tiled.cl"
+  std::vector<ParamSpec> params;
+  std::vector<Constraint> constraints;
+  std::function<std::uint64_t(const Params&)> local_mem_bytes;
+  std::function<std::size_t(const Params&)> work_group_size;
+
+  const ParamSpec* find(const std::string& param) const;
+  Params defaults() const;
+  // Fills parameters missing from `partial` with defaults; throws Error(kProfile) for
+  // an unknown name or a value outside the allowed list, naming the parameter.
+  Params complete(const Params& partial) const;
+  // The first violated constraint, or nullopt when all hold. Device constraints are
+  // checked only when `limits` is given.
+  std::optional<std::string> violation(const Params& params, const DeviceLimits* limits) const;
+  // "-DNAME=value ..." in table order.
+  std::string build_options(const Params& params) const;
+  // Every legal point (allowed-value product filtered by the constraints).
+  std::vector<Params> legal_space(const DeviceLimits* limits) const;
+};
+
+std::string format_params(const Params& params);  // "MWG=64 NWG=64 ..."
+
+}  // namespace ocltk

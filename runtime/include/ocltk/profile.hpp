@@ -1,0 +1,63 @@
+// Tuning profiles: YAML files, one per device, schema 1 (docs/profile-schema.md).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ocltk/params.hpp"
+
+namespace ocltk {
+
+struct DeviceInfo;
+
+constexpr int kProfileSchema = 1;
+
+struct ProfileDevice {
+  std::string name, vendor, driver, platform, architecture, type;
+  std::uint32_t compute_units = 0;
+  std::uint64_t global_mem_bytes = 0, local_mem_bytes = 0;
+  std::uint64_t max_work_group_size = 0;
+};
+
+struct ProfileEntry {
+  std::string kernel;       // family, e.g. "gemm_nt"
+  std::string shape_class;  // e.g. "large"
+  std::string algorithm;    // e.g. "tiled"
+  Params params;            // complete (every parameter of the algorithm)
+  std::map<std::string, std::int64_t> problem;  // the problem it was measured on
+  double time_ms = 0;       // median kernel time measured by the tuner
+  double gflops = 0;
+  double default_time_ms = 0;  // the built-in default on the same problem, 0 if unknown
+};
+
+struct Profile {
+  int schema = kProfileSchema;
+  ProfileDevice device;
+  std::string tuner_version, date;
+  double tuning_seconds = 0;
+  std::vector<ProfileEntry> entries;
+  std::string path;  // where it was read from; empty for one built in memory
+
+  const ProfileEntry* find(const std::string& kernel, const std::string& shape_class) const;
+};
+
+ProfileDevice profile_device_of(const DeviceInfo& device);
+
+// Parses and validates a profile: schema version, device header, every entry's
+// kernel, class and algorithm known, every parameter in its table's allowed values and
+// every device-independent constraint holding. Throws Error(kProfile) whose message
+// starts with "FILE:LINE:COLUMN: " (the YAML position of the fault).
+Profile read_profile(const std::string& path);
+Profile parse_profile(const std::string& text, const std::string& name);
+std::string emit_profile(const Profile& profile);
+// Temporary file in the same directory, then rename: readers never see half a file.
+void write_profile_atomically(const std::string& path, const Profile& profile);
+
+// How well a profile's device header fits a device, best first.
+enum class MatchLevel { kExact = 0, kDevice = 1, kArchitecture = 2, kVendor = 3, kNone = 4 };
+const char* to_string(MatchLevel level);
+MatchLevel match_level(const ProfileDevice& header, const DeviceInfo& device);
+
+}  // namespace ocltk

@@ -1,0 +1,56 @@
+// Compiled programs, cached in memory per context and on disk as binaries.
+//
+// A disk entry is keyed by a hash of (source, build options, platform, device name,
+// driver version) and holds that key text and a checksum of the binary; an entry whose
+// key text, checksum or header does not match, or whose binary the driver refuses, is
+// rebuilt from source and overwritten, never trusted.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "ocltk/cl.hpp"
+
+namespace ocltk {
+
+struct ProgramCacheStats {
+  std::uint64_t memory_hits = 0;
+  std::uint64_t disk_hits = 0;
+  std::uint64_t builds = 0;          // compiled from source
+  std::uint64_t rejected_entries = 0;  // disk entries found corrupt or stale
+};
+
+class ProgramCache {
+ public:
+  // `directory` empty: $XDG_CACHE_HOME/ocltk, else ~/.cache/ocltk. "-" disables the
+  // disk cache (OCLTK_CACHE_DIR=- does the same).
+  explicit ProgramCache(std::string directory = "");
+
+  // Returns a built program; throws BuildError with the log when the source does not
+  // compile. Thread-safe.
+  boost::compute::program get(const boost::compute::context& context, const boost::compute::device& device,
+                              const std::string& source, const std::string& options);
+
+  // Where a given program's binary lives (or would live) on disk; empty when disabled.
+  std::string entry_path(const boost::compute::device& device, const std::string& source,
+                         const std::string& options) const;
+  const std::string& directory() const { return directory_; }
+  ProgramCacheStats stats() const;
+  void clear_memory();
+
+  static std::string default_directory();
+
+ private:
+  std::string directory_;
+  mutable std::mutex mutex_;
+  std::map<std::tuple<cl_context, cl_device_id, std::uint64_t>, boost::compute::program> memory_;
+  ProgramCacheStats stats_;
+};
+
+std::uint64_t fnv1a64(const void* data, std::size_t size, std::uint64_t seed = 0xcbf29ce484222325ull);
+std::uint64_t fnv1a64(const std::string& text);
+
+}  // namespace ocltk

@@ -1,0 +1,123 @@
+// The runtime an engine links: open a device, pick each launch's parameters from the
+// profile that fits the device, and enqueue kernels with no host round trip.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ocltk/cl.hpp"
+#include "ocltk/device.hpp"
+#include "ocltk/gemm_nt.hpp"
+#include "ocltk/profile.hpp"
+#include "ocltk/program_cache.hpp"
+#include "ocltk/status.hpp"
+
+namespace ocltk {
+
+struct RuntimeOptions {
+  std::string device;        // selector, see select_device(); empty reads OCLTK_DEVICE
+  std::string profile_path;  // an explicit profile file, searched before everything else
+  bool use_profiles = true;  // false: built-in defaults only (benchmarks of the defaults)
+  std::string cache_dir;     // program cache folder; "" default, "-" no disk cache
+  int verbose = -1;          // -1: read OCLTK_VERBOSE; 0 quiet; 1 log each choice once
+  // Most workgroups one dispatch may have along dimension 1 (M); larger problems are
+  // split into several dispatches. 0: 65535, the smallest limit among common drivers.
+  std::int64_t max_groups_per_dispatch = 0;
+};
+
+// Where the profiles for a device come from, best first (docs/profiles.md):
+// explicit path / OCLTK_PROFILE_PATH, then the user folder, then the installed configs/;
+// within those, by match level (exact device + driver, device, architecture, vendor).
+struct ProfileCandidate {
+  Profile profile;
+  MatchLevel level = MatchLevel::kNone;
+  std::string tier;  // "explicit", "OCLTK_PROFILE_PATH", "user", "installed"
+};
+struct ProfileSelection {
+  std::vector<ProfileCandidate> candidates;  // sorted best first; only matching ones
+  std::vector<std::string> warnings;         // unreadable files, profiles for other devices
+  std::vector<std::string> searched;         // every file looked at, in order
+};
+ProfileSelection find_profiles(const DeviceInfo& device, const RuntimeOptions& options);
+std::string user_profile_dir();       // $XDG_CONFIG_HOME/ocltk/profiles or ~/.config/ocltk/profiles
+std::string installed_configs_dir();  // <prefix>/share/ocltk/configs
+
+// Which algorithm and parameters serve a launch, and why.
+struct Choice {
+  std::string kernel, shape_class, algorithm;
+  Params params;
+  std::string source = "built-in";  // the profile's path, or "built-in"
+  MatchLevel level = MatchLevel::kNone;
+  std::string describe() const;  // one line for logs
+};
+
+// A matrix operand: a buffer, an element offset and a leading dimension in elements
+// (0 means packed: the row length).
+struct Matrix {
+  cl_mem buffer = nullptr;
+  std::size_t offset = 0;
+  std::size_t ld = 0;
+};
+
+struct GemmNtArgs {
+  GemmProblem problem;
+  float alpha = 1.0f;
+  Matrix a, b, c;  // A: M×K, B: N×K, C: M×N
+};
+
+struct Launch {
+  cl_command_queue queue = nullptr;  // nullptr: the runtime's own queue
+  std::vector<cl_event> wait_for;
+  // When set, receives the event of the last dispatch (the caller releases it).
+  cl_event* event = nullptr;
+};
+
+class Runtime {
+ public:
+  static Result<Runtime> open(const RuntimeOptions& options = {});
+  // Wraps an engine's own context, device and queue (retained, not taken over).
+  static Result<Runtime> wrap(cl_context context, cl_device_id device, cl_command_queue queue,
+                              const RuntimeOptions& options = {});
+
+  Runtime(Runtime&&) noexcept;
+  Runtime& operator=(Runtime&&) noexcept;
+  ~Runtime();
+
+  const DeviceInfo& device() const;
+  const boost::compute::context& context() const;
+  boost::compute::command_queue& queue();
+  Result<boost::compute::buffer> allocate(std::size_t bytes, cl_mem_flags flags = CL_MEM_READ_WRITE);
+
+  // Validates arguments without enqueuing anything; the message names the argument.
+  Status check_gemm_nt(const GemmNtArgs& args) const;
+  Status gemm_nt(const GemmNtArgs& args, const Launch& launch = {});
+  Status gemm_nt_accum(const GemmNtArgs& args, const Launch& launch = {});
+  // As above with an explicit choice instead of the profile's (tuner, tests, benches).
+  Status gemm_nt_with(const Choice& choice, bool accumulate, const GemmNtArgs& args, const Launch& launch = {});
+
+  // The profile entry (or built-in default) that serves a kernel and class.
+  Choice choose(const std::string& kernel, const std::string& shape_class) const;
+  Choice choose_gemm_nt(const GemmProblem& problem) const;
+  // The choice behind the most recent launch of this runtime.
+  const Choice& last_choice() const;
+
+  const ProfileSelection& profiles() const;
+  ProgramCache& program_cache();
+  // Builds (or fetches) the program for an algorithm and parameters: the one path the
+  // launcher and the tuner share. Throws Error / BuildError.
+  boost::compute::program program_for(const AlgorithmSpec& algorithm, const Params& params);
+  const RuntimeOptions& options() const;
+
+ private:
+  struct Impl;
+  explicit Runtime(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Version of the library, "MAJOR.MINOR.PATCH".
+const char* version();
+
+}  // namespace ocltk

@@ -1,0 +1,127 @@
+#include "ocltk/device.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "ocltk/status.hpp"
+
+namespace ocltk {
+namespace {
+
+// cl_nv_device_attribute_query; not in every header set.
+constexpr cl_device_info kComputeCapabilityMajorNv = 0x4000;
+constexpr cl_device_info kComputeCapabilityMinorNv = 0x4001;
+
+std::string trim(std::string s) {
+  while (!s.empty() && (std::isspace(static_cast<unsigned char>(s.back())) || s.back() == '\0')) s.pop_back();
+  std::size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string architecture_of(const boost::compute::device& d, const std::string& vendor, const std::string& name) {
+  const std::string v = lower(vendor);
+  if (v.find("nvidia") != std::string::npos) {
+    cl_uint major = 0, minor = 0;
+    if (clGetDeviceInfo(d.id(), kComputeCapabilityMajorNv, sizeof major, &major, nullptr) == CL_SUCCESS &&
+        clGetDeviceInfo(d.id(), kComputeCapabilityMinorNv, sizeof minor, &minor, nullptr) == CL_SUCCESS)
+      return "sm_" + std::to_string(major) + std::to_string(minor);
+    return "";
+  }
+  // AMD reports the gfx target as the device name, e.g. "gfx90a:sramecc+:xnack-".
+  if (name.rfind("gfx", 0) == 0) return name.substr(0, name.find(':'));
+  return "";
+}
+
+}  // namespace
+
+DeviceInfo describe_device(const boost::compute::device& d, int index) {
+  DeviceInfo info;
+  info.index = index;
+  info.handle = d;
+  const boost::compute::platform platform(d.platform());
+  info.platform = trim(platform.name());
+  info.platform_version = trim(platform.version());
+  info.name = trim(d.name());
+  info.vendor = trim(d.vendor());
+  info.driver = trim(d.driver_version());
+  info.version = trim(d.version());
+  info.architecture = architecture_of(d, info.vendor, info.name);
+  const cl_device_type type = d.type();
+  info.type = (type & CL_DEVICE_TYPE_GPU)           ? "gpu"
+              : (type & CL_DEVICE_TYPE_CPU)         ? "cpu"
+              : (type & CL_DEVICE_TYPE_ACCELERATOR) ? "accelerator"
+                                                    : "other";
+  info.compute_units = d.compute_units();
+  info.max_work_group_size = d.max_work_group_size();
+  info.max_work_item_sizes = d.get_info<std::vector<std::size_t>>(CL_DEVICE_MAX_WORK_ITEM_SIZES);
+  info.local_mem_bytes = d.local_memory_size();
+  info.global_mem_bytes = d.global_memory_size();
+  info.max_alloc_bytes = d.max_memory_alloc_size();
+  return info;
+}
+
+std::vector<DeviceInfo> list_devices() {
+  std::vector<DeviceInfo> devices;
+  cl_uint platform_count = 0;
+  if (clGetPlatformIDs(0, nullptr, &platform_count) != CL_SUCCESS || platform_count == 0) return devices;
+  std::vector<cl_platform_id> platforms(platform_count);
+  if (clGetPlatformIDs(platform_count, platforms.data(), nullptr) != CL_SUCCESS) return devices;
+  for (cl_platform_id p : platforms) {
+    cl_uint count = 0;
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &count) != CL_SUCCESS || count == 0) continue;
+    std::vector<cl_device_id> ids(count);
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, count, ids.data(), nullptr) != CL_SUCCESS) continue;
+    for (cl_device_id id : ids) {
+      try {
+        devices.push_back(describe_device(boost::compute::device(id), static_cast<int>(devices.size())));
+      } catch (const std::exception&) {
+        // A device that cannot describe itself cannot run anything either.
+      }
+    }
+  }
+  return devices;
+}
+
+DeviceInfo select_device(const std::string& selector_arg) {
+  std::string selector = selector_arg;
+  std::string origin = "device selector";
+  if (selector.empty()) {
+    if (const char* env = std::getenv("OCLTK_DEVICE"); env != nullptr && *env != '\0') {
+      selector = env;
+      origin = "OCLTK_DEVICE";
+    }
+  }
+  const std::vector<DeviceInfo> devices = list_devices();
+  if (devices.empty())
+    throw Error(ErrorCode::kNotFound,
+                "no OpenCL device found: install an OpenCL driver (e.g. the pocl-opencl-icd package) and check "
+                "/etc/OpenCL/vendors");
+  if (selector.empty()) {
+    for (const DeviceInfo& d : devices)
+      if (d.type == "gpu") return d;
+    return devices.front();
+  }
+  const bool numeric = std::all_of(selector.begin(), selector.end(), [](unsigned char c) { return std::isdigit(c); });
+  if (numeric) {
+    const unsigned long index = std::stoul(selector);
+    if (index < devices.size()) return devices[index];
+    throw Error(ErrorCode::kNotFound, origin + " '" + selector + "': no device with that index (" +
+                                          std::to_string(devices.size()) + " found; see `ocltk devices`)");
+  }
+  const std::string needle = lower(selector);
+  for (const DeviceInfo& d : devices) {
+    if (lower(d.platform + " / " + d.name + " / " + d.vendor).find(needle) != std::string::npos) return d;
+  }
+  throw Error(ErrorCode::kNotFound,
+              origin + " '" + selector + "' matches no device name, platform or vendor (see `ocltk devices`)");
+}
+
+}  // namespace ocltk

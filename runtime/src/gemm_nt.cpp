@@ -1,0 +1,195 @@
+// The gemm_nt family slice: parameter tables of its two algorithms, shape classes,
+// launch geometry and CPU reference. kernels/gemm_nt_{tiled,reduce}.cl are the sources.
+#include "ocltk/gemm_nt.hpp"
+
+#include <cmath>
+
+#include "ocltk/status.hpp"
+
+namespace ocltk {
+namespace {
+
+int at(const Params& p, const char* name) { return p.at(name); }
+
+Constraint rule(std::string name, std::function<bool(const Params&)> holds) {
+  return {std::move(name), false, [holds](const Params& p, const DeviceLimits&) { return holds(p); }};
+}
+
+Constraint device_rule(std::string name, std::function<bool(const Params&, const DeviceLimits&)> holds) {
+  return {std::move(name), true, std::move(holds)};
+}
+
+std::size_t dim(const DeviceLimits& l, std::size_t i) {
+  return i < l.max_work_item_sizes.size() ? l.max_work_item_sizes[i] : 1;
+}
+
+AlgorithmSpec tiled_algorithm() {
+  AlgorithmSpec a;
+  a.name = "tiled";
+  a.source_name = "gemm_nt_tiled.cl";
+  a.params = {
+      {"MWG", 64, {4, 8, 16, 32, 64, 128}, "tile rows (M) per workgroup"},
+      {"NWG", 64, {4, 8, 16, 32, 64, 128}, "tile columns (N) per workgroup"},
+      {"KWG", 16, {16, 32}, "K columns staged per local-memory step (USE_LOCAL only)"},
+      {"MDIMC", 8, {1, 2, 4, 8, 16}, "work-items along M in a workgroup"},
+      {"NDIMC", 8, {1, 2, 4, 8, 16}, "work-items along N in a workgroup"},
+      {"VW", 1, {1, 4, 8, 16}, "accumulator vector width along K"},
+      {"USE_LOCAL", 1, {0, 1}, "stage A and B tiles through local memory"},
+  };
+  a.constraints = {
+      rule("MWG % MDIMC == 0", [](const Params& p) { return at(p, "MWG") % at(p, "MDIMC") == 0; }),
+      rule("NWG % NDIMC == 0", [](const Params& p) { return at(p, "NWG") % at(p, "NDIMC") == 0; }),
+      rule("MWG / MDIMC <= 8 (outputs per work-item along M)",
+           [](const Params& p) { return at(p, "MWG") / at(p, "MDIMC") <= 8; }),
+      rule("NWG / NDIMC <= 8 (outputs per work-item along N)",
+           [](const Params& p) { return at(p, "NWG") / at(p, "NDIMC") <= 8; }),
+      rule("MWG / MDIMC * NWG / NDIMC * VW <= 256 (accumulator registers)",
+           [](const Params& p) {
+             return (at(p, "MWG") / at(p, "MDIMC")) * (at(p, "NWG") / at(p, "NDIMC")) * at(p, "VW") <= 256;
+           }),
+      rule("USE_LOCAL == 0 implies KWG == 16 (KWG is unused without local memory)",
+           [](const Params& p) { return at(p, "USE_LOCAL") == 1 || at(p, "KWG") == 16; }),
+      rule("KWG % VW == 0", [](const Params& p) { return at(p, "KWG") % at(p, "VW") == 0; }),
+      device_rule("MDIMC * NDIMC <= device max work-group size",
+                  [](const Params& p, const DeviceLimits& l) {
+                    return std::size_t(at(p, "MDIMC") * at(p, "NDIMC")) <= l.max_work_group_size &&
+                           std::size_t(at(p, "NDIMC")) <= dim(l, 0) && std::size_t(at(p, "MDIMC")) <= dim(l, 1);
+                  }),
+  };
+  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+    if (!at(p, "USE_LOCAL")) return 0;
+    const int stride = at(p, "KWG") + (at(p, "VW") == 1 ? 1 : 0);
+    return 4ull * stride * (at(p, "MWG") + at(p, "NWG"));
+  };
+  a.constraints.push_back(device_rule("local memory within the device limit", [f = a.local_mem_bytes](
+                                                                                  const Params& p,
+                                                                                  const DeviceLimits& l) {
+    return f(p) <= l.local_mem_bytes;
+  }));
+  a.work_group_size = [](const Params& p) -> std::size_t { return std::size_t(at(p, "MDIMC") * at(p, "NDIMC")); };
+  return a;
+}
+
+AlgorithmSpec reduce_algorithm() {
+  AlgorithmSpec a;
+  a.name = "reduce";
+  a.source_name = "gemm_nt_reduce.cl";
+  a.params = {
+      {"WGS", 256, {4, 16, 32, 64, 128, 256}, "work-items per workgroup"},
+      {"RW", 32, {1, 2, 4, 8, 16, 32}, "reduction width: work-items sharing one output's K reduction"},
+      {"TR", 1, {1, 2, 4, 8}, "tile rows: rows of A each work-item handles"},
+      {"VW", 1, {1, 4, 8, 16}, "vector width of the loads along K"},
+      {"USE_LOCAL", 0, {0, 1}, "stage the A rows through local memory"},
+      {"KWG", 512, {128, 512}, "K columns per local-memory stage (USE_LOCAL only)"},
+  };
+  a.constraints = {
+      rule("WGS % RW == 0", [](const Params& p) { return at(p, "WGS") % at(p, "RW") == 0; }),
+      rule("TR * VW <= 64 (accumulator registers)", [](const Params& p) { return at(p, "TR") * at(p, "VW") <= 64; }),
+      rule("USE_LOCAL == 0 implies KWG == 512 (KWG is unused without local memory)",
+           [](const Params& p) { return at(p, "USE_LOCAL") == 1 || at(p, "KWG") == 512; }),
+      rule("KWG % (RW * VW) == 0", [](const Params& p) { return at(p, "KWG") % (at(p, "RW") * at(p, "VW")) == 0; }),
+      device_rule("WGS <= device max work-group size",
+                  [](const Params& p, const DeviceLimits& l) {
+                    return std::size_t(at(p, "WGS")) <= l.max_work_group_size &&
+                           std::size_t(at(p, "WGS")) <= dim(l, 0);
+                  }),
+  };
+  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+    return 4ull * at(p, "TR") * (at(p, "WGS") + (at(p, "USE_LOCAL") ? at(p, "KWG") : 0));
+  };
+  a.constraints.push_back(device_rule("local memory within the device limit", [f = a.local_mem_bytes](
+                                                                                  const Params& p,
+                                                                                  const DeviceLimits& l) {
+    return f(p) <= l.local_mem_bytes;
+  }));
+  a.work_group_size = [](const Params& p) -> std::size_t { return std::size_t(at(p, "WGS")); };
+  return a;
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+const KernelFamily& gemm_nt_family() {
+  static const KernelFamily family = [] {
+    KernelFamily f;
+    f.name = "gemm_nt";
+    f.algorithms = {reduce_algorithm(), tiled_algorithm()};
+    f.classes = {
+        {"gemv", "M = 1"},
+        {"lora_shrink", "N <= 64 (and M > 1)"},
+        {"lora_expand", "K <= 64 (and M > 1, N > 64)"},
+        {"small_batch", "M <= 16 (and N > 64, K > 64)"},
+        {"large", "everything else"},
+    };
+    f.builtin = {
+        {"reduce", {}},
+        {"reduce", {{"TR", 4}}},
+        {"tiled", {}},
+        {"reduce", {{"TR", 4}}},
+        {"tiled", {}},
+    };
+    return f;
+  }();
+  return family;
+}
+
+std::string gemm_nt_shape_class(const GemmProblem& p) {
+  if (p.m == 1) return "gemv";
+  if (p.n <= 64) return "lora_shrink";
+  if (p.k <= 64) return "lora_expand";
+  if (p.m <= 16) return "small_batch";
+  return "large";
+}
+
+GemmProblem gemm_nt_class_problem(const std::string& shape_class, bool cpu_device) {
+  if (shape_class == "gemv") return {1, 4096, 4096};
+  if (shape_class == "lora_shrink") return {4096, 16, 4096};
+  if (shape_class == "lora_expand") return {4096, 4096, 16};
+  if (shape_class == "small_batch") return {16, 4096, 4096};
+  if (shape_class == "large") return cpu_device ? GemmProblem{1024, 1024, 1024} : GemmProblem{4096, 4096, 4096};
+  throw Error(ErrorCode::kNotFound, "gemm_nt has no shape class '" + shape_class + "'");
+}
+
+LaunchGeometry gemm_nt_geometry(const std::string& algorithm, const Params& p, const GemmProblem& problem) {
+  LaunchGeometry g;
+  if (algorithm == "tiled") {
+    g.tile_m = at(p, "MWG");
+    g.tile_n = at(p, "NWG");
+    g.local = {std::size_t(at(p, "NDIMC")), std::size_t(at(p, "MDIMC"))};
+  } else if (algorithm == "reduce") {
+    g.tile_m = at(p, "TR");
+    g.tile_n = at(p, "WGS") / at(p, "RW");
+    g.local = {std::size_t(at(p, "WGS")), 1};
+  } else {
+    throw Error(ErrorCode::kNotFound, "gemm_nt has no algorithm '" + algorithm + "'");
+  }
+  g.global = {std::size_t(ceil_div(problem.n, g.tile_n)) * g.local[0],
+              std::size_t(ceil_div(problem.m, g.tile_m)) * g.local[1]};
+  return g;
+}
+
+void gemm_nt_reference(const GemmProblem& p, float alpha, bool accumulate, const float* a, std::size_t lda,
+                       const float* b, std::size_t ldb, const double* c_old, std::size_t ldc_old, double* c,
+                       std::size_t ldc) {
+  for (std::int64_t i = 0; i < p.m; ++i) {
+    const float* ai = a + i * lda;
+    for (std::int64_t j = 0; j < p.n; ++j) {
+      const float* bj = b + j * ldb;
+      double sum = 0;
+      for (std::int64_t k = 0; k < p.k; ++k) sum += double(ai[k]) * double(bj[k]);
+      double v = double(alpha) * sum;
+      if (accumulate) v += c_old[i * ldc_old + j];
+      c[i * ldc + j] = v;
+    }
+  }
+}
+
+double gemm_nt_error_bound(std::int64_t k, double abs_dot, double alpha, double c_old) {
+  constexpr double u = 1.0 / (1 << 24);
+  const double ku = double(k + 2) * u;  // + 2: the alpha product and the accumulate add
+  const double gamma = ku / (1.0 - ku);
+  return gamma * std::fabs(alpha) * abs_dot + 2 * u * std::fabs(c_old) + 1e-30;
+}
+
+}  // namespace ocltk

@@ -1,0 +1,91 @@
+#include "ocltk/params.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "ocltk/device.hpp"
+#include "ocltk/status.hpp"
+
+namespace ocltk {
+
+DeviceLimits DeviceLimits::of(const DeviceInfo& device) {
+  DeviceLimits limits;
+  limits.max_work_group_size = device.max_work_group_size;
+  limits.max_work_item_sizes = device.max_work_item_sizes;
+  limits.local_mem_bytes = device.local_mem_bytes;
+  return limits;
+}
+
+const ParamSpec* AlgorithmSpec::find(const std::string& param) const {
+  for (const ParamSpec& p : params)
+    if (p.name == param) return &p;
+  return nullptr;
+}
+
+Params AlgorithmSpec::defaults() const {
+  Params out;
+  for (const ParamSpec& p : params) out[p.name] = p.default_value;
+  return out;
+}
+
+Params AlgorithmSpec::complete(const Params& partial) const {
+  Params out = defaults();
+  for (const auto& [name, value] : partial) {
+    const ParamSpec* spec = find(name);
+    if (spec == nullptr) throw Error(ErrorCode::kProfile, "unknown parameter " + name + " for algorithm " + this->name);
+    if (std::find(spec->allowed.begin(), spec->allowed.end(), value) == spec->allowed.end()) {
+      std::ostringstream allowed;
+      for (std::size_t i = 0; i < spec->allowed.size(); ++i) allowed << (i ? ", " : "") << spec->allowed[i];
+      throw Error(ErrorCode::kProfile, "parameter " + name + " = " + std::to_string(value) +
+                                           " is outside the legal values of algorithm " + this->name + " {" +
+                                           allowed.str() + "}");
+    }
+    out[name] = value;
+  }
+  return out;
+}
+
+std::optional<std::string> AlgorithmSpec::violation(const Params& p, const DeviceLimits* limits) const {
+  for (const Constraint& c : constraints) {
+    if (c.needs_device && limits == nullptr) continue;
+    if (!c.holds(p, limits ? *limits : DeviceLimits{})) return c.name;
+  }
+  return std::nullopt;
+}
+
+std::string AlgorithmSpec::build_options(const Params& p) const {
+  std::ostringstream out;
+  out << "-cl-std=CL1.2 -cl-mad-enable";
+  for (const ParamSpec& spec : params) out << " -D" << spec.name << "=" << p.at(spec.name);
+  return out.str();
+}
+
+std::vector<Params> AlgorithmSpec::legal_space(const DeviceLimits* limits) const {
+  std::vector<Params> space;
+  std::vector<std::size_t> pos(params.size(), 0);
+  while (true) {
+    Params point;
+    for (std::size_t i = 0; i < params.size(); ++i) point[params[i].name] = params[i].allowed[pos[i]];
+    if (!violation(point, limits)) space.push_back(point);
+    std::size_t i = params.size();
+    while (i > 0) {
+      --i;
+      if (++pos[i] < params[i].allowed.size()) break;
+      pos[i] = 0;
+      if (i == 0) return space;
+    }
+    if (params.empty()) return space;
+  }
+}
+
+std::string format_params(const Params& params) {
+  std::ostringstream out;
+  bool first = true;
+  for (const auto& [name, value] : params) {
+    out << (first ? "" : " ") << name << "=" << value;
+    first = false;
+  }
+  return out.str();
+}
+
+}  // namespace ocltk

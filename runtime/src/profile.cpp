@@ -1,0 +1,296 @@
+#include "ocltk/profile.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "ocltk/device.hpp"
+#include "ocltk/family.hpp"
+#include "ocltk/status.hpp"
+
+namespace YAML {
+
+// Encoding goes through convert<T>; decoding is done by hand below so that every
+// fault can name its line and column.
+template <>
+struct convert<ocltk::ProfileDevice> {
+  static Node encode(const ocltk::ProfileDevice& d) {
+    Node n;
+    n["name"] = d.name;
+    n["vendor"] = d.vendor;
+    n["driver"] = d.driver;
+    n["platform"] = d.platform;
+    n["architecture"] = d.architecture;
+    n["type"] = d.type;
+    n["compute_units"] = d.compute_units;
+    n["global_mem_bytes"] = d.global_mem_bytes;
+    n["local_mem_bytes"] = d.local_mem_bytes;
+    n["max_work_group_size"] = d.max_work_group_size;
+    return n;
+  }
+};
+
+template <>
+struct convert<ocltk::Params> {
+  static Node encode(const ocltk::Params& params) {
+    Node n(NodeType::Map);
+    n.SetStyle(EmitterStyle::Flow);
+    for (const auto& [name, value] : params) n[name] = value;
+    return n;
+  }
+};
+
+}  // namespace YAML
+
+namespace ocltk {
+namespace {
+
+class Decoder {
+ public:
+  explicit Decoder(std::string name) : name_(std::move(name)) {}
+
+  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& message) const {
+    throw Error(ErrorCode::kProfile, name_ + ":" + std::to_string(mark.line + 1) + ":" +
+                                         std::to_string(mark.column + 1) + ": " + message);
+  }
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& message) const { fail(node.Mark(), message); }
+
+  YAML::Node child(const YAML::Node& parent, const char* key, bool required) const {
+    if (!parent.IsMap()) fail(parent, "expected a mapping");
+    const YAML::Node n = parent[key];
+    if (!n && required) fail(parent, std::string("missing key '") + key + "'");
+    return n;
+  }
+
+  template <class T>
+  T scalar(const YAML::Node& parent, const char* key, bool required, T fallback = T()) const {
+    const YAML::Node n = child(parent, key, required);
+    if (!n) return fallback;
+    if (!n.IsScalar()) fail(n, std::string("'") + key + "' must be a scalar");
+    try {
+      return n.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(n, std::string("'") + key + "' has the wrong type: '" + n.Scalar() + "'");
+    }
+  }
+
+ private:
+  std::string name_;
+};
+
+ProfileDevice decode_device(const Decoder& d, const YAML::Node& n) {
+  if (!n.IsMap()) d.fail(n, "'device' must be a mapping");
+  ProfileDevice dev;
+  dev.name = d.scalar<std::string>(n, "name", true);
+  dev.vendor = d.scalar<std::string>(n, "vendor", true);
+  dev.driver = d.scalar<std::string>(n, "driver", false);
+  dev.platform = d.scalar<std::string>(n, "platform", false);
+  dev.architecture = d.scalar<std::string>(n, "architecture", false);
+  dev.type = d.scalar<std::string>(n, "type", false);
+  dev.compute_units = d.scalar<std::uint32_t>(n, "compute_units", false);
+  dev.global_mem_bytes = d.scalar<std::uint64_t>(n, "global_mem_bytes", false);
+  dev.local_mem_bytes = d.scalar<std::uint64_t>(n, "local_mem_bytes", false);
+  dev.max_work_group_size = d.scalar<std::uint64_t>(n, "max_work_group_size", false);
+  return dev;
+}
+
+ProfileEntry decode_entry(const Decoder& d, const KernelFamily& family, const std::string& shape_class,
+                          const YAML::Node& n) {
+  ProfileEntry e;
+  e.kernel = family.name;
+  e.shape_class = shape_class;
+  if (!n.IsMap()) d.fail(n, "entry " + family.name + "/" + shape_class + " must be a mapping");
+  const YAML::Node algo_node = d.child(n, "algorithm", true);
+  e.algorithm = d.scalar<std::string>(n, "algorithm", true);
+  const AlgorithmSpec* algorithm = family.find_algorithm(e.algorithm);
+  if (algorithm == nullptr) d.fail(algo_node, "kernel " + family.name + " has no algorithm '" + e.algorithm + "'");
+  const YAML::Node params = d.child(n, "params", true);
+  if (!params.IsMap()) d.fail(params, "'params' must be a mapping of parameter names to integers");
+  Params partial;
+  for (const auto& kv : params) {
+    const std::string name = kv.first.as<std::string>();
+    if (algorithm->find(name) == nullptr)
+      d.fail(kv.first, "unknown parameter " + name + " for " + family.name + "/" + e.algorithm);
+    int value = 0;
+    try {
+      value = kv.second.as<int>();
+    } catch (const YAML::Exception&) {
+      d.fail(kv.second, "parameter " + name + " must be an integer");
+    }
+    try {
+      algorithm->complete({{name, value}});
+    } catch (const Error& err) {
+      d.fail(kv.second, err.what());
+    }
+    partial[name] = value;
+  }
+  e.params = algorithm->complete(partial);
+  if (const auto bad = algorithm->violation(e.params, nullptr))
+    d.fail(params, family.name + "/" + e.algorithm + " parameters " + format_params(e.params) +
+                       " break the constraint " + *bad);
+  if (const YAML::Node problem = d.child(n, "problem", false)) {
+    if (!problem.IsMap()) d.fail(problem, "'problem' must be a mapping");
+    for (const auto& kv : problem) e.problem[kv.first.as<std::string>()] = d.scalar<std::int64_t>(problem, kv.first.as<std::string>().c_str(), true);
+  }
+  e.time_ms = d.scalar<double>(n, "time_ms", false);
+  e.gflops = d.scalar<double>(n, "gflops", false);
+  e.default_time_ms = d.scalar<double>(n, "default_time_ms", false);
+  return e;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+}  // namespace
+
+const ProfileEntry* Profile::find(const std::string& kernel, const std::string& shape_class) const {
+  for (const ProfileEntry& e : entries)
+    if (e.kernel == kernel && e.shape_class == shape_class) return &e;
+  return nullptr;
+}
+
+ProfileDevice profile_device_of(const DeviceInfo& device) {
+  ProfileDevice d;
+  d.name = device.name;
+  d.vendor = device.vendor;
+  d.driver = device.driver;
+  d.platform = device.platform;
+  d.architecture = device.architecture;
+  d.type = device.type;
+  d.compute_units = device.compute_units;
+  d.global_mem_bytes = device.global_mem_bytes;
+  d.local_mem_bytes = device.local_mem_bytes;
+  d.max_work_group_size = device.max_work_group_size;
+  return d;
+}
+
+Profile parse_profile(const std::string& text, const std::string& name) {
+  const Decoder d(name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    d.fail(e.mark, "malformed YAML: " + e.msg);
+  }
+  if (!root || !root.IsMap()) d.fail(root ? root.Mark() : YAML::Mark(), "a profile must be a YAML mapping");
+  Profile profile;
+  const YAML::Node schema = d.child(root, "schema", true);
+  profile.schema = d.scalar<int>(root, "schema", true);
+  if (profile.schema != kProfileSchema)
+    d.fail(schema, "unsupported schema " + std::to_string(profile.schema) + " (this ocltk reads schema " +
+                       std::to_string(kProfileSchema) + ")");
+  profile.device = decode_device(d, d.child(root, "device", true));
+  if (const YAML::Node tuner = d.child(root, "tuner", false)) {
+    profile.tuner_version = d.scalar<std::string>(tuner, "version", false);
+    profile.date = d.scalar<std::string>(tuner, "date", false);
+    profile.tuning_seconds = d.scalar<double>(tuner, "seconds", false);
+  }
+  const YAML::Node kernels = d.child(root, "kernels", true);
+  if (!kernels.IsMap()) d.fail(kernels, "'kernels' must be a mapping of kernel names to shape classes");
+  for (const auto& kv : kernels) {
+    const std::string kernel = kv.first.as<std::string>();
+    const KernelFamily* family = find_family(kernel);
+    if (family == nullptr) d.fail(kv.first, "unknown kernel '" + kernel + "'");
+    if (!kv.second.IsMap()) d.fail(kv.second, "kernel " + kernel + " must map shape classes to entries");
+    for (const auto& cls : kv.second) {
+      const std::string shape_class = cls.first.as<std::string>();
+      if (family->find_class(shape_class) == nullptr)
+        d.fail(cls.first, "kernel " + kernel + " has no shape class '" + shape_class + "'");
+      profile.entries.push_back(decode_entry(d, *family, shape_class, cls.second));
+    }
+  }
+  profile.path = name;
+  return profile;
+}
+
+Profile read_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorCode::kIo, path + ": cannot open profile");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_profile(text.str(), path);
+}
+
+std::string emit_profile(const Profile& profile) {
+  YAML::Node root;
+  root["schema"] = profile.schema;
+  root["device"] = profile.device;
+  root["tuner"]["version"] = profile.tuner_version;
+  root["tuner"]["date"] = profile.date;
+  root["tuner"]["seconds"] = profile.tuning_seconds;
+  YAML::Node kernels(YAML::NodeType::Map);
+  for (const ProfileEntry& e : profile.entries) {
+    YAML::Node n;
+    n["algorithm"] = e.algorithm;
+    n["params"] = e.params;
+    if (!e.problem.empty()) {
+      YAML::Node problem(YAML::NodeType::Map);
+      problem.SetStyle(YAML::EmitterStyle::Flow);
+      for (const auto& [k, v] : e.problem) problem[k] = v;
+      n["problem"] = problem;
+    }
+    n["time_ms"] = e.time_ms;
+    n["gflops"] = e.gflops;
+    if (e.default_time_ms > 0) n["default_time_ms"] = e.default_time_ms;
+    kernels[e.kernel][e.shape_class] = n;
+  }
+  root["kernels"] = kernels;
+  YAML::Emitter out;
+  out.SetDoublePrecision(6);
+  out << YAML::Comment("ocltk tuning profile, schema 1: see docs/profile-schema.md") << YAML::Newline << root;
+  return std::string(out.c_str()) + "\n";
+}
+
+void write_profile_atomically(const std::string& path, const Profile& profile) {
+  namespace fs = std::filesystem;
+  const std::string text = emit_profile(profile);
+  const fs::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw Error(ErrorCode::kIo, path + ": cannot write profile (cannot create " + tmp + ")");
+    out << text;
+    out.flush();
+    if (!out) {
+      out.close();
+      fs::remove(tmp, ec);
+      throw Error(ErrorCode::kIo, path + ": cannot write profile (write to " + tmp + " failed)");
+    }
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error(ErrorCode::kIo, path + ": cannot write profile (rename failed: " + ec.message() + ")");
+  }
+}
+
+const char* to_string(MatchLevel level) {
+  switch (level) {
+    case MatchLevel::kExact: return "device+driver";
+    case MatchLevel::kDevice: return "device";
+    case MatchLevel::kArchitecture: return "architecture";
+    case MatchLevel::kVendor: return "vendor";
+    case MatchLevel::kNone: return "none";
+  }
+  return "none";
+}
+
+MatchLevel match_level(const ProfileDevice& header, const DeviceInfo& device) {
+  if (header.name == device.name) return header.driver == device.driver ? MatchLevel::kExact : MatchLevel::kDevice;
+  if (!header.architecture.empty() && header.architecture == device.architecture &&
+      lower(header.vendor) == lower(device.vendor))
+    return MatchLevel::kArchitecture;
+  if (!header.vendor.empty() && lower(header.vendor) == lower(device.vendor)) return MatchLevel::kVendor;
+  return MatchLevel::kNone;
+}
+
+}  // namespace ocltk

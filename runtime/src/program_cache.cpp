@@ -1,0 +1,186 @@
+#include "ocltk/program_cache.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "ocltk/status.hpp"
+
+namespace ocltk {
+namespace fs = std::filesystem;
+namespace {
+
+// Disk entry: magic line, key-text length, key text, binary length, binary checksum,
+// binary. Everything is checked before the binary reaches the driver.
+constexpr char kMagic[] = "OCLTK-PROGRAM-1\n";
+
+std::string key_text(const boost::compute::device& device, const std::string& source, const std::string& options) {
+  const boost::compute::platform platform(device.platform());
+  std::ostringstream key;
+  key << "platform=" << platform.name() << " " << platform.version() << "\ndevice=" << device.name()
+      << "\ndriver=" << device.driver_version() << "\noptions=" << options << "\nsource-hash=" << std::hex
+      << fnv1a64(source) << "\nsource-size=" << std::dec << source.size() << "\n";
+  return key.str();
+}
+
+std::string hex64(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+template <class T>
+bool read_pod(std::istream& in, T& v) {
+  return bool(in.read(reinterpret_cast<char*>(&v), sizeof v));
+}
+
+// Returns the binary when the entry is whole and made for `key`; empty otherwise.
+std::vector<unsigned char> read_entry(const std::string& path, const std::string& key, bool& existed) {
+  std::ifstream in(path, std::ios::binary);
+  existed = bool(in);
+  if (!in) return {};
+  char magic[sizeof kMagic - 1];
+  if (!in.read(magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof magic) != 0) return {};
+  std::uint64_t key_size = 0, bin_size = 0, checksum = 0;
+  if (!read_pod(in, key_size) || key_size != key.size()) return {};
+  std::string stored_key(key_size, '\0');
+  if (!in.read(stored_key.data(), std::streamsize(key_size)) || stored_key != key) return {};
+  if (!read_pod(in, bin_size) || !read_pod(in, checksum) || bin_size == 0 || bin_size > (1ull << 30)) return {};
+  std::vector<unsigned char> binary(bin_size);
+  if (!in.read(reinterpret_cast<char*>(binary.data()), std::streamsize(bin_size))) return {};
+  if (in.peek() != std::char_traits<char>::eof()) return {};
+  if (fnv1a64(binary.data(), binary.size()) != checksum) return {};
+  return binary;
+}
+
+void write_entry(const std::string& path, const std::string& key, const std::vector<unsigned char>& binary) {
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return;  // a read-only cache folder only costs rebuilds
+    const std::uint64_t key_size = key.size(), bin_size = binary.size(),
+                        checksum = fnv1a64(binary.data(), binary.size());
+    out.write(kMagic, sizeof kMagic - 1);
+    out.write(reinterpret_cast<const char*>(&key_size), sizeof key_size);
+    out.write(key.data(), std::streamsize(key.size()));
+    out.write(reinterpret_cast<const char*>(&bin_size), sizeof bin_size);
+    out.write(reinterpret_cast<const char*>(&checksum), sizeof checksum);
+    out.write(reinterpret_cast<const char*>(binary.data()), std::streamsize(binary.size()));
+    if (!out) {
+      out.close();
+      fs::remove(tmp, ec);
+      return;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) fs::remove(tmp, ec);
+}
+
+boost::compute::program build_from_source(const boost::compute::context& context, const std::string& source,
+                                          const std::string& options) {
+  boost::compute::program program = boost::compute::program::create_with_source(source, context);
+  const cl_int status = clBuildProgram(program.get(), 0, nullptr, options.c_str(), nullptr, nullptr);
+  if (status != CL_SUCCESS) {
+    std::string log;
+    try {
+      log = program.build_log();
+    } catch (const std::exception&) {
+    }
+    const std::string first_line = log.substr(0, log.find('\n'));
+    throw BuildError("kernel build failed (OpenCL status " + std::to_string(status) + ") with options '" + options +
+                         "'" + (first_line.empty() ? "" : ": " + first_line),
+                     log, status);
+  }
+  return program;
+}
+
+}  // namespace
+
+std::uint64_t fnv1a64(const void* data, std::size_t size, std::uint64_t seed) {
+  std::uint64_t h = seed;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < size; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::uint64_t fnv1a64(const std::string& text) { return fnv1a64(text.data(), text.size()); }
+
+std::string ProgramCache::default_directory() {
+  if (const char* env = std::getenv("OCLTK_CACHE_DIR"); env != nullptr && *env != '\0') return env;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
+    return (fs::path(xdg) / "ocltk").string();
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+    return (fs::path(home) / ".cache" / "ocltk").string();
+  return "-";
+}
+
+ProgramCache::ProgramCache(std::string directory)
+    : directory_(directory.empty() ? default_directory() : std::move(directory)) {}
+
+std::string ProgramCache::entry_path(const boost::compute::device& device, const std::string& source,
+                                     const std::string& options) const {
+  if (directory_ == "-") return "";
+  return (fs::path(directory_) / (hex64(fnv1a64(key_text(device, source, options))) + ".bin")).string();
+}
+
+boost::compute::program ProgramCache::get(const boost::compute::context& context,
+                                          const boost::compute::device& device, const std::string& source,
+                                          const std::string& options) {
+  const std::string key = key_text(device, source, options);
+  const auto memory_key = std::make_tuple(context.get(), device.id(), fnv1a64(key));
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (const auto it = memory_.find(memory_key); it != memory_.end()) {
+    ++stats_.memory_hits;
+    return it->second;
+  }
+  const std::string path = entry_path(device, source, options);
+  if (!path.empty()) {
+    bool existed = false;
+    const std::vector<unsigned char> binary = read_entry(path, key, existed);
+    if (!binary.empty()) {
+      try {
+        boost::compute::program program = boost::compute::program::create_with_binary(binary, context);
+        if (clBuildProgram(program.get(), 0, nullptr, options.c_str(), nullptr, nullptr) == CL_SUCCESS) {
+          ++stats_.disk_hits;
+          memory_.emplace(memory_key, program);
+          return program;
+        }
+      } catch (const std::exception&) {
+        // The driver refused the binary: fall through and rebuild.
+      }
+    }
+    if (existed) ++stats_.rejected_entries;
+  }
+  boost::compute::program program = build_from_source(context, source, options);
+  ++stats_.builds;
+  if (!path.empty()) {
+    try {
+      write_entry(path, key, program.binary());
+    } catch (const std::exception&) {
+      // No binary to store (some drivers): the in-memory cache still serves.
+    }
+  }
+  memory_.emplace(memory_key, program);
+  return program;
+}
+
+ProgramCacheStats ProgramCache::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void ProgramCache::clear_memory() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  memory_.clear();
+}
+
+}  // namespace ocltk

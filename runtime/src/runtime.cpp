@@ -1,0 +1,387 @@
+#include "ocltk/runtime.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+namespace ocltk {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::int64_t kDefaultMaxGroupsPerDispatch = 65535;
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : fallback;
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, sep);)
+    if (!part.empty()) parts.push_back(part);
+  return parts;
+}
+
+// The YAML files a path names: the file itself, or a folder's *.yaml / *.yml, sorted.
+std::vector<std::string> profile_files(const std::string& path) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& entry : fs::directory_iterator(path, ec)) {
+      const std::string ext = entry.path().extension().string();
+      if (entry.is_regular_file(ec) && (ext == ".yaml" || ext == ".yml")) files.push_back(entry.path().string());
+    }
+    std::sort(files.begin(), files.end());
+  } else if (fs::exists(path, ec)) {
+    files.push_back(path);
+  }
+  return files;
+}
+
+void check_cl(cl_int status, const std::string& what) {
+  if (status != CL_SUCCESS)
+    throw Error(ErrorCode::kDevice, what + " failed with OpenCL status " + std::to_string(status), status);
+}
+
+}  // namespace
+
+std::string user_profile_dir() {
+  const std::string xdg = env_or("XDG_CONFIG_HOME", "");
+  if (!xdg.empty()) return (fs::path(xdg) / "ocltk" / "profiles").string();
+  const std::string home = env_or("HOME", "");
+  return home.empty() ? "" : (fs::path(home) / ".config" / "ocltk" / "profiles").string();
+}
+
+std::string installed_configs_dir() {
+#ifdef OCLTK_INSTALL_CONFIGS_DIR
+  return OCLTK_INSTALL_CONFIGS_DIR;
+#else
+  return "";
+#endif
+}
+
+ProfileSelection find_profiles(const DeviceInfo& device, const RuntimeOptions& options) {
+  ProfileSelection selection;
+  if (!options.use_profiles) return selection;
+  struct Tier {
+    std::string name;
+    std::vector<std::string> paths;
+  };
+  std::vector<Tier> tiers;
+  if (!options.profile_path.empty()) {
+    // An explicit profile is the caller's word: it is used if it fits the device at
+    // any level, and otherwise ignored with a warning in favour of the built-in defaults.
+    ProfileCandidate c;
+    selection.searched.push_back(options.profile_path);
+    c.profile = read_profile(options.profile_path);  // a broken explicit profile is an error
+    c.level = match_level(c.profile.device, device);
+    c.tier = "explicit";
+    if (c.level == MatchLevel::kNone) {
+      selection.warnings.push_back(options.profile_path + ": profile is for '" + c.profile.device.name + "' (" +
+                                   c.profile.device.vendor + "), not '" + device.name +
+                                   "'; ignoring it and using the built-in defaults");
+    } else {
+      selection.candidates.push_back(std::move(c));
+    }
+    return selection;
+  }
+  tiers.push_back({"OCLTK_PROFILE_PATH", split(env_or("OCLTK_PROFILE_PATH", ""), ':')});
+  if (const std::string user = user_profile_dir(); !user.empty()) tiers.push_back({"user", {user}});
+  if (const std::string installed = installed_configs_dir(); !installed.empty())
+    tiers.push_back({"installed", {installed}});
+
+  std::vector<std::pair<std::size_t, ProfileCandidate>> found;  // (tier index, candidate)
+  for (std::size_t t = 0; t < tiers.size(); ++t) {
+    for (const std::string& path : tiers[t].paths) {
+      for (const std::string& file : profile_files(path)) {
+        selection.searched.push_back(file);
+        ProfileCandidate c;
+        try {
+          c.profile = read_profile(file);
+        } catch (const Error& e) {
+          selection.warnings.push_back(std::string(e.what()) + " (profile skipped)");
+          continue;
+        }
+        c.level = match_level(c.profile.device, device);
+        c.tier = tiers[t].name;
+        if (c.level != MatchLevel::kNone) found.emplace_back(t, std::move(c));
+      }
+    }
+  }
+  std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+    return a.second.level != b.second.level ? a.second.level < b.second.level : a.first < b.first;
+  });
+  for (auto& [tier, c] : found) selection.candidates.push_back(std::move(c));
+  return selection;
+}
+
+std::string Choice::describe() const {
+  std::ostringstream out;
+  out << kernel << "/" << shape_class << " -> " << algorithm << " {" << format_params(params) << "} from " << source;
+  if (level != MatchLevel::kNone) out << " (match: " << to_string(level) << ")";
+  return out.str();
+}
+
+struct Runtime::Impl {
+  DeviceInfo device;
+  boost::compute::context context;
+  boost::compute::command_queue queue;
+  RuntimeOptions options;
+  ProgramCache cache;
+  ProfileSelection profiles;
+  std::mutex mutex;  // guards kernels, last_choice and logged
+  std::map<std::pair<cl_program, std::string>, boost::compute::kernel> kernels;
+  Choice last_choice;
+  std::set<std::string> logged;
+  bool verbose = false;
+
+  Impl(DeviceInfo d, boost::compute::context c, boost::compute::command_queue q, RuntimeOptions o)
+      : device(std::move(d)),
+        context(std::move(c)),
+        queue(std::move(q)),
+        options(std::move(o)),
+        cache(options.cache_dir) {
+    verbose = options.verbose >= 0 ? options.verbose > 0 : env_or("OCLTK_VERBOSE", "0") != "0";
+    profiles = find_profiles(device, options);
+    for (const std::string& w : profiles.warnings) std::cerr << "ocltk: warning: " << w << "\n";
+    if (verbose) {
+      for (const ProfileCandidate& c : profiles.candidates)
+        std::cerr << "ocltk: profile " << c.profile.path << " fits " << device.name
+                  << " (match: " << to_string(c.level) << ", from " << c.tier << ")\n";
+      if (profiles.candidates.empty()) std::cerr << "ocltk: no profile fits " << device.name << "; built-in defaults\n";
+    }
+  }
+};
+
+Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Runtime::Runtime(Runtime&&) noexcept = default;
+Runtime& Runtime::operator=(Runtime&&) noexcept = default;
+Runtime::~Runtime() = default;
+
+Result<Runtime> Runtime::open(const RuntimeOptions& options) {
+  try {
+    DeviceInfo device = select_device(options.device);
+    boost::compute::context context(device.handle);
+    boost::compute::command_queue queue(context, device.handle, boost::compute::command_queue::enable_profiling);
+    return Runtime(std::make_unique<Impl>(std::move(device), std::move(context), std::move(queue), options));
+  } catch (const Error& e) {
+    return Status::from(e);
+  } catch (const boost::compute::opencl_error& e) {
+    return Status(ErrorCode::kDevice, std::string("cannot open the OpenCL device: ") + e.what(), e.error_code());
+  }
+}
+
+Result<Runtime> Runtime::wrap(cl_context context, cl_device_id device, cl_command_queue queue,
+                              const RuntimeOptions& options) {
+  try {
+    if (context == nullptr || device == nullptr || queue == nullptr)
+      return Status(ErrorCode::kInvalidArgument, "Runtime::wrap needs a context, a device and a queue");
+    DeviceInfo info = describe_device(boost::compute::device(device, true));
+    return Runtime(std::make_unique<Impl>(std::move(info), boost::compute::context(context, true),
+                                          boost::compute::command_queue(queue, true), options));
+  } catch (const Error& e) {
+    return Status::from(e);
+  } catch (const boost::compute::opencl_error& e) {
+    return Status(ErrorCode::kDevice, std::string("cannot wrap the OpenCL objects: ") + e.what(), e.error_code());
+  }
+}
+
+const DeviceInfo& Runtime::device() const { return impl_->device; }
+const boost::compute::context& Runtime::context() const { return impl_->context; }
+boost::compute::command_queue& Runtime::queue() { return impl_->queue; }
+const ProfileSelection& Runtime::profiles() const { return impl_->profiles; }
+ProgramCache& Runtime::program_cache() { return impl_->cache; }
+const RuntimeOptions& Runtime::options() const { return impl_->options; }
+
+const Choice& Runtime::last_choice() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->last_choice;
+}
+
+Result<boost::compute::buffer> Runtime::allocate(std::size_t bytes, cl_mem_flags flags) {
+  if (bytes == 0) return Status(ErrorCode::kInvalidArgument, "allocate: size must be at least one byte");
+  try {
+    return boost::compute::buffer(impl_->context, bytes, flags);
+  } catch (const boost::compute::opencl_error& e) {
+    return Status(ErrorCode::kDevice, "allocate(" + std::to_string(bytes) + " bytes) failed: " + e.what(),
+                  e.error_code());
+  }
+}
+
+Choice Runtime::choose(const std::string& kernel, const std::string& shape_class) const {
+  const KernelFamily* family = find_family(kernel);
+  if (family == nullptr) throw Error(ErrorCode::kNotFound, "unknown kernel '" + kernel + "'");
+  Choice c;
+  c.kernel = kernel;
+  c.shape_class = shape_class;
+  for (const ProfileCandidate& candidate : impl_->profiles.candidates) {
+    if (const ProfileEntry* e = candidate.profile.find(kernel, shape_class)) {
+      c.algorithm = e->algorithm;
+      c.params = e->params;
+      c.source = candidate.profile.path;
+      c.level = candidate.level;
+      return c;
+    }
+  }
+  const BuiltinChoice builtin = family->builtin_for(shape_class);
+  c.algorithm = builtin.algorithm;
+  c.params = family->find_algorithm(builtin.algorithm)->complete(builtin.params);
+  return c;
+}
+
+Choice Runtime::choose_gemm_nt(const GemmProblem& problem) const {
+  return choose("gemm_nt", gemm_nt_shape_class(problem));
+}
+
+boost::compute::program Runtime::program_for(const AlgorithmSpec& algorithm, const Params& params) {
+  return impl_->cache.get(impl_->context, impl_->device.handle, kernel_source(algorithm.source_name),
+                          algorithm.build_options(params));
+}
+
+Status Runtime::check_gemm_nt(const GemmNtArgs& args) const {
+  const GemmProblem& p = args.problem;
+  auto invalid = [](const std::string& message) { return Status(ErrorCode::kInvalidArgument, message); };
+  const std::pair<const char*, std::int64_t> dims[] = {{"M", p.m}, {"N", p.n}, {"K", p.k}};
+  for (const auto& [name, value] : dims) {
+    if (value < 1) return invalid(std::string("gemm_nt: ") + name + " = " + std::to_string(value) + " must be at least 1");
+    if (value > INT_MAX)
+      return invalid(std::string("gemm_nt: ") + name + " = " + std::to_string(value) + " exceeds the kernel limit " +
+                     std::to_string(INT_MAX));
+  }
+  struct Operand {
+    const char* name;
+    const Matrix& m;
+    std::int64_t rows, cols;
+  };
+  const Operand operands[] = {{"A", args.a, p.m, p.k}, {"B", args.b, p.n, p.k}, {"C", args.c, p.m, p.n}};
+  for (const Operand& o : operands) {
+    const std::string name = o.name;
+    if (o.m.buffer == nullptr) return invalid("gemm_nt: buffer " + name + " is null");
+    const std::int64_t ld = o.m.ld == 0 ? o.cols : std::int64_t(o.m.ld);
+    if (ld < o.cols)
+      return invalid("gemm_nt: leading dimension ld" + std::string(1, char(std::tolower(o.name[0]))) + " = " +
+                     std::to_string(ld) + " is smaller than the row length of " + name + " (" +
+                     std::to_string(o.cols) + ")");
+    if (ld > INT_MAX) return invalid("gemm_nt: leading dimension of " + name + " exceeds " + std::to_string(INT_MAX));
+    cl_context ctx = nullptr;
+    std::size_t bytes = 0;
+    if (clGetMemObjectInfo(o.m.buffer, CL_MEM_CONTEXT, sizeof ctx, &ctx, nullptr) != CL_SUCCESS ||
+        clGetMemObjectInfo(o.m.buffer, CL_MEM_SIZE, sizeof bytes, &bytes, nullptr) != CL_SUCCESS)
+      return invalid("gemm_nt: buffer " + name + " is not a valid OpenCL buffer");
+    if (ctx != impl_->context.get()) return invalid("gemm_nt: buffer " + name + " belongs to another OpenCL context");
+    const double needed = 4.0 * (double(o.m.offset) + double(o.rows - 1) * double(ld) + double(o.cols));
+    if (needed > double(bytes))
+      return invalid("gemm_nt: buffer " + name + " holds " + std::to_string(bytes) + " bytes but " +
+                     std::to_string(o.rows) + "x" + std::to_string(o.cols) + " floats at offset " +
+                     std::to_string(o.m.offset) + " with leading dimension " + std::to_string(ld) + " need " +
+                     std::to_string(std::uint64_t(needed)));
+  }
+  return Status();
+}
+
+Status Runtime::gemm_nt(const GemmNtArgs& args, const Launch& launch) {
+  Status status = check_gemm_nt(args);
+  if (!status) return status;
+  return gemm_nt_with(choose_gemm_nt(args.problem), false, args, launch);
+}
+
+Status Runtime::gemm_nt_accum(const GemmNtArgs& args, const Launch& launch) {
+  Status status = check_gemm_nt(args);
+  if (!status) return status;
+  return gemm_nt_with(choose_gemm_nt(args.problem), true, args, launch);
+}
+
+Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNtArgs& args, const Launch& launch) {
+  if (Status status = check_gemm_nt(args); !status) return status;
+  return guard([&] {
+    const KernelFamily& family = gemm_nt_family();
+    const AlgorithmSpec* algorithm = family.find_algorithm(choice.algorithm);
+    if (algorithm == nullptr)
+      throw Error(ErrorCode::kInvalidArgument, "gemm_nt has no algorithm '" + choice.algorithm + "'");
+    const Params params = algorithm->complete(choice.params);
+    const DeviceLimits limits = DeviceLimits::of(impl_->device);
+    if (const auto bad = algorithm->violation(params, &limits))
+      throw Error(ErrorCode::kInvalidArgument, "gemm_nt/" + choice.algorithm + " {" + format_params(params) +
+                                                   "} is illegal on " + impl_->device.name + ": " + *bad);
+    boost::compute::program program = program_for(*algorithm, params);
+    const std::string kernel_name = accumulate ? "gemm_nt_accum" : "gemm_nt";
+
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    auto key = std::make_pair(program.get(), kernel_name);
+    auto it = impl_->kernels.find(key);
+    if (it == impl_->kernels.end()) it = impl_->kernels.emplace(key, program.create_kernel(kernel_name)).first;
+    boost::compute::kernel& kernel = it->second;
+
+    const std::size_t wg = algorithm->work_group_size(params);
+    std::size_t kernel_wg = 0;
+    check_cl(clGetKernelWorkGroupInfo(kernel.get(), impl_->device.handle.id(), CL_KERNEL_WORK_GROUP_SIZE,
+                                      sizeof kernel_wg, &kernel_wg, nullptr),
+             "clGetKernelWorkGroupInfo");
+    if (wg > kernel_wg)
+      throw Error(ErrorCode::kDevice,
+                  "gemm_nt/" + choice.algorithm + ": workgroup of " + std::to_string(wg) +
+                      " exceeds this kernel's CL_KERNEL_WORK_GROUP_SIZE " + std::to_string(kernel_wg),
+                  CL_INVALID_WORK_GROUP_SIZE);
+
+    Choice used = choice;
+    used.params = params;
+    impl_->last_choice = used;
+    if (impl_->verbose && impl_->logged.insert(used.describe()).second)
+      std::cerr << "ocltk: " << used.describe() << "\n";
+
+    const GemmProblem& p = args.problem;
+    const std::int64_t lda = args.a.ld ? std::int64_t(args.a.ld) : p.k;
+    const std::int64_t ldb = args.b.ld ? std::int64_t(args.b.ld) : p.k;
+    const std::int64_t ldc = args.c.ld ? std::int64_t(args.c.ld) : p.n;
+    const LaunchGeometry whole = gemm_nt_geometry(choice.algorithm, params, p);
+    const std::int64_t cap =
+        impl_->options.max_groups_per_dispatch > 0 ? impl_->options.max_groups_per_dispatch : kDefaultMaxGroupsPerDispatch;
+    // Dispatches cover at most `cap` workgroups per dimension; each addresses its own
+    // block of C through the offsets, so the kernel never sees the split.
+    const std::int64_t rows_per_dispatch = cap * whole.tile_m;
+    const std::int64_t cols_per_dispatch = cap * whole.tile_n;
+    cl_command_queue queue = launch.queue ? launch.queue : impl_->queue.get();
+    const cl_uint wait_count = cl_uint(launch.wait_for.size());
+    const cl_event* wait_list = launch.wait_for.empty() ? nullptr : launch.wait_for.data();
+    cl_event last = nullptr;
+    for (std::int64_t m0 = 0; m0 < p.m; m0 += rows_per_dispatch) {
+      for (std::int64_t n0 = 0; n0 < p.n; n0 += cols_per_dispatch) {
+        const GemmProblem part{std::min(rows_per_dispatch, p.m - m0), std::min(cols_per_dispatch, p.n - n0), p.k};
+        const LaunchGeometry g = gemm_nt_geometry(choice.algorithm, params, part);
+        const cl_int m = cl_int(part.m), n = cl_int(part.n), k = cl_int(part.k);
+        const cl_long a_off = cl_long(args.a.offset + m0 * lda), b_off = cl_long(args.b.offset + n0 * ldb),
+                      c_off = cl_long(args.c.offset + m0 * ldc + n0);
+        const cl_int lda_i = cl_int(lda), ldb_i = cl_int(ldb), ldc_i = cl_int(ldc);
+        cl_mem a = args.a.buffer, b = args.b.buffer, c = args.c.buffer;
+        const std::pair<std::size_t, const void*> kargs[] = {
+            {sizeof m, &m},         {sizeof n, &n},         {sizeof k, &k},         {sizeof args.alpha, &args.alpha},
+            {sizeof a, &a},         {sizeof a_off, &a_off}, {sizeof lda_i, &lda_i}, {sizeof b, &b},
+            {sizeof b_off, &b_off}, {sizeof ldb_i, &ldb_i}, {sizeof c, &c},         {sizeof c_off, &c_off},
+            {sizeof ldc_i, &ldc_i}};
+        for (cl_uint i = 0; i < std::size(kargs); ++i)
+          check_cl(clSetKernelArg(kernel.get(), i, kargs[i].first, kargs[i].second), "clSetKernelArg");
+        cl_event event = nullptr;
+        check_cl(clEnqueueNDRangeKernel(queue, kernel.get(), 2, nullptr, g.global.data(), g.local.data(),
+                                        last ? 1 : wait_count, last ? &last : wait_list, &event),
+                 "clEnqueueNDRangeKernel(" + kernel_name + ")");
+        if (last) clReleaseEvent(last);
+        last = event;
+      }
+    }
+    if (launch.event) {
+      *launch.event = last;
+    } else if (last) {
+      clReleaseEvent(last);
+    }
+  });
+}
+
+const char* version() { return OCLTK_VERSION; }
+
+}  // namespace ocltk
