@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 #include <unistd.h>
 
@@ -143,6 +144,13 @@ ProfileEntry decode_entry(const Decoder& d, const KernelFamily& family, const st
   return e;
 }
 
+// Six significant digits: measured times carry no more, and the file stays readable.
+std::string short_number(double v) {
+  std::ostringstream out;
+  out << std::setprecision(6) << v;
+  return out.str();
+}
+
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
@@ -224,7 +232,7 @@ std::string emit_profile(const Profile& profile) {
   root["device"] = profile.device;
   root["tuner"]["version"] = profile.tuner_version;
   root["tuner"]["date"] = profile.date;
-  root["tuner"]["seconds"] = profile.tuning_seconds;
+  root["tuner"]["seconds"] = short_number(profile.tuning_seconds);
   YAML::Node kernels(YAML::NodeType::Map);
   for (const ProfileEntry& e : profile.entries) {
     YAML::Node n;
@@ -236,14 +244,13 @@ std::string emit_profile(const Profile& profile) {
       for (const auto& [k, v] : e.problem) problem[k] = v;
       n["problem"] = problem;
     }
-    n["time_ms"] = e.time_ms;
-    n["gflops"] = e.gflops;
-    if (e.default_time_ms > 0) n["default_time_ms"] = e.default_time_ms;
+    n["time_ms"] = short_number(e.time_ms);
+    n["gflops"] = short_number(e.gflops);
+    if (e.default_time_ms > 0) n["default_time_ms"] = short_number(e.default_time_ms);
     kernels[e.kernel][e.shape_class] = n;
   }
   root["kernels"] = kernels;
   YAML::Emitter out;
-  out.SetDoublePrecision(6);
   out << YAML::Comment("ocltk tuning profile, schema 1: see docs/profile-schema.md") << YAML::Newline << root;
   return std::string(out.c_str()) + "\n";
 }

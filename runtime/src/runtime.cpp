@@ -297,89 +297,96 @@ Status Runtime::gemm_nt_accum(const GemmNtArgs& args, const Launch& launch) {
   return gemm_nt_with(choose_gemm_nt(args.problem), true, args, launch);
 }
 
-Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNtArgs& args, const Launch& launch) {
+Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNtArgs& args,
+                             const Launch& launch_options) {
   if (Status status = check_gemm_nt(args); !status) return status;
   return guard([&] {
-    const KernelFamily& family = gemm_nt_family();
-    const AlgorithmSpec* algorithm = family.find_algorithm(choice.algorithm);
+    const AlgorithmSpec* algorithm = gemm_nt_family().find_algorithm(choice.algorithm);
     if (algorithm == nullptr)
       throw Error(ErrorCode::kInvalidArgument, "gemm_nt has no algorithm '" + choice.algorithm + "'");
-    const Params params = algorithm->complete(choice.params);
-    const DeviceLimits limits = DeviceLimits::of(impl_->device);
-    if (const auto bad = algorithm->violation(params, &limits))
-      throw Error(ErrorCode::kInvalidArgument, "gemm_nt/" + choice.algorithm + " {" + format_params(params) +
-                                                   "} is illegal on " + impl_->device.name + ": " + *bad);
-    boost::compute::program program = program_for(*algorithm, params);
-    const std::string kernel_name = accumulate ? "gemm_nt_accum" : "gemm_nt";
-
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    auto key = std::make_pair(program.get(), kernel_name);
-    auto it = impl_->kernels.find(key);
-    if (it == impl_->kernels.end()) it = impl_->kernels.emplace(key, program.create_kernel(kernel_name)).first;
-    boost::compute::kernel& kernel = it->second;
-
-    const std::size_t wg = algorithm->work_group_size(params);
-    std::size_t kernel_wg = 0;
-    check_cl(clGetKernelWorkGroupInfo(kernel.get(), impl_->device.handle.id(), CL_KERNEL_WORK_GROUP_SIZE,
-                                      sizeof kernel_wg, &kernel_wg, nullptr),
-             "clGetKernelWorkGroupInfo");
-    if (wg > kernel_wg)
-      throw Error(ErrorCode::kDevice,
-                  "gemm_nt/" + choice.algorithm + ": workgroup of " + std::to_string(wg) +
-                      " exceeds this kernel's CL_KERNEL_WORK_GROUP_SIZE " + std::to_string(kernel_wg),
-                  CL_INVALID_WORK_GROUP_SIZE);
-
     Choice used = choice;
-    used.params = params;
-    impl_->last_choice = used;
-    if (impl_->verbose && impl_->logged.insert(used.describe()).second)
-      std::cerr << "ocltk: " << used.describe() << "\n";
-
-    const GemmProblem& p = args.problem;
-    const std::int64_t lda = args.a.ld ? std::int64_t(args.a.ld) : p.k;
-    const std::int64_t ldb = args.b.ld ? std::int64_t(args.b.ld) : p.k;
-    const std::int64_t ldc = args.c.ld ? std::int64_t(args.c.ld) : p.n;
-    const LaunchGeometry whole = gemm_nt_geometry(choice.algorithm, params, p);
-    const std::int64_t cap =
-        impl_->options.max_groups_per_dispatch > 0 ? impl_->options.max_groups_per_dispatch : kDefaultMaxGroupsPerDispatch;
-    // Dispatches cover at most `cap` workgroups per dimension; each addresses its own
-    // block of C through the offsets, so the kernel never sees the split.
-    const std::int64_t rows_per_dispatch = cap * whole.tile_m;
-    const std::int64_t cols_per_dispatch = cap * whole.tile_n;
-    cl_command_queue queue = launch.queue ? launch.queue : impl_->queue.get();
-    const cl_uint wait_count = cl_uint(launch.wait_for.size());
-    const cl_event* wait_list = launch.wait_for.empty() ? nullptr : launch.wait_for.data();
-    cl_event last = nullptr;
-    for (std::int64_t m0 = 0; m0 < p.m; m0 += rows_per_dispatch) {
-      for (std::int64_t n0 = 0; n0 < p.n; n0 += cols_per_dispatch) {
-        const GemmProblem part{std::min(rows_per_dispatch, p.m - m0), std::min(cols_per_dispatch, p.n - n0), p.k};
-        const LaunchGeometry g = gemm_nt_geometry(choice.algorithm, params, part);
-        const cl_int m = cl_int(part.m), n = cl_int(part.n), k = cl_int(part.k);
-        const cl_long a_off = cl_long(args.a.offset + m0 * lda), b_off = cl_long(args.b.offset + n0 * ldb),
-                      c_off = cl_long(args.c.offset + m0 * ldc + n0);
-        const cl_int lda_i = cl_int(lda), ldb_i = cl_int(ldb), ldc_i = cl_int(ldc);
-        cl_mem a = args.a.buffer, b = args.b.buffer, c = args.c.buffer;
-        const std::pair<std::size_t, const void*> kargs[] = {
-            {sizeof m, &m},         {sizeof n, &n},         {sizeof k, &k},         {sizeof args.alpha, &args.alpha},
-            {sizeof a, &a},         {sizeof a_off, &a_off}, {sizeof lda_i, &lda_i}, {sizeof b, &b},
-            {sizeof b_off, &b_off}, {sizeof ldb_i, &ldb_i}, {sizeof c, &c},         {sizeof c_off, &c_off},
-            {sizeof ldc_i, &ldc_i}};
-        for (cl_uint i = 0; i < std::size(kargs); ++i)
-          check_cl(clSetKernelArg(kernel.get(), i, kargs[i].first, kargs[i].second), "clSetKernelArg");
-        cl_event event = nullptr;
-        check_cl(clEnqueueNDRangeKernel(queue, kernel.get(), 2, nullptr, g.global.data(), g.local.data(),
-                                        last ? 1 : wait_count, last ? &last : wait_list, &event),
-                 "clEnqueueNDRangeKernel(" + kernel_name + ")");
-        if (last) clReleaseEvent(last);
-        last = event;
+    used.params = algorithm->complete(choice.params);
+    const Params& params = used.params;
+    const std::string kernel_name = accumulate ? "gemm_nt_accum" : "gemm_nt";
+    launch(used, *algorithm, kernel_name, [&](cl_kernel kernel) {
+      const GemmProblem& p = args.problem;
+      const std::int64_t lda = args.a.ld ? std::int64_t(args.a.ld) : p.k;
+      const std::int64_t ldb = args.b.ld ? std::int64_t(args.b.ld) : p.k;
+      const std::int64_t ldc = args.c.ld ? std::int64_t(args.c.ld) : p.n;
+      const LaunchGeometry whole = gemm_nt_geometry(choice.algorithm, params, p);
+      const std::int64_t cap = impl_->options.max_groups_per_dispatch > 0 ? impl_->options.max_groups_per_dispatch
+                                                                           : kDefaultMaxGroupsPerDispatch;
+      // Dispatches cover at most `cap` workgroups per dimension; each addresses its own
+      // block of C through the offsets, so the kernel never sees the split.
+      const std::int64_t rows_per_dispatch = cap * whole.tile_m;
+      const std::int64_t cols_per_dispatch = cap * whole.tile_n;
+      cl_command_queue queue = launch_options.queue ? launch_options.queue : impl_->queue.get();
+      const cl_uint wait_count = cl_uint(launch_options.wait_for.size());
+      const cl_event* wait_list = launch_options.wait_for.empty() ? nullptr : launch_options.wait_for.data();
+      cl_event last = nullptr;
+      for (std::int64_t m0 = 0; m0 < p.m; m0 += rows_per_dispatch) {
+        for (std::int64_t n0 = 0; n0 < p.n; n0 += cols_per_dispatch) {
+          const GemmProblem part{std::min(rows_per_dispatch, p.m - m0), std::min(cols_per_dispatch, p.n - n0), p.k};
+          const LaunchGeometry g = gemm_nt_geometry(choice.algorithm, params, part);
+          const cl_int m = cl_int(part.m), n = cl_int(part.n), k = cl_int(part.k);
+          const cl_long a_off = cl_long(args.a.offset + m0 * lda), b_off = cl_long(args.b.offset + n0 * ldb),
+                        c_off = cl_long(args.c.offset + m0 * ldc + n0);
+          const cl_int lda_i = cl_int(lda), ldb_i = cl_int(ldb), ldc_i = cl_int(ldc);
+          cl_mem a = args.a.buffer, b = args.b.buffer, c = args.c.buffer;
+          const std::pair<std::size_t, const void*> kargs[] = {
+              {sizeof m, &m},         {sizeof n, &n},         {sizeof k, &k},         {sizeof args.alpha, &args.alpha},
+              {sizeof a, &a},         {sizeof a_off, &a_off}, {sizeof lda_i, &lda_i}, {sizeof b, &b},
+              {sizeof b_off, &b_off}, {sizeof ldb_i, &ldb_i}, {sizeof c, &c},         {sizeof c_off, &c_off},
+              {sizeof ldc_i, &ldc_i}};
+          for (cl_uint i = 0; i < std::size(kargs); ++i)
+            check_cl(clSetKernelArg(kernel, i, kargs[i].first, kargs[i].second), "clSetKernelArg");
+          cl_event event = nullptr;
+          const cl_int status = clEnqueueNDRangeKernel(queue, kernel, 2, nullptr, g.global.data(), g.local.data(),
+                                                       last ? 1 : wait_count, last ? &last : wait_list, &event);
+          if (last) clReleaseEvent(last);
+          last = event;
+          check_cl(status, "clEnqueueNDRangeKernel(" + kernel_name + ")");
+        }
       }
-    }
-    if (launch.event) {
-      *launch.event = last;
-    } else if (last) {
-      clReleaseEvent(last);
-    }
+      if (launch_options.event) {
+        *launch_options.event = last;
+      } else if (last) {
+        clReleaseEvent(last);
+      }
+    });
   });
+}
+
+void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::string& kernel_name,
+                     const std::function<void(cl_kernel)>& enqueue) {
+  const Params params = algorithm.complete(choice.params);
+  const DeviceLimits limits = DeviceLimits::of(impl_->device);
+  if (const auto bad = algorithm.violation(params, &limits))
+    throw Error(ErrorCode::kInvalidArgument, choice.kernel + "/" + algorithm.name + " {" + format_params(params) +
+                                                 "} is illegal on " + impl_->device.name + ": " + *bad);
+  boost::compute::program program = program_for(algorithm, params);
+
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const auto key = std::make_pair(program.get(), kernel_name);
+  auto it = impl_->kernels.find(key);
+  if (it == impl_->kernels.end()) it = impl_->kernels.emplace(key, program.create_kernel(kernel_name)).first;
+  cl_kernel kernel = it->second.get();
+
+  const std::size_t wg = algorithm.work_group_size(params);
+  std::size_t kernel_wg = 0;
+  check_cl(clGetKernelWorkGroupInfo(kernel, impl_->device.handle.id(), CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_wg,
+                                    &kernel_wg, nullptr),
+           "clGetKernelWorkGroupInfo");
+  if (wg > kernel_wg)
+    throw Error(ErrorCode::kDevice,
+                choice.kernel + "/" + algorithm.name + ": workgroup of " + std::to_string(wg) +
+                    " exceeds this kernel's CL_KERNEL_WORK_GROUP_SIZE " + std::to_string(kernel_wg),
+                CL_INVALID_WORK_GROUP_SIZE);
+  impl_->last_choice = choice;
+  impl_->last_choice.params = params;
+  if (impl_->verbose && impl_->logged.insert(impl_->last_choice.describe()).second)
+    std::cerr << "ocltk: " << impl_->last_choice.describe() << "\n";
+  enqueue(kernel);
 }
 
 const char* version() { return OCLTK_VERSION; }

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,7 +97,7 @@ class Runtime {
   Status gemm_nt(const GemmNtArgs& args, const Launch& launch = {});
   Status gemm_nt_accum(const GemmNtArgs& args, const Launch& launch = {});
   // As above with an explicit choice instead of the profile's (tuner, tests, benches).
-  Status gemm_nt_with(const Choice& choice, bool accumulate, const GemmNtArgs& args, const Launch& launch = {});
+  Status gemm_nt_with(const Choice& choice, bool accumulate, const GemmNtArgs& args, const Launch& launch_options = {});
 
   // The profile entry (or built-in default) that serves a kernel and class.
   Choice choose(const std::string& kernel, const std::string& shape_class) const;
@@ -110,6 +111,15 @@ class Runtime {
   // launcher and the tuner share. Throws Error / BuildError.
   boost::compute::program program_for(const AlgorithmSpec& algorithm, const Params& params);
   const RuntimeOptions& options() const;
+
+  // The launch path every kernel family shares: checks `params` against the algorithm's
+  // table and the device, fetches the built program and the named kernel (cached), checks
+  // the workgroup size against CL_KERNEL_WORK_GROUP_SIZE, records `choice` as the last
+  // choice (logging it once under OCLTK_VERBOSE), then calls `enqueue` with the kernel
+  // under the runtime's launch lock, so argument setting and enqueueing never interleave
+  // between threads. Throws Error / BuildError.
+  void launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::string& kernel_name,
+              const std::function<void(cl_kernel)>& enqueue);
 
  private:
   struct Impl;

@@ -1,0 +1,279 @@
+// What ocltk's benchmarks share: their own command-line flags, one device session (the
+// queue every implementation enqueues on and the two ocltk runtimes), and the timer
+// that turns OpenCL profiling events into Google Benchmark's manual time.
+#pragma once
+
+#include <CL/cl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ocltk/runtime.hpp"
+
+namespace ocltk::bench {
+
+// How one timed iteration is measured.
+//  marker: from the END of a marker enqueued just before the first command to the END
+//          of the last command's event. Libraries that enqueue several kernels per call
+//          (CLBlast pads and transposes, then multiplies) return only the last kernel's
+//          event, so the marker is what makes their earlier kernels count.
+//  kernel: the same with an empty one-work-item kernel in place of the marker, for
+//          drivers whose marker events carry no usable timestamps.
+//  wall:   host clock from before the first enqueue to after clFinish.
+enum class Timer { kMarker, kKernel, kWall };
+
+inline const char* to_string(Timer t) {
+  switch (t) {
+    case Timer::kMarker: return "marker";
+    case Timer::kKernel: return "kernel";
+    case Timer::kWall: return "wall";
+  }
+  return "?";
+}
+
+// Flags of ours; take_flags() removes them from argv before benchmark::Initialize.
+struct Flags {
+  std::string profile;  // --ocltk_profile=FILE: the tuned runtime's profile; "" = normal search
+  std::string sizes;    // --ocltk_sizes=cpu|gpu (or OCLTK_BENCH_SIZES); "" = by device type
+  std::string device;   // --ocltk_device=SELECTOR, as OCLTK_DEVICE
+  Timer timer = Timer::kMarker;  // --ocltk_timer=marker|kernel|wall
+  int calls = 1;                 // --ocltk_calls=N: back-to-back calls per timed iteration
+};
+
+inline Flags& flags() {
+  static Flags f;
+  return f;
+}
+
+inline const char* kFlagsHelp =
+    "ocltk_bench flags (before Google Benchmark's own --benchmark_* flags):\n"
+    "  --ocltk_profile=FILE      profile for the ours_tuned runtime (default: OCLTK_PROFILE_PATH,\n"
+    "                            the user folder, the installed configs/, as an engine would)\n"
+    "  --ocltk_sizes=cpu|gpu     problem-size set (env OCLTK_BENCH_SIZES; default: cpu on a CPU\n"
+    "                            device, gpu otherwise)\n"
+    "  --ocltk_device=SELECTOR   device index or name substring (env OCLTK_DEVICE)\n"
+    "  --ocltk_timer=marker|kernel|wall\n"
+    "                            what starts an iteration's clock (default marker; see bench/common.hpp)\n"
+    "  --ocltk_calls=N           calls enqueued back to back per timed iteration, time divided by N\n"
+    "                            (default 1; larger N hides the launch gap of an idle queue)\n"
+    "Save results with --benchmark_out=results/DEVICE-gemm_nt.json --benchmark_out_format=json.\n";
+
+// Removes --ocltk_* flags from argv. Returns false after printing one sentence for a
+// malformed one.
+inline bool take_flags(int* argc, char** argv) {
+  Flags& f = flags();
+  if (const char* env = std::getenv("OCLTK_BENCH_SIZES")) f.sizes = env;
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    const std::string arg = argv[i];
+    auto value_of = [&](const char* name, std::string* value) {
+      const std::string prefix = std::string("--") + name + "=";
+      if (arg.compare(0, prefix.size(), prefix) != 0) return false;
+      *value = arg.substr(prefix.size());
+      return true;
+    };
+    std::string v;
+    if (value_of("ocltk_profile", &v)) {
+      f.profile = v;
+    } else if (value_of("ocltk_sizes", &v)) {
+      f.sizes = v;
+    } else if (value_of("ocltk_device", &v)) {
+      f.device = v;
+    } else if (value_of("ocltk_timer", &v)) {
+      if (v == "marker") f.timer = Timer::kMarker;
+      else if (v == "kernel") f.timer = Timer::kKernel;
+      else if (v == "wall") f.timer = Timer::kWall;
+      else {
+        std::fprintf(stderr, "ocltk_bench: --ocltk_timer=%s: expected marker, kernel or wall\n", v.c_str());
+        return false;
+      }
+    } else if (value_of("ocltk_calls", &v)) {
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 1 || n > 1000) {
+        std::fprintf(stderr, "ocltk_bench: --ocltk_calls=%s: expected an integer from 1 to 1000\n", v.c_str());
+        return false;
+      }
+      f.calls = int(n);
+    } else if (arg.compare(0, 8, "--ocltk_") == 0) {
+      std::fprintf(stderr, "ocltk_bench: unknown flag %s\n%s", arg.c_str(), kFlagsHelp);
+      return false;
+    } else {
+      if (arg == "--help" || arg == "-h") std::fputs(kFlagsHelp, stdout);
+      argv[out++] = argv[i];
+    }
+  }
+  if (!f.sizes.empty() && f.sizes != "cpu" && f.sizes != "gpu") {
+    std::fprintf(stderr, "ocltk_bench: size set '%s': expected cpu or gpu\n", f.sizes.c_str());
+    return false;
+  }
+  *argc = out;
+  argv[out] = nullptr;
+  return true;
+}
+
+// One device, one context, one in-order profiling queue, shared by every benchmark:
+// ours_default (built-in parameters), ours_tuned (profiles) and CLBlast all enqueue on
+// it and read the same buffers.
+class Session {
+ public:
+  // Opens the device on first use; prints the reason and exits when it cannot.
+  static Session& get() {
+    static Session session;
+    return session;
+  }
+
+  Runtime& defaults() { return *defaults_; }
+  Runtime& tuned() { return *tuned_; }
+  const DeviceInfo& device() const { return defaults_->device(); }
+  cl_context context() const { return defaults_->context().get(); }
+  cl_command_queue queue() { return defaults_->queue().get(); }
+  cl_kernel stamp_kernel() const { return stamp_; }
+
+  ~Session() {
+    if (stamp_ != nullptr) clReleaseKernel(stamp_);
+    if (stamp_program_ != nullptr) clReleaseProgram(stamp_program_);
+  }
+
+ private:
+  Session() {
+    RuntimeOptions defaults;
+    defaults.device = flags().device;
+    defaults.use_profiles = false;
+    defaults_.emplace(open_or_exit(Runtime::open(defaults), "cannot open the device"));
+
+    // The tuned runtime wraps the same context and queue, so both read the same buffers.
+    RuntimeOptions tuned;
+    tuned.device = flags().device;
+    tuned.profile_path = flags().profile;
+    Runtime& d = *defaults_;
+    tuned_.emplace(open_or_exit(
+        Runtime::wrap(d.context().get(), d.device().handle.id(), d.queue().get(), tuned),
+        flags().profile.empty() ? "the profiles" : "--ocltk_profile"));
+
+    if (flags().timer == Timer::kKernel) {
+      const char* source = "__kernel void stamp(void) {}";
+      cl_int status = CL_SUCCESS;
+      cl_device_id id = d.device().handle.id();
+      stamp_program_ = clCreateProgramWithSource(context(), 1, &source, nullptr, &status);
+      if (status == CL_SUCCESS) status = clBuildProgram(stamp_program_, 1, &id, "", nullptr, nullptr);
+      if (status == CL_SUCCESS) stamp_ = clCreateKernel(stamp_program_, "stamp", &status);
+      if (status != CL_SUCCESS) {
+        std::fprintf(stderr, "ocltk_bench: cannot build the empty timing kernel (OpenCL status %d)\n", status);
+        std::exit(1);
+      }
+    }
+  }
+
+  static Runtime open_or_exit(Result<Runtime> opened, const char* what) {
+    if (!opened.ok()) {
+      std::fprintf(stderr, "ocltk_bench: %s: %s\n", what, opened.status().message().c_str());
+      std::exit(1);
+    }
+    return std::move(opened.value());
+  }
+
+  std::optional<Runtime> defaults_, tuned_;
+  cl_program stamp_program_ = nullptr;
+  cl_kernel stamp_ = nullptr;
+};
+
+struct IterationTime {
+  double seconds = 0;       // per call, by the chosen timer
+  double wall_seconds = 0;  // per call, host clock around the same work and clFinish
+  double last_seconds = 0;  // START to END of the last call's last command alone (0 with the wall timer)
+  std::string error;        // non-empty: the iteration is not usable
+};
+
+// Enqueues one call; stores the event of its last command in *event (the caller
+// releases it). Returns an error sentence, or "" on success.
+using EnqueueCall = std::function<std::string(cl_event* event)>;
+
+inline std::uint64_t event_time(cl_event event, cl_profiling_info what, cl_int* status) {
+  cl_ulong t = 0;
+  *status = clGetEventProfilingInfo(event, what, sizeof t, &t, nullptr);
+  return t;
+}
+
+// Times `calls` back-to-back calls on the session's queue as one iteration.
+inline IterationTime time_calls(Session& session, int calls, const EnqueueCall& enqueue) {
+  using Clock = std::chrono::steady_clock;
+  IterationTime result;
+  cl_command_queue queue = session.queue();
+  const Timer timer = flags().timer;
+  const auto wall_start = Clock::now();
+  cl_event start = nullptr, last = nullptr;
+  cl_int status = CL_SUCCESS;
+  if (timer == Timer::kMarker) {
+    status = clEnqueueMarkerWithWaitList(queue, 0, nullptr, &start);
+  } else if (timer == Timer::kKernel) {
+    const std::size_t one = 1;
+    status = clEnqueueNDRangeKernel(queue, session.stamp_kernel(), 1, nullptr, &one, &one, 0, nullptr, &start);
+  }
+  if (status != CL_SUCCESS) result.error = "enqueueing the start " + std::string(to_string(timer)) +
+                                           " failed with OpenCL status " + std::to_string(status);
+  for (int i = 0; i < calls && result.error.empty(); ++i) {
+    cl_event event = nullptr;
+    result.error = enqueue(&event);
+    if (event != nullptr) {
+      if (last != nullptr) clReleaseEvent(last);
+      last = event;
+    } else if (result.error.empty()) {
+      result.error = "the call returned no event";
+    }
+  }
+  status = clFinish(queue);
+  const auto wall_end = Clock::now();
+  if (status != CL_SUCCESS && result.error.empty())
+    result.error = "clFinish failed with OpenCL status " + std::to_string(status);
+  result.wall_seconds = std::chrono::duration<double>(wall_end - wall_start).count() / calls;
+  if (result.error.empty() && last != nullptr) {
+    cl_int execution = CL_COMPLETE;
+    clGetEventInfo(last, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof execution, &execution, nullptr);
+    if (execution < 0) result.error = "the last command ended with OpenCL status " + std::to_string(execution);
+  }
+  if (result.error.empty()) {
+    if (timer == Timer::kWall) {
+      result.seconds = result.wall_seconds;
+    } else {
+      cl_int s1 = CL_SUCCESS, s2 = CL_SUCCESS, s3 = CL_SUCCESS;
+      const std::uint64_t begin = event_time(start, CL_PROFILING_COMMAND_END, &s1);
+      const std::uint64_t end = event_time(last, CL_PROFILING_COMMAND_END, &s2);
+      const std::uint64_t last_start = event_time(last, CL_PROFILING_COMMAND_START, &s3);
+      if (s1 != CL_SUCCESS || s2 != CL_SUCCESS || s3 != CL_SUCCESS) {
+        const cl_int bad = s1 != CL_SUCCESS ? s1 : s2 != CL_SUCCESS ? s2 : s3;
+        result.error = "profiling info unavailable (OpenCL status " + std::to_string(bad) +
+                       "); try --ocltk_timer=kernel or --ocltk_timer=wall";
+      } else if (end <= begin) {
+        result.error = "the last command ended (" + std::to_string(end) + " ns) before the start " +
+                       to_string(timer) + " (" + std::to_string(begin) +
+                       " ns); timestamps unusable, try --ocltk_timer=kernel or --ocltk_timer=wall";
+      } else {
+        result.seconds = double(end - begin) * 1e-9 / calls;
+        result.last_seconds = end > last_start ? double(end - last_start) * 1e-9 : 0;
+      }
+    }
+  }
+  if (start != nullptr) clReleaseEvent(start);
+  if (last != nullptr) clReleaseEvent(last);
+  return result;
+}
+
+// Uniform in [-1, 1], reproducible from the seed.
+inline std::vector<float> random_matrix(std::size_t count, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+}  // namespace ocltk::bench

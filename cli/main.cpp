@@ -1,0 +1,440 @@
+// `ocltk`: the command-line front end, a thin layer over the runtime and the tuner.
+// Exit status: 0 success; 2 bad usage or bad input (one line on stderr); 1 a device or
+// OpenCL failure.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "npy.hpp"
+#include "ocltk/ocltk.hpp"
+#include "tuner.hpp"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitDevice = 1;
+constexpr int kExitUsage = 2;
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const char* const kMainHelp = R"(ocltk - tuned OpenCL kernels for LoRA (NT GEMM) and NF4 expert GEMMs
+
+Usage: ocltk COMMAND [OPTIONS]
+
+Commands:
+  devices                 list OpenCL platforms and devices, their limits and the profile each would use
+  tune                    tune the kernels on a device and write a YAML profile
+  run gemm-nt             compute C = alpha * A * B^T (or C += ...) on .npy files
+  profile show FILE       print a profile as a table
+  profile validate FILE   check a profile against the schema and the kernels' parameter tables
+
+Options for every command:
+  -h, --help              show help for the command
+  --version               print the version
+
+Environment: OCLTK_DEVICE (device selector), OCLTK_PROFILE_PATH (profile files or folders,
+':'-separated), OCLTK_VERBOSE=1 (log which profile entry serves each launch), OCLTK_CACHE_DIR
+(program cache folder; '-' disables it).
+Exit status: 0 success, 2 bad usage or input, 1 device or OpenCL failure.
+)";
+
+const char* const kDevicesHelp = R"(Usage: ocltk devices
+
+Lists every OpenCL platform and device with its limits, marks the default device (*), and
+says which profile each device would use (and how it matched: device+driver, device,
+architecture, vendor) or that built-in defaults apply.
+)";
+
+const char* const kTuneHelp = R"(Usage: ocltk tune [OPTIONS]
+
+Measures every kernel's legal parameter space on one device, verifies each candidate
+against a CPU reference (rejecting wrong ones), and writes the fastest verified choice per
+problem-size class into a YAML profile. Ends with a table of best vs built-in default.
+
+Options:
+  --device SEL        device index or name substring (default: OCLTK_DEVICE, else first GPU, else first device)
+  --out FILE          where to write the profile (default: ~/.config/ocltk/profiles/<device>.yaml,
+                      where the runtime finds it)
+  --budget SECONDS    time budget for the whole run (default 180)
+  --strategy NAME     local (default: sample + coordinate descent), random, or exhaustive
+  --max-evals N       at most N candidates per class (default: no limit besides the budget)
+  --kernels LIST      comma-separated kernels to tune (default: all; gemm_nt)
+  --classes LIST      comma-separated shape classes (default: all; gemm_nt has gemv, lora_shrink,
+                      lora_expand, small_batch, large)
+  --repeats N         timed runs per candidate, median taken (default 5)
+  --seed N            random seed of the search (default 1)
+  --quiet             no progress output
+)";
+
+const char* const kRunHelp = R"(Usage: ocltk run gemm-nt --lhs A.npy --rhs B.npy --out C.npy [OPTIONS]
+
+Computes C = alpha * A * B^T on the device. A is M x K, B is N x K, both float32, 2-D, C
+order; C is written as an M x N float32 .npy file (atomically: a failed run leaves --out as it was).
+
+Options:
+  --lhs FILE          A, M x K float32
+  --rhs FILE          B, N x K float32
+  --out FILE          C, M x N float32 (read as the initial C with --accumulate)
+  --accumulate        C += alpha * A * B^T, reading C from --out
+  --alpha X           scale (default 1)
+  --device SEL        device index or name substring
+  --profile FILE      use this profile instead of searching for one
+)";
+
+const char* const kProfileHelp = R"(Usage: ocltk profile show FILE
+       ocltk profile validate FILE
+
+show      prints the device header and one line per kernel and shape class
+validate  checks the schema, the device header and every entry against the kernels'
+          parameter tables; prints one line and exits 0 when valid, 2 otherwise
+)";
+
+// Options of one command: "--name value", "--name=value" and flags.
+class Args {
+ public:
+  Args(const std::vector<std::string>& tokens, const std::string& command, const std::set<std::string>& with_value,
+       const std::set<std::string>& flags) {
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      const std::string& t = tokens[i];
+      if (t.rfind("--", 0) != 0 || t == "--") {
+        positional_.push_back(t);
+        continue;
+      }
+      std::string name = t, value;
+      bool has_value = false;
+      if (const auto eq = t.find('='); eq != std::string::npos) {
+        name = t.substr(0, eq);
+        value = t.substr(eq + 1);
+        has_value = true;
+      }
+      if (flags.count(name)) {
+        if (has_value) throw UsageError(name + " takes no value (`" + command + "`)");
+        flags_.insert(name);
+      } else if (with_value.count(name)) {
+        if (!has_value) {
+          if (i + 1 >= tokens.size()) throw UsageError(name + " needs a value (`" + command + " --help`)");
+          value = tokens[++i];
+        }
+        values_[name] = value;
+      } else {
+        throw UsageError("unknown option " + name + " for `" + command + "` (see `" + command + " --help`)");
+      }
+    }
+  }
+  bool flag(const std::string& name) const { return flags_.count(name) > 0; }
+  std::optional<std::string> get(const std::string& name) const {
+    const auto it = values_.find(name);
+    return it == values_.end() ? std::nullopt : std::optional<std::string>(it->second);
+  }
+  std::string required(const std::string& name, const std::string& command) const {
+    if (auto v = get(name)) return *v;
+    throw UsageError("`" + command + "` needs " + name + " (see `" + command + " --help`)");
+  }
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::set<std::string> flags_;
+  std::vector<std::string> positional_;
+};
+
+long long parse_int(const std::string& text, const std::string& option, long long min_value) {
+  try {
+    std::size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size() && v >= min_value) return v;
+  } catch (const std::exception&) {
+  }
+  throw UsageError(option + " expects an integer >= " + std::to_string(min_value) + ", got '" + text + "'");
+}
+
+double parse_double(const std::string& text, const std::string& option) {
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw UsageError(option + " expects a number, got '" + text + "'");
+}
+
+bool wants_help(const std::vector<std::string>& tokens) {
+  for (const std::string& t : tokens)
+    if (t == "--help" || t == "-h") return true;
+  return false;
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(v < 10 && u > 0 ? 1 : 0) << v << " " << units[u];
+  return out.str();
+}
+
+ocltk::Runtime open_runtime(const ocltk::RuntimeOptions& options) {
+  ocltk::Result<ocltk::Runtime> rt = ocltk::Runtime::open(options);
+  if (!rt) rt.status().throw_if_error();
+  return std::move(rt.value());
+}
+
+int cmd_devices(const std::vector<std::string>& tokens) {
+  Args args(tokens, "ocltk devices", {}, {});
+  if (!args.positional().empty()) throw UsageError("`ocltk devices` takes no arguments");
+  const std::vector<ocltk::DeviceInfo> devices = ocltk::list_devices();
+  if (devices.empty()) {
+    std::cout << "No OpenCL devices found (is an ICD such as pocl-opencl-icd installed?).\n";
+    return kExitDevice;
+  }
+  int default_index = -1;
+  try {
+    default_index = ocltk::select_device("").index;
+  } catch (const ocltk::Error&) {
+  }
+  std::string platform;
+  for (const ocltk::DeviceInfo& d : devices) {
+    if (d.platform != platform) {
+      platform = d.platform;
+      std::cout << "Platform: " << d.platform << " (" << d.platform_version << ")\n";
+    }
+    std::cout << (d.index == default_index ? " *" : "  ") << "[" << d.index << "] " << d.name << " (" << d.type
+              << ")\n"
+              << "      vendor " << d.vendor << ", driver " << d.driver << ", " << d.version << "\n"
+              << "      architecture " << (d.architecture.empty() ? "unknown" : d.architecture) << ", "
+              << d.compute_units << " compute units, max workgroup " << d.max_work_group_size << " (";
+    for (std::size_t i = 0; i < d.max_work_item_sizes.size(); ++i)
+      std::cout << (i ? "x" : "") << d.max_work_item_sizes[i];
+    std::cout << "), local memory " << human_bytes(d.local_mem_bytes) << ", global memory "
+              << human_bytes(d.global_mem_bytes) << ", max allocation " << human_bytes(d.max_alloc_bytes) << "\n";
+    ocltk::RuntimeOptions options;
+    const ocltk::ProfileSelection selection = ocltk::find_profiles(d, options);
+    if (selection.candidates.empty()) {
+      std::cout << "      profile: none fits; built-in defaults\n";
+    } else {
+      const ocltk::ProfileCandidate& c = selection.candidates.front();
+      std::cout << "      profile: " << c.profile.path << " (match: " << ocltk::to_string(c.level) << ", from "
+                << c.tier << ")\n";
+    }
+    for (const std::string& w : selection.warnings) std::cout << "      warning: " << w << "\n";
+  }
+  std::cout << "(* = default device; select with --device INDEX|NAME or OCLTK_DEVICE)\n";
+  return kExitOk;
+}
+
+int cmd_tune(const std::vector<std::string>& tokens) {
+  const std::string command = "ocltk tune";
+  Args args(tokens, command,
+            {"--device", "--out", "--budget", "--strategy", "--max-evals", "--kernels", "--classes", "--repeats", "--seed"},
+            {"--quiet"});
+  if (!args.positional().empty()) throw UsageError("unexpected argument '" + args.positional()[0] + "' for `ocltk tune`");
+  ocltk::tuner::TuneOptions options;
+  if (auto v = args.get("--budget")) {
+    options.budget_seconds = parse_double(*v, "--budget");
+    if (!(options.budget_seconds > 0)) throw UsageError("--budget must be a positive number of seconds");
+  }
+  if (auto v = args.get("--strategy")) {
+    auto s = ocltk::tuner::parse_strategy(*v);
+    if (!s) throw UsageError("--strategy must be local, random or exhaustive, got '" + *v + "'");
+    options.strategy = *s;
+  }
+  if (auto v = args.get("--max-evals")) options.max_evals = parse_int(*v, "--max-evals", 1);
+  if (auto v = args.get("--repeats")) options.repeats = int(parse_int(*v, "--repeats", 1));
+  if (auto v = args.get("--seed")) options.seed = std::uint64_t(parse_int(*v, "--seed", 0));
+  auto list = [](const std::string& text) {
+    std::vector<std::string> items;
+    std::stringstream in(text);
+    for (std::string item; std::getline(in, item, ',');)
+      if (!item.empty()) items.push_back(item);
+    return items;
+  };
+  if (auto v = args.get("--kernels")) options.kernels = list(*v);
+  if (auto v = args.get("--classes")) options.classes = list(*v);
+  ocltk::RuntimeOptions rt_options;
+  rt_options.device = args.get("--device").value_or("");
+  rt_options.use_profiles = false;  // the tuner measures explicit choices only
+  ocltk::Runtime rt = open_runtime(rt_options);
+  const std::string out = args.get("--out").value_or(ocltk::tuner::default_profile_path(rt.device()));
+  if (!args.flag("--quiet")) {
+    options.progress = &std::cerr;
+    options.progress_is_terminal = ::isatty(STDERR_FILENO) != 0;
+  }
+  std::cout << "Tuning on " << rt.device().name << " (" << rt.device().platform << ", driver "
+            << rt.device().driver << "), strategy " << ocltk::tuner::to_string(options.strategy) << ", budget "
+            << options.budget_seconds << " s\n"
+            << std::flush;
+  const ocltk::tuner::TuneResult result = ocltk::tuner::tune(rt, options);
+  ocltk::tuner::print_summary(std::cout, result);
+  ocltk::write_profile_atomically(out, result.profile);
+  std::cout << "profile written to " << out << "\n";
+  return kExitOk;
+}
+
+int cmd_run_gemm_nt(const std::vector<std::string>& tokens) {
+  const std::string command = "ocltk run gemm-nt";
+  Args args(tokens, command, {"--lhs", "--rhs", "--out", "--alpha", "--device", "--profile"}, {"--accumulate"});
+  if (!args.positional().empty())
+    throw UsageError("unexpected argument '" + args.positional()[0] + "' for `" + command + "`");
+  const std::string lhs = args.required("--lhs", command), rhs = args.required("--rhs", command),
+                    out = args.required("--out", command);
+  const float alpha = float(parse_double(args.get("--alpha").value_or("1"), "--alpha"));
+  const bool accumulate = args.flag("--accumulate");
+
+  // Everything is read and checked before the device is touched or anything written.
+  const ocltk::npy::Array a = ocltk::npy::read_matrix_f32(lhs, "--lhs");
+  const ocltk::npy::Array b = ocltk::npy::read_matrix_f32(rhs, "--rhs");
+  const std::int64_t m = std::int64_t(a.shape[0]), k = std::int64_t(a.shape[1]), n = std::int64_t(b.shape[0]);
+  if (std::int64_t(b.shape[1]) != k)
+    throw UsageError(rhs + ": --rhs must be N x K with K = " + std::to_string(k) + " (the columns of --lhs), got " +
+                     ocltk::npy::shape_str(b.shape));
+  if (m == 0 || n == 0 || k == 0)
+    throw UsageError("empty operand: --lhs is " + ocltk::npy::shape_str(a.shape) + ", --rhs is " +
+                     ocltk::npy::shape_str(b.shape) + "; M, N and K must be at least 1");
+  ocltk::npy::Array c;
+  if (accumulate) {
+    c = ocltk::npy::read_matrix_f32(out, "--out");
+    if (std::int64_t(c.shape[0]) != m || std::int64_t(c.shape[1]) != n)
+      throw UsageError(out + ": --out must be M x N = (" + std::to_string(m) + ", " + std::to_string(n) +
+                       ") with --accumulate, got " + ocltk::npy::shape_str(c.shape));
+  } else {
+    c.dtype = ocltk::npy::DType::f32;
+    c.shape = {std::size_t(m), std::size_t(n)};
+    c.data.resize(std::size_t(m * n) * 4);
+  }
+
+  ocltk::RuntimeOptions options;
+  options.device = args.get("--device").value_or("");
+  options.profile_path = args.get("--profile").value_or("");
+  ocltk::Runtime rt = open_runtime(options);
+  auto buffer = [&](std::size_t bytes) { return rt.allocate(std::max<std::size_t>(bytes, 4)).value(); };
+  boost::compute::buffer da = buffer(a.data.size()), db = buffer(b.data.size()), dc = buffer(c.data.size());
+  boost::compute::command_queue& q = rt.queue();
+  q.enqueue_write_buffer(da, 0, a.data.size(), a.data.data());
+  q.enqueue_write_buffer(db, 0, b.data.size(), b.data.data());
+  if (accumulate) q.enqueue_write_buffer(dc, 0, c.data.size(), c.data.data());
+  ocltk::GemmNtArgs g;
+  g.problem = {m, n, k};
+  g.alpha = alpha;
+  g.a.buffer = da.get();
+  g.b.buffer = db.get();
+  g.c.buffer = dc.get();
+  const ocltk::Status status = accumulate ? rt.gemm_nt_accum(g) : rt.gemm_nt(g);
+  status.throw_if_error();
+  q.enqueue_read_buffer(dc, 0, c.data.size(), c.data.data());
+  ocltk::npy::write_atomically(out, c);
+  return kExitOk;
+}
+
+int cmd_profile(const std::vector<std::string>& tokens) {
+  if (tokens.empty()) throw UsageError("`ocltk profile` needs show FILE or validate FILE (see `ocltk profile --help`)");
+  const std::string verb = tokens[0];
+  if (verb != "show" && verb != "validate")
+    throw UsageError("unknown profile command '" + verb + "' (show or validate)");
+  Args args(std::vector<std::string>(tokens.begin() + 1, tokens.end()), "ocltk profile " + verb, {}, {});
+  if (args.positional().size() != 1) throw UsageError("`ocltk profile " + verb + "` takes exactly one FILE");
+  const ocltk::Profile p = ocltk::read_profile(args.positional()[0]);
+  if (verb == "validate") {
+    std::cout << p.path << ": valid (schema " << p.schema << ", device '" << p.device.name << "', "
+              << p.entries.size() << " entries)\n";
+    return kExitOk;
+  }
+  std::cout << "profile " << p.path << " (schema " << p.schema << ")\n"
+            << "device  " << p.device.name << " | vendor " << p.device.vendor << " | driver " << p.device.driver
+            << " | platform " << p.device.platform << " | architecture "
+            << (p.device.architecture.empty() ? "-" : p.device.architecture) << " | " << p.device.compute_units
+            << " compute units\n"
+            << "tuner   " << p.tuner_version << ", " << p.date << ", " << std::fixed << std::setprecision(1)
+            << p.tuning_seconds << " s\n\n";
+  std::cout << std::left << std::setw(10) << "kernel" << std::setw(13) << "class" << std::setw(20) << "problem"
+            << std::setw(9) << "algo" << std::right << std::setw(10) << "ms" << std::setw(10) << "GFLOP/s"
+            << std::setw(10) << "vs dflt" << "  params\n";
+  for (const ocltk::ProfileEntry& e : p.entries) {
+    std::ostringstream problem;
+    for (const auto& [key, value] : e.problem) problem << (problem.tellp() ? " " : "") << key << "=" << value;
+    std::cout << std::left << std::setw(10) << e.kernel << std::setw(13) << e.shape_class << std::setw(20)
+              << problem.str() << std::setw(9) << e.algorithm << std::right << std::setprecision(3) << std::setw(10)
+              << e.time_ms << std::setprecision(1) << std::setw(10) << e.gflops << std::setprecision(2)
+              << std::setw(9) << (e.default_time_ms > 0 && e.time_ms > 0 ? e.default_time_ms / e.time_ms : 0.0)
+              << "x  " << ocltk::format_params(e.params) << "\n";
+  }
+  return kExitOk;
+}
+
+int dispatch(const std::vector<std::string>& argv) {
+  if (argv.empty()) throw UsageError("missing command (see `ocltk --help`)");
+  const std::string& command = argv[0];
+  const std::vector<std::string> rest(argv.begin() + 1, argv.end());
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::cout << kMainHelp;
+    return kExitOk;
+  }
+  if (command == "--version") {
+    std::cout << "ocltk " << ocltk::version() << "\n";
+    return kExitOk;
+  }
+  if (command == "devices") {
+    if (wants_help(rest)) return std::cout << kDevicesHelp, kExitOk;
+    return cmd_devices(rest);
+  }
+  if (command == "tune") {
+    if (wants_help(rest)) return std::cout << kTuneHelp, kExitOk;
+    return cmd_tune(rest);
+  }
+  if (command == "run") {
+    if (rest.empty() || rest[0] == "--help" || rest[0] == "-h") {
+      if (rest.empty()) throw UsageError("`ocltk run` needs a kernel: gemm-nt (see `ocltk run gemm-nt --help`)");
+      return std::cout << kRunHelp, kExitOk;
+    }
+    if (rest[0] != "gemm-nt") throw UsageError("unknown kernel '" + rest[0] + "' for `ocltk run` (gemm-nt)");
+    const std::vector<std::string> opts(rest.begin() + 1, rest.end());
+    if (wants_help(opts)) return std::cout << kRunHelp, kExitOk;
+    return cmd_run_gemm_nt(opts);
+  }
+  if (command == "profile") {
+    if (wants_help(rest)) return std::cout << kProfileHelp, kExitOk;
+    return cmd_profile(rest);
+  }
+  throw UsageError("unknown command '" + command + "' (see `ocltk --help`)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    return dispatch(args);
+  } catch (const UsageError& e) {
+    std::cerr << "ocltk: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const ocltk::npy::Error& e) {
+    std::cerr << "ocltk: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const ocltk::Error& e) {
+    std::cerr << "ocltk: " << e.what() << "\n";
+    switch (e.code()) {
+      case ocltk::ErrorCode::kInvalidArgument:
+      case ocltk::ErrorCode::kNotFound:
+      case ocltk::ErrorCode::kProfile:
+      case ocltk::ErrorCode::kIo: return kExitUsage;
+      default: return kExitDevice;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "ocltk: OpenCL failure: " << e.what() << "\n";
+    return kExitDevice;
+  }
+}

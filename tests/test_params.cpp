@@ -1,0 +1,224 @@
+// Parameter tables against the kernel sources, the legal space, shape classes and
+// launch geometry: everything that must agree before a kernel is ever launched.
+#include <algorithm>
+#include <regex>
+#include <set>
+
+#include "fixture.hpp"
+
+namespace {
+
+using ocltk::AlgorithmSpec;
+using ocltk::GemmProblem;
+using ocltk::Params;
+
+const ocltk::KernelFamily& family() { return ocltk::gemm_nt_family(); }
+
+// NAME -> default of each `#ifndef NAME` / `#define NAME default` block of a source.
+std::map<std::string, std::string> ifndef_defaults(const std::string& source) {
+  std::map<std::string, std::string> found;
+  static const std::regex ifndef(R"(^\s*#\s*ifndef\s+(\w+)\s*$)");
+  static const std::regex define(R"(^\s*#\s*define\s+(\w+)\s+(\S+))");
+  std::istringstream in(source);
+  std::string line, pending;
+  for (; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, ifndef)) {
+      pending = m[1];
+      found[pending] = "";  // a guard without a #define right after it reads as no default
+    } else if (!pending.empty()) {
+      if (std::regex_search(line, m, define) && m[1] == pending) found[pending] = m[2];
+      pending.clear();
+    }
+  }
+  return found;
+}
+
+TEST(ParamTables, EveryIfndefIsInTheTableAndBack) {
+  for (const AlgorithmSpec& algorithm : family().algorithms) {
+    SCOPED_TRACE(algorithm.name + " (" + algorithm.source_name + ")");
+    const std::map<std::string, std::string> in_source = ifndef_defaults(ocltk::kernel_source(algorithm.source_name));
+    ASSERT_FALSE(in_source.empty());
+    for (const auto& [name, value] : in_source)
+      EXPECT_NE(algorithm.find(name), nullptr) << "#ifndef " << name << " has no row in the parameter table";
+    for (const ocltk::ParamSpec& spec : algorithm.params) {
+      const auto it = in_source.find(spec.name);
+      if (it == in_source.end()) {
+        ADD_FAILURE() << "table parameter " << spec.name << " has no #ifndef block in the source";
+        continue;
+      }
+      EXPECT_EQ(it->second, std::to_string(spec.default_value))
+          << spec.name << ": #define default in the source differs from ParamSpec::default_value";
+      EXPECT_FALSE(spec.meaning.empty()) << spec.name;
+      EXPECT_NE(std::find(spec.allowed.begin(), spec.allowed.end(), spec.default_value), spec.allowed.end())
+          << spec.name << " default " << spec.default_value << " is not among its allowed values";
+    }
+  }
+}
+
+TEST(ParamTables, EveryAlgorithmSourceIsEmbedded) {
+  const std::vector<std::string> names = ocltk::kernel_source_names();
+  for (const AlgorithmSpec& algorithm : family().algorithms)
+    EXPECT_NE(std::find(names.begin(), names.end(), algorithm.source_name), names.end()) << algorithm.source_name;
+  EXPECT_THROW(ocltk::kernel_source("no_such_kernel.cl"), ocltk::Error);
+}
+
+TEST(ParamTables, BuildOptionsDefineEveryParameter) {
+  for (const AlgorithmSpec& algorithm : family().algorithms) {
+    const std::string options = algorithm.build_options(algorithm.defaults());
+    for (const ocltk::ParamSpec& spec : algorithm.params)
+      EXPECT_NE(options.find("-D" + spec.name + "=" + std::to_string(spec.default_value)), std::string::npos)
+          << algorithm.name << ": " << options;
+  }
+}
+
+TEST(ParamTables, CompleteFillsDefaultsAndRejectsBadInput) {
+  const AlgorithmSpec* tiled = family().find_algorithm("tiled");
+  ASSERT_NE(tiled, nullptr);
+  const Params completed = tiled->complete({{"MWG", 32}});
+  EXPECT_EQ(completed.at("MWG"), 32);
+  EXPECT_EQ(completed.size(), tiled->params.size());
+  EXPECT_EQ(completed.at("NWG"), tiled->find("NWG")->default_value);
+
+  try {
+    (void)tiled->complete({{"BOGUS", 1}});
+    ADD_FAILURE() << "an unknown parameter was accepted";
+  } catch (const ocltk::Error& e) {
+    EXPECT_EQ(e.code(), ocltk::ErrorCode::kProfile);
+    EXPECT_NE(std::string(e.what()).find("BOGUS"), std::string::npos) << e.what();
+  }
+  try {
+    (void)tiled->complete({{"MDIMC", 3}});
+    ADD_FAILURE() << "a value outside the allowed list was accepted";
+  } catch (const ocltk::Error& e) {
+    EXPECT_EQ(e.code(), ocltk::ErrorCode::kProfile);
+    EXPECT_NE(std::string(e.what()).find("MDIMC"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ParamTables, ViolationNamesTheConstraint) {
+  const AlgorithmSpec* tiled = family().find_algorithm("tiled");
+  const auto bad = tiled->violation(tiled->complete({{"MWG", 128}, {"MDIMC", 8}}), nullptr);
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_NE(bad->find("MWG / MDIMC"), std::string::npos) << *bad;
+
+  const AlgorithmSpec* reduce = family().find_algorithm("reduce");
+  const auto bad_reduce = reduce->violation(reduce->complete({{"WGS", 16}, {"RW", 32}}), nullptr);
+  ASSERT_TRUE(bad_reduce.has_value());
+  EXPECT_NE(bad_reduce->find("WGS % RW"), std::string::npos) << *bad_reduce;
+
+  // Device constraints are skipped without limits and checked with them.
+  ocltk::DeviceLimits tiny;
+  tiny.max_work_group_size = 16;
+  tiny.max_work_item_sizes = {16, 16, 16};
+  const Params big_group = tiled->complete({{"MDIMC", 8}, {"NDIMC", 8}});
+  EXPECT_FALSE(tiled->violation(big_group, nullptr).has_value());
+  EXPECT_TRUE(tiled->violation(big_group, &tiny).has_value());
+}
+
+class ParamsOnDevice : public ocltk_test::RuntimeTest {};
+
+TEST_F(ParamsOnDevice, DefaultsAndBuiltinsAreLegal) {
+  const ocltk::DeviceLimits device_limits = limits();
+  for (const AlgorithmSpec& algorithm : family().algorithms) {
+    const auto bad = algorithm.violation(algorithm.defaults(), &device_limits);
+    EXPECT_FALSE(bad.has_value()) << algorithm.name << " defaults break: " << bad.value_or("");
+  }
+  ASSERT_EQ(family().builtin.size(), family().classes.size());
+  for (const ocltk::ShapeClassSpec& cls : family().classes) {
+    const ocltk::BuiltinChoice builtin = family().builtin_for(cls.name);
+    const AlgorithmSpec* algorithm = family().find_algorithm(builtin.algorithm);
+    ASSERT_NE(algorithm, nullptr) << cls.name << " -> " << builtin.algorithm;
+    const auto bad = algorithm->violation(algorithm->complete(builtin.params), &device_limits);
+    EXPECT_FALSE(bad.has_value()) << cls.name << " built-in breaks: " << bad.value_or("");
+  }
+}
+
+TEST_F(ParamsOnDevice, LegalSpaceIsNonEmptyAndEveryPointHoldsEveryConstraint) {
+  const ocltk::DeviceLimits device_limits = limits();
+  for (const AlgorithmSpec& algorithm : family().algorithms) {
+    SCOPED_TRACE(algorithm.name);
+    const std::vector<Params> space = algorithm.legal_space(&device_limits);
+    ASSERT_FALSE(space.empty());
+    const std::vector<Params> unchecked = algorithm.legal_space(nullptr);
+    EXPECT_GE(unchecked.size(), space.size());
+    std::set<Params> distinct(space.begin(), space.end());
+    EXPECT_EQ(distinct.size(), space.size()) << "duplicate points";
+    EXPECT_NE(distinct.count(algorithm.defaults()), 0u) << "the defaults are not in the legal space";
+    for (const Params& point : space) {
+      ASSERT_EQ(point.size(), algorithm.params.size());
+      for (const ocltk::ParamSpec& spec : algorithm.params) {
+        const int v = point.at(spec.name);
+        ASSERT_NE(std::find(spec.allowed.begin(), spec.allowed.end(), v), spec.allowed.end())
+            << spec.name << "=" << v;
+      }
+      for (const ocltk::Constraint& c : algorithm.constraints)
+        ASSERT_TRUE(c.holds(point, device_limits)) << ocltk::format_params(point) << " breaks " << c.name;
+      ASSERT_LE(algorithm.work_group_size(point), device_limits.max_work_group_size);
+      ASSERT_LE(algorithm.local_mem_bytes(point), device_limits.local_mem_bytes);
+    }
+  }
+}
+
+TEST(ShapeClasses, BoundariesAndPrecedence) {
+  struct Case {
+    GemmProblem p;
+    const char* want;
+  };
+  const Case cases[] = {
+      {{1, 1, 1}, "gemv"},
+      {{1, 10, 10}, "gemv"},  // gemv before lora_shrink (N <= 64) and lora_expand (K <= 64)
+      {{1, 4096, 4096}, "gemv"},
+      {{2, 64, 4096}, "lora_shrink"},
+      {{2, 65, 4096}, "small_batch"},
+      {{100, 64, 10}, "lora_shrink"},  // lora_shrink before lora_expand
+      {{100, 65, 64}, "lora_expand"},
+      {{100, 65, 65}, "large"},
+      {{16, 65, 64}, "lora_expand"},  // lora_expand before small_batch
+      {{16, 65, 65}, "small_batch"},
+      {{17, 65, 65}, "large"},
+      {{2, 4096, 4096}, "small_batch"},
+      {{4096, 4096, 4096}, "large"},
+  };
+  for (const Case& c : cases)
+    EXPECT_EQ(ocltk::gemm_nt_shape_class(c.p), c.want) << "M=" << c.p.m << " N=" << c.p.n << " K=" << c.p.k;
+  for (const ocltk::ShapeClassSpec& cls : family().classes) {
+    EXPECT_FALSE(cls.rule.empty());
+    for (bool cpu : {false, true})
+      EXPECT_EQ(ocltk::gemm_nt_shape_class(ocltk::gemm_nt_class_problem(cls.name, cpu)), cls.name)
+          << "the representative problem of " << cls.name << " belongs to another class";
+  }
+  EXPECT_THROW(ocltk::gemm_nt_class_problem("huge", false), ocltk::Error);
+}
+
+TEST_F(ParamsOnDevice, GeometryCoversTheProblemWithWholeWorkgroups) {
+  const GemmProblem problems[] = {{1, 1, 1}, {1, 127, 65}, {127, 1, 33}, {65, 127, 7}, {300, 257, 5}, {16, 4096, 8}};
+  const ocltk::DeviceLimits device_limits = limits();
+  for (const AlgorithmSpec& algorithm : family().algorithms) {
+    const std::vector<Params> space = algorithm.legal_space(&device_limits);
+    // Every 97th point: a spread over the space without walking all of it.
+    for (std::size_t i = 0; i < space.size(); i += 97) {
+      const Params& params = space[i];
+      for (const GemmProblem& p : problems) {
+        SCOPED_TRACE(algorithm.name + " {" + ocltk::format_params(params) + "} M=" + std::to_string(p.m) +
+                     " N=" + std::to_string(p.n));
+        const ocltk::LaunchGeometry g = ocltk::gemm_nt_geometry(algorithm.name, params, p);
+        ASSERT_GT(g.local[0], 0u);
+        ASSERT_GT(g.local[1], 0u);
+        EXPECT_EQ(g.local[0] * g.local[1], algorithm.work_group_size(params));
+        EXPECT_EQ(g.global[0] % g.local[0], 0u);
+        EXPECT_EQ(g.global[1] % g.local[1], 0u);
+        const std::int64_t groups_n = std::int64_t(g.global[0] / g.local[0]);
+        const std::int64_t groups_m = std::int64_t(g.global[1] / g.local[1]);
+        EXPECT_GE(groups_n * g.tile_n, p.n);
+        EXPECT_GE(groups_m * g.tile_m, p.m);
+        EXPECT_LT((groups_n - 1) * g.tile_n, p.n) << "a whole workgroup column lies past N";
+        EXPECT_LT((groups_m - 1) * g.tile_m, p.m) << "a whole workgroup row lies past M";
+      }
+    }
+  }
+  EXPECT_THROW(ocltk::gemm_nt_geometry("strassen", {}, {1, 1, 1}), ocltk::Error);
+}
+
+}  // namespace

@@ -1,0 +1,129 @@
+// The tuner's view of gemm_nt: a class's representative problem on the device, run with
+// any choice, checked against the double-precision reference on a sample of rows.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "ocltk/gemm_nt.hpp"
+#include "workload.hpp"
+
+namespace ocltk::tuner {
+namespace {
+
+double event_ms(cl_event first, cl_event last) {
+  cl_ulong start = 0, end = 0;
+  clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
+  clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
+  return double(end - start) * 1e-6;
+}
+
+class GemmNtWorkload : public Workload {
+ public:
+  GemmNtWorkload(Runtime& rt, const GemmProblem& p, std::mt19937_64& rng) : rt_(rt), p_(p) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> a(std::size_t(p.m * p.k)), b(std::size_t(p.n * p.k));
+    for (float& x : a) x = dist(rng);
+    for (float& x : b) x = dist(rng);
+    a_ = rt.allocate(a.size() * 4).value();
+    b_ = rt.allocate(b.size() * 4).value();
+    c_ = rt.allocate(std::size_t(p.m * p.n) * 4).value();
+    rt.queue().enqueue_write_buffer(a_, 0, a.size() * 4, a.data());
+    rt.queue().enqueue_write_buffer(b_, 0, b.size() * 4, b.data());
+    // Every row when the reference is cheap, else a random sample plus both edges.
+    if (double(p.m) * double(p.n) * double(p.k) <= 3e8) {
+      for (std::int64_t i = 0; i < p.m; ++i) rows_.push_back(i);
+    } else {
+      std::set<std::int64_t> rows{0, p.m - 1};
+      std::uniform_int_distribution<std::int64_t> row(0, p.m - 1);
+      while (rows.size() < std::size_t(std::min<std::int64_t>(p.m, 18))) rows.insert(row(rng));
+      rows_.assign(rows.begin(), rows.end());
+    }
+    want_.resize(rows_.size() * std::size_t(p.n));
+    bound_.resize(want_.size());
+    for (std::size_t r = 0; r < rows_.size(); ++r) {
+      const float* ai = a.data() + rows_[r] * p.k;
+      for (std::int64_t j = 0; j < p.n; ++j) {
+        const float* bj = b.data() + j * p.k;
+        double sum = 0, abs_sum = 0;
+        for (std::int64_t k = 0; k < p.k; ++k) {
+          const double prod = double(ai[k]) * double(bj[k]);
+          sum += prod;
+          abs_sum += std::fabs(prod);
+        }
+        want_[r * p.n + j] = sum;
+        bound_[r * p.n + j] = gemm_nt_error_bound(p.k, abs_sum, 1.0, 0.0);
+      }
+    }
+  }
+
+  std::map<std::string, std::int64_t> problem() const override { return {{"m", p_.m}, {"n", p_.n}, {"k", p_.k}}; }
+  double flops() const override { return p_.flops(); }
+  double min_bytes() const override { return p_.min_bytes(false); }
+
+  void poison() override {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const cl_int status =
+        clEnqueueFillBuffer(rt_.queue().get(), c_.get(), &nan, sizeof nan, 0, c_.size(), 0, nullptr, nullptr);
+    if (status != CL_SUCCESS) throw Error(ErrorCode::kDevice, "clEnqueueFillBuffer failed", status);
+  }
+
+  double run(const Choice& choice) override {
+    GemmNtArgs args;
+    args.problem = p_;
+    args.a.buffer = a_.get();
+    args.b.buffer = b_.get();
+    args.c.buffer = c_.get();
+    cl_event event = nullptr;
+    Launch launch;
+    launch.event = &event;
+    rt_.gemm_nt_with(choice, false, args, launch).throw_if_error();
+    const cl_int status = clWaitForEvents(1, &event);
+    cl_int exec = CL_COMPLETE;
+    clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, nullptr);
+    const double ms = event_ms(event, event);  // the class problems fit one dispatch
+    clReleaseEvent(event);
+    if (status != CL_SUCCESS || exec < 0) {
+      const cl_int code = exec < 0 ? exec : status;
+      throw Error(ErrorCode::kDevice, "launch failed with OpenCL status " + std::to_string(code), code);
+    }
+    return ms;
+  }
+
+  std::string verify() override {
+    std::vector<float> c(std::size_t(p_.m * p_.n));
+    rt_.queue().enqueue_read_buffer(c_, 0, c.size() * 4, c.data());
+    for (std::size_t i = 0; i < c.size(); ++i)
+      if (!std::isfinite(c[i]))
+        return "wrong result: C[" + std::to_string(i / p_.n) + "," + std::to_string(i % p_.n) + "] was not written";
+    for (std::size_t r = 0; r < rows_.size(); ++r) {
+      for (std::int64_t j = 0; j < p_.n; ++j) {
+        const double got = c[std::size_t(rows_[r] * p_.n + j)];
+        const double want = want_[r * p_.n + j];
+        if (std::fabs(got - want) > bound_[r * p_.n + j]) {
+          std::ostringstream msg;
+          msg << "wrong result: C[" << rows_[r] << "," << j << "] = " << got << ", want " << want << " (bound "
+              << bound_[r * p_.n + j] << ")";
+          return msg.str();
+        }
+      }
+    }
+    return "";
+  }
+
+ private:
+  Runtime& rt_;
+  GemmProblem p_;
+  boost::compute::buffer a_, b_, c_;
+  std::vector<std::int64_t> rows_;
+  std::vector<double> want_, bound_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_gemm_nt_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng) {
+  return std::make_unique<GemmNtWorkload>(rt, gemm_nt_class_problem(shape_class, rt.device().type == "cpu"), rng);
+}
+
+}  // namespace ocltk::tuner

@@ -1,0 +1,45 @@
+// What the tuner needs from a kernel family: for a shape class, a problem on the device
+// that can be run with any legal choice, timed, and checked against a CPU reference.
+// Each family provides one in its own file (gemm_nt_workload.cpp, ...).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "ocltk/family.hpp"
+#include "ocltk/runtime.hpp"
+
+namespace ocltk::tuner {
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  // The problem as stored in a profile entry, e.g. {m: 1, n: 4096, k: 4096}.
+  virtual std::map<std::string, std::int64_t> problem() const = 0;
+  virtual double flops() const = 0;
+  virtual double min_bytes() const = 0;  // bytes that must cross memory at least once
+  // Fills every output with NaN so an element a candidate never writes fails verify().
+  virtual void poison() = 0;
+  // Enqueues the operation once with `choice`, waits for it and returns its device time
+  // in milliseconds from OpenCL profiling events (first dispatch's start to last one's
+  // end). Throws Error / BuildError for a candidate that cannot run.
+  virtual double run(const Choice& choice) = 0;
+  // Empty when the output of the last run matches the CPU reference within the family's
+  // documented error bound; otherwise one line saying which element is wrong.
+  virtual std::string verify() = 0;
+};
+
+struct FamilyTuning {
+  const KernelFamily* family;
+  // The problem `tune` measures for a class on this device.
+  std::function<std::unique_ptr<Workload>(Runtime&, const std::string& shape_class, std::mt19937_64& rng)> make;
+};
+
+// Every family the tuner knows, in tuning order.
+const std::vector<FamilyTuning>& tunable_families();
+
+}  // namespace ocltk::tuner
