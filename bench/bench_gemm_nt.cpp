@@ -32,9 +32,12 @@ constexpr Impl kImpls[] = {Impl::kOursDefault, Impl::kOursTuned, Impl::kClblast}
 
 const char* name_of(Impl impl) {
   switch (impl) {
-    case Impl::kOursDefault: return "ours_default";
-    case Impl::kOursTuned: return "ours_tuned";
-    case Impl::kClblast: return "clblast";
+    case Impl::kOursDefault:
+      return "ours_default";
+    case Impl::kOursTuned:
+      return "ours_tuned";
+    case Impl::kClblast:
+      return "clblast";
   }
   return "?";
 }
@@ -47,12 +50,12 @@ std::string shape_name(const GemmProblem& p) {
 // rule (gemm_nt_shape_class), so a row's class is the one its profile entry is keyed on.
 std::vector<GemmProblem> problems(bool gpu_sizes) {
   std::vector<GemmProblem> list = {
-      {1, 4096, 4096},     // gemv
-      {16, 4096, 4096},    // small_batch
-      {4096, 16, 4096},    // lora_shrink, rank 16
-      {4096, 64, 4096},    // lora_shrink, rank 64
-      {4096, 4096, 16},    // lora_expand, rank 16
-      {4096, 4096, 64},    // lora_expand, rank 64
+      {1, 4096, 4096},   // gemv
+      {16, 4096, 4096},  // small_batch
+      {4096, 16, 4096},  // lora_shrink, rank 16
+      {4096, 64, 4096},  // lora_shrink, rank 64
+      {4096, 4096, 16},  // lora_expand, rank 16
+      {4096, 4096, 64},  // lora_expand, rank 64
   };
   if (gpu_sizes) {
     list.push_back({4096, 4096, 4096});
@@ -90,9 +93,7 @@ struct Operands {
   }
 };
 
-std::uint32_t seed_of(const GemmProblem& p) {
-  return std::uint32_t(p.m * 73856093 ^ p.n * 19349663 ^ p.k * 83492791);
-}
+std::uint32_t seed_of(const GemmProblem& p) { return std::uint32_t(p.m * 73856093 ^ p.n * 19349663 ^ p.k * 83492791); }
 
 // Returns the operands of `p`, creating (and filling) them when another shape is resident.
 Operands* operands_for(const GemmProblem& p, std::string* error) {
@@ -110,8 +111,8 @@ Operands* operands_for(const GemmProblem& p, std::string* error) {
     if (status != CL_SUCCESS) return;
     *out = clCreateBuffer(session.context(), CL_MEM_READ_WRITE, floats * sizeof(float), nullptr, &status);
     if (status == CL_SUCCESS && init != nullptr)
-      status = clEnqueueWriteBuffer(session.queue(), *out, CL_TRUE, 0, floats * sizeof(float), init, 0, nullptr,
-                                    nullptr);
+      status =
+          clEnqueueWriteBuffer(session.queue(), *out, CL_TRUE, 0, floats * sizeof(float), init, 0, nullptr, nullptr);
   };
   create(ops->a.size(), ops->a.data(), &ops->da);
   create(ops->b.size(), ops->b.data(), &ops->db);
@@ -132,9 +133,8 @@ std::string prepare_clblast(Operands& ops) {
   cl_command_queue queue = Session::get().queue();
   std::size_t bytes = 0;
   const clblast::StatusCode code = clblast::GemmTempBufferSize<float>(
-      clblast::Layout::kRowMajor, clblast::Transpose::kNo, clblast::Transpose::kYes, std::size_t(p.m),
-      std::size_t(p.n), std::size_t(p.k), 0, std::size_t(p.k), 0, std::size_t(p.k), 0, std::size_t(p.n), &queue,
-      bytes);
+      clblast::Layout::kRowMajor, clblast::Transpose::kNo, clblast::Transpose::kYes, std::size_t(p.m), std::size_t(p.n),
+      std::size_t(p.k), 0, std::size_t(p.k), 0, std::size_t(p.k), 0, std::size_t(p.n), &queue, bytes);
   if (code != clblast::StatusCode::kSuccess)
     return "clblast::GemmTempBufferSize returned status " + std::to_string(int(code));
   if (bytes > 0) {
@@ -180,7 +180,8 @@ std::string verify(Impl impl, bool accumulate, Operands& ops) {
   const std::size_t mn = std::size_t(p.m * p.n), k = std::size_t(p.k), n = std::size_t(p.n);
   std::vector<float> c_old = accumulate ? random_matrix(mn, seed_of(p) + 2) : std::vector<float>(mn, kPoison);
   cl_command_queue queue = session.queue();
-  cl_int status = clEnqueueWriteBuffer(queue, ops.dc, CL_TRUE, 0, mn * sizeof(float), c_old.data(), 0, nullptr, nullptr);
+  cl_int status =
+      clEnqueueWriteBuffer(queue, ops.dc, CL_TRUE, 0, mn * sizeof(float), c_old.data(), 0, nullptr, nullptr);
   if (status != CL_SUCCESS) return cl_error("writing C before the check", status);
 
   cl_event event = nullptr;
@@ -221,8 +222,7 @@ std::string verify(Impl impl, bool accumulate, Operands& ops) {
     if (!(std::fabs(got - expected) <= bound)) {
       std::ostringstream out;
       out.precision(9);
-      out << "wrong result: C[" << i << "][" << j << "] = " << got << ", expected " << expected << " within "
-          << bound;
+      out << "wrong result: C[" << i << "][" << j << "] = " << got << ", expected " << expected << " within " << bound;
       return out.str();
     }
   }
@@ -313,9 +313,10 @@ void add_context(bool gpu_sizes, const std::vector<std::string>& classes) {
                                 session.tuned().choose("gemm_nt", shape_class).describe());
 
   benchmark::AddCustomContext("ocltk_sizes", gpu_sizes ? "gpu" : "cpu");
-  const char* timer = flags().timer == Timer::kMarker ? "marker: END of a marker before the call to END of its last event"
-                      : flags().timer == Timer::kKernel ? "kernel: END of an empty kernel before the call to END of its last event"
-                                                        : "wall: host clock around enqueue and clFinish";
+  const char* timer =
+      flags().timer == Timer::kMarker   ? "marker: END of a marker before the call to END of its last event"
+      : flags().timer == Timer::kKernel ? "kernel: END of an empty kernel before the call to END of its last event"
+                                        : "wall: host clock around enqueue and clFinish";
   benchmark::AddCustomContext("ocltk_timer", timer);
   benchmark::AddCustomContext("ocltk_calls_per_iteration", std::to_string(flags().calls));
   benchmark::AddCustomContext("alpha", std::to_string(kAlpha));

@@ -32,18 +32,21 @@ enum class Timer { kMarker, kKernel, kWall };
 
 inline const char* to_string(Timer t) {
   switch (t) {
-    case Timer::kMarker: return "marker";
-    case Timer::kKernel: return "kernel";
-    case Timer::kWall: return "wall";
+    case Timer::kMarker:
+      return "marker";
+    case Timer::kKernel:
+      return "kernel";
+    case Timer::kWall:
+      return "wall";
   }
   return "?";
 }
 
 // Flags of ours; take_flags() removes them from argv before benchmark::Initialize.
 struct Flags {
-  std::string profile;  // --ocltk_profile=FILE: the tuned runtime's profile; "" = normal search
-  std::string sizes;    // --ocltk_sizes=cpu|gpu (or OCLTK_BENCH_SIZES); "" = by device type
-  std::string device;   // --ocltk_device=SELECTOR, as OCLTK_DEVICE
+  std::string profile;           // --ocltk_profile=FILE: the tuned runtime's profile; "" = normal search
+  std::string sizes;             // --ocltk_sizes=cpu|gpu (or OCLTK_BENCH_SIZES); "" = by device type
+  std::string device;            // --ocltk_device=SELECTOR, as OCLTK_DEVICE
   Timer timer = Timer::kMarker;  // --ocltk_timer=marker|kernel|wall
   int calls = 1;                 // --ocltk_calls=N: back-to-back calls per timed iteration
 };
@@ -88,10 +91,13 @@ inline bool take_flags(int* argc, char** argv) {
     } else if (value_of("ocltk_device", &v)) {
       f.device = v;
     } else if (value_of("ocltk_timer", &v)) {
-      if (v == "marker") f.timer = Timer::kMarker;
-      else if (v == "kernel") f.timer = Timer::kKernel;
-      else if (v == "wall") f.timer = Timer::kWall;
-      else {
+      if (v == "marker") {
+        f.timer = Timer::kMarker;
+      } else if (v == "kernel") {
+        f.timer = Timer::kKernel;
+      } else if (v == "wall") {
+        f.timer = Timer::kWall;
+      } else {
         std::fprintf(stderr, "ocltk_bench: --ocltk_timer=%s: expected marker, kernel or wall\n", v.c_str());
         return false;
       }
@@ -155,9 +161,8 @@ class Session {
     tuned.device = flags().device;
     tuned.profile_path = flags().profile;
     Runtime& d = *defaults_;
-    tuned_.emplace(open_or_exit(
-        Runtime::wrap(d.context().get(), d.device().handle.id(), d.queue().get(), tuned),
-        flags().profile.empty() ? "the profiles" : "--ocltk_profile"));
+    tuned_.emplace(open_or_exit(Runtime::wrap(d.context().get(), d.device().handle.id(), d.queue().get(), tuned),
+                                flags().profile.empty() ? "the profiles" : "--ocltk_profile"));
 
     if (flags().timer == Timer::kKernel) {
       const char* source = "__kernel void stamp(void) {}";
@@ -218,8 +223,9 @@ inline IterationTime time_calls(Session& session, int calls, const EnqueueCall& 
     const std::size_t one = 1;
     status = clEnqueueNDRangeKernel(queue, session.stamp_kernel(), 1, nullptr, &one, &one, 0, nullptr, &start);
   }
-  if (status != CL_SUCCESS) result.error = "enqueueing the start " + std::string(to_string(timer)) +
-                                           " failed with OpenCL status " + std::to_string(status);
+  if (status != CL_SUCCESS)
+    result.error = "enqueueing the start " + std::string(to_string(timer)) + " failed with OpenCL status " +
+                   std::to_string(status);
   for (int i = 0; i < calls && result.error.empty(); ++i) {
     cl_event event = nullptr;
     result.error = enqueue(&event);
@@ -253,8 +259,8 @@ inline IterationTime time_calls(Session& session, int calls, const EnqueueCall& 
         result.error = "profiling info unavailable (OpenCL status " + std::to_string(bad) +
                        "); try --ocltk_timer=kernel or --ocltk_timer=wall";
       } else if (end <= begin) {
-        result.error = "the last command ended (" + std::to_string(end) + " ns) before the start " +
-                       to_string(timer) + " (" + std::to_string(begin) +
+        result.error = "the last command ended (" + std::to_string(end) + " ns) before the start " + to_string(timer) +
+                       " (" + std::to_string(begin) +
                        " ns); timestamps unusable, try --ocltk_timer=kernel or --ocltk_timer=wall";
       } else {
         result.seconds = double(end - begin) * 1e-9 / calls;

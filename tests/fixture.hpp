@@ -120,8 +120,7 @@ inline std::vector<float> random_floats(std::mt19937& rng, std::size_t count) {
 
 // Sets rows × cols elements at `offset` with row stride `ld` to NaN, so an element the
 // kernel fails to write cannot pass.
-inline void poison(std::vector<float>& data, std::size_t offset, std::int64_t rows, std::int64_t cols,
-                   std::size_t ld) {
+inline void poison(std::vector<float>& data, std::size_t offset, std::int64_t rows, std::int64_t cols, std::size_t ld) {
   for (std::int64_t i = 0; i < rows; ++i)
     for (std::int64_t j = 0; j < cols; ++j) data[offset + i * ld + j] = std::numeric_limits<float>::quiet_NaN();
 }
@@ -143,9 +142,8 @@ inline std::vector<float> download(ocltk::Runtime& rt, const boost::compute::buf
 // C buffer outside the M×N slice still holds its pre-launch value.
 inline ::testing::AssertionResult gemm_nt_matches(const ocltk::GemmProblem& p, float alpha, bool accumulate,
                                                   const float* a, std::size_t lda, const float* b, std::size_t ldb,
-                                                  const std::vector<float>& c_before,
-                                                  const std::vector<float>& c_after, std::size_t c_offset,
-                                                  std::size_t ldc) {
+                                                  const std::vector<float>& c_before, const std::vector<float>& c_after,
+                                                  std::size_t c_offset, std::size_t ldc) {
   const std::size_t m = std::size_t(p.m), n = std::size_t(p.n), k = std::size_t(p.k);
   std::vector<double> c_old(m * n), want(m * n);
   for (std::size_t i = 0; i < m; ++i)

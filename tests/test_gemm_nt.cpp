@@ -28,7 +28,7 @@ struct Point {
 };
 
 // Chosen to cover USE_LOCAL 0/1, VW 1/4/8/16, non-default MDIMC/NDIMC and tall/wide
-// tiles (tiled); RW 1/4/8/32, TR 1/2/4/8, KWG 128/512 and WGS 16..256 (reduce).
+// tiles (tiled); KWG 8/16/32 and VWM/VWN 1/2/4 (xgemm); RW 1/4/8/32, TR 1/2/4/8, KWG 128/512 and WGS 16..256 (reduce).
 const std::vector<Point>& points() {
   static const std::vector<Point> all = {
       {"tiled_defaults", "tiled", {}},
@@ -42,6 +42,13 @@ const std::vector<Point>& points() {
       {"tiled_local_vw16_tall",
        "tiled",
        {{"MWG", 128}, {"NWG", 4}, {"KWG", 32}, {"MDIMC", 16}, {"NDIMC", 2}, {"VW", 16}}},
+      {"xgemm_defaults", "xgemm", {}},
+      {"xgemm_kwg8_vwn2",
+       "xgemm",
+       {{"MWG", 32}, {"NWG", 64}, {"KWG", 8}, {"MDIMC", 8}, {"NDIMC", 8}, {"VWM", 1}, {"VWN", 2}}},
+      {"xgemm_kwg32_vwm2",
+       "xgemm",
+       {{"MWG", 64}, {"NWG", 32}, {"KWG", 32}, {"MDIMC", 16}, {"NDIMC", 8}, {"VWM", 2}, {"VWN", 4}}},
       {"reduce_defaults", "reduce", {}},
       {"reduce_rw1_tr4_vw4", "reduce", {{"WGS", 64}, {"RW", 1}, {"TR", 4}, {"VW", 4}}},
       {"reduce_local_tr8_kwg128",
@@ -90,7 +97,7 @@ class GemmNtPointTest : public GemmNtTest, public ::testing::WithParamInterface<
 TEST_P(GemmNtPointTest, OddShapes) {
   const Choice choice = legal_choice(GetParam());
   SCOPED_TRACE(choice.algorithm + " {" + ocltk::format_params(choice.params) + "}");
-  const GemmProblem shapes[] = {{1, 1, 1},   {1, 127, 65}, {127, 1, 33},  {65, 127, 7},  {7, 33, 127}, {33, 65, 1},
+  const GemmProblem shapes[] = {{1, 1, 1},    {1, 127, 65}, {127, 1, 33}, {65, 127, 7}, {7, 33, 127}, {33, 65, 1},
                                 {127, 7, 65}, {7, 7, 7},    {1, 33, 127}, {65, 1, 127}, {33, 7, 65},  {127, 65, 33}};
   for (const GemmProblem& p : shapes) {
     GemmCase c;
@@ -212,11 +219,12 @@ TEST_F(GemmNtTest, SplitOverSeveralDispatches) {
     GemmProblem p;
   };
   const Case cases[] = {
-      {"tiled_defaults", {257, 263, 33}},         // 64×64 tiles: 5×5 groups
-      {"tiled_local_vw16_tall", {400, 50, 17}},   // 128×4 tiles: 4×13 groups
-      {"tiled_global_vw4_wide", {30, 130, 21}},   // 8×32 tiles: 4×5 groups
-      {"reduce_defaults", {11, 70, 300}},         // 1×8 tiles: 11×9 groups
-      {"reduce_local_tr8_kwg128", {50, 30, 200}}, // 8×4 tiles: 7×8 groups
+      {"tiled_defaults", {257, 263, 33}},          // 64×64 tiles: 5×5 groups
+      {"tiled_local_vw16_tall", {400, 50, 17}},    // 128×4 tiles: 4×13 groups
+      {"tiled_global_vw4_wide", {30, 130, 21}},    // 8×32 tiles: 4×5 groups
+      {"xgemm_kwg8_vwn2", {130, 270, 19}},         // 32×64 tiles: 5×5 groups
+      {"reduce_defaults", {11, 70, 300}},          // 1×8 tiles: 11×9 groups
+      {"reduce_local_tr8_kwg128", {50, 30, 200}},  // 8×4 tiles: 7×8 groups
   };
   for (const Case& k : cases) {
     const Choice choice = legal_choice(point_named(k.point));
@@ -267,11 +275,11 @@ TEST_F(GemmNtTest, SplitOverSeveralDispatches) {
 // The default path: choice by shape class (built-in defaults here, use_profiles=false).
 TEST_F(GemmNtTest, ProfileDrivenPathPerShapeClass) {
   const GemmProblem problems[] = {
-      {1, 100, 300}, {1, 7, 65},      // gemv
-      {40, 16, 300}, {100, 64, 70},   // lora_shrink
-      {70, 65, 16},  {33, 200, 64},   // lora_expand
+      {1, 100, 300},  {1, 7, 65},     // gemv
+      {40, 16, 300},  {100, 64, 70},  // lora_shrink
+      {70, 65, 16},   {33, 200, 64},  // lora_expand
       {16, 100, 130}, {5, 65, 65},    // small_batch
-      {65, 65, 65},  {100, 90, 80},   // large
+      {65, 65, 65},   {100, 90, 80},  // large
   };
   const ocltk::KernelFamily& family = ocltk::gemm_nt_family();
   for (const GemmProblem& p : problems) {
@@ -320,8 +328,8 @@ TEST_F(GemmNtTest, AgreesWithCLBlast) {
   ASSERT_TRUE(s.ok()) << s.message();
   cl_command_queue queue = runtime().queue().get();
   const clblast::StatusCode code = clblast::Gemm<float>(
-      clblast::Layout::kRowMajor, clblast::Transpose::kNo, clblast::Transpose::kYes, p.m, p.n, p.k, alpha,
-      a_buf.get(), 0, p.k, b_buf.get(), 0, p.k, 0.0f, theirs.get(), 0, p.n, &queue, nullptr);
+      clblast::Layout::kRowMajor, clblast::Transpose::kNo, clblast::Transpose::kYes, p.m, p.n, p.k, alpha, a_buf.get(),
+      0, p.k, b_buf.get(), 0, p.k, 0.0f, theirs.get(), 0, p.n, &queue, nullptr);
   ASSERT_EQ(code, clblast::StatusCode::kSuccess) << "CLBlast status " << int(code);
   runtime().queue().finish();
   const std::vector<float> got = ocltk_test::download(runtime(), ours, c0.size());

@@ -150,8 +150,7 @@ TEST_F(ParamsOnDevice, LegalSpaceIsNonEmptyAndEveryPointHoldsEveryConstraint) {
       ASSERT_EQ(point.size(), algorithm.params.size());
       for (const ocltk::ParamSpec& spec : algorithm.params) {
         const int v = point.at(spec.name);
-        ASSERT_NE(std::find(spec.allowed.begin(), spec.allowed.end(), v), spec.allowed.end())
-            << spec.name << "=" << v;
+        ASSERT_NE(std::find(spec.allowed.begin(), spec.allowed.end(), v), spec.allowed.end()) << spec.name << "=" << v;
       }
       for (const ocltk::Constraint& c : algorithm.constraints)
         ASSERT_TRUE(c.holds(point, device_limits)) << ocltk::format_params(point) << " breaks " << c.name;

@@ -12,8 +12,8 @@ using ocltk::ErrorCode;
 using ocltk::MatchLevel;
 using ocltk::Profile;
 using ocltk::ProfileEntry;
-using ocltk_test::fs::path;
 using ocltk_test::ScopedEnv;
+using ocltk_test::fs::path;
 
 void write_text(const std::string& file, const std::string& text) {
   std::ofstream out(file, std::ios::trunc);
@@ -311,8 +311,8 @@ TEST_F(ProfileTest, DuplicateClassIsRejected) {
       "      params: {MWG: 16}\n";
   try {
     const Profile p = ocltk::parse_profile(text, "dup.yaml");
-    ADD_FAILURE() << "accepted with " << p.entries.size() << " entries; large -> MWG="
-                  << p.find("gemm_nt", "large")->params.at("MWG");
+    ADD_FAILURE() << "accepted with " << p.entries.size()
+                  << " entries; large -> MWG=" << p.find("gemm_nt", "large")->params.at("MWG");
   } catch (const ocltk::Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kProfile);
     EXPECT_EQ(std::string(e.what()).rfind("dup.yaml:8:5: ", 0), 0u) << e.what();
@@ -406,6 +406,19 @@ TEST_F(ProfileTest, FallbackChainPrefersTheClosestMatch) {
     ASSERT_EQ(rt->profiles().candidates.size(), 2u);
     EXPECT_EQ(rt->profiles().candidates[1].tier, "user");
   }
+  // Across tiers the closer match still wins (README, "Profiles"): an exact profile in
+  // the user folder beats a vendor profile on OCLTK_PROFILE_PATH.
+  ocltk::write_profile_atomically((path(user_dir) / "user_exact.yaml").string(),
+                                  profile_for_this_device({entry("large", "tiled", {{"MWG", 128}, {"MDIMC", 16}})}));
+  {
+    ocltk::Result<ocltk::Runtime> rt = open_with_profiles();
+    ASSERT_TRUE(rt.ok()) << rt.status().message();
+    const ocltk::Choice c = rt->choose("gemm_nt", "large");
+    EXPECT_EQ(c.params.at("MWG"), 128) << c.describe();
+    EXPECT_EQ(c.level, MatchLevel::kExact);
+    EXPECT_EQ(rt->profiles().candidates.front().tier, "user");
+  }
+  ocltk_test::fs::remove(path(user_dir) / "user_exact.yaml");
   // With OCLTK_PROFILE_PATH empty, the user folder serves.
   {
     ScopedEnv no_env_path("OCLTK_PROFILE_PATH", std::nullopt);
@@ -433,7 +446,8 @@ TEST_F(ProfileTest, ProfileForAnotherDeviceIsNotUsed) {
   EXPECT_TRUE(rt->profiles().candidates.empty());
   EXPECT_GE(rt->profiles().searched.size(), 2u);
   bool warned_broken = false;
-  for (const std::string& w : rt->profiles().warnings) warned_broken |= w.find(file("broken.yaml")) != std::string::npos;
+  for (const std::string& w : rt->profiles().warnings)
+    warned_broken |= w.find(file("broken.yaml")) != std::string::npos;
   EXPECT_TRUE(warned_broken) << "no warning names the broken profile";
   const ocltk::Choice c = rt->choose("gemm_nt", "large");
   EXPECT_EQ(c.source, "built-in");
@@ -475,8 +489,8 @@ TEST_F(ProfileTest, MissingClassFallsBackToTheNextCandidateThenBuiltin) {
   ScopedEnv xdg("XDG_CONFIG_HOME", file("empty_xdg"));
   ocltk::write_profile_atomically(file("exact.yaml"),
                                   profile_for_this_device({entry("large", "tiled", {{"MWG", 8}, {"MDIMC", 1}})}));
-  Profile vendor = profile_for_this_device({entry("large", "tiled", {{"MWG", 32}, {"MDIMC", 4}}),
-                                            entry("gemv", "reduce", {{"WGS", 64}, {"RW", 16}})});
+  Profile vendor = profile_for_this_device(
+      {entry("large", "tiled", {{"MWG", 32}, {"MDIMC", 4}}), entry("gemv", "reduce", {{"WGS", 64}, {"RW", 16}})});
   vendor.device.name = "another device of the same vendor";
   ocltk::write_profile_atomically(file("vendor.yaml"), vendor);
 

@@ -53,7 +53,9 @@ class ProgramCacheTest : public ocltk_test::RuntimeTest {
   static const boost::compute::context& context() { return runtime().context(); }
   static const boost::compute::device& device() { return runtime().device().handle; }
 
-  boost::compute::program get(ProgramCache& cache) { return cache.get(context(), device(), kScaleSource, kScaleOptions); }
+  boost::compute::program get(ProgramCache& cache) {
+    return cache.get(context(), device(), kScaleSource, kScaleOptions);
+  }
 
   // Fills the cache folder with a valid entry and returns its path.
   std::string prime() {

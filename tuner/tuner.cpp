@@ -223,31 +223,60 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     if (options.strategy != Strategy::kExhaustive) std::shuffle(order.begin(), order.end(), rng);
 
     if (options.strategy == Strategy::kLocal) {
-      // A small random sample finds a good basin; coordinate descent then walks it:
-      // change one parameter at a time, move on the first improvement of over 1%.
+      // A small random sample finds good basins; coordinate descent then walks each
+      // algorithm's best point (algorithms have different basins: a GPU's best gemv and
+      // best large square rarely share one), changing one parameter at a time and moving
+      // on the first improvement of over 1%.
       const std::size_t sample = std::min<std::size_t>(order.size(), 8);
       for (std::size_t i = 0; i < sample && !out_of_budget(); ++i) evaluate(space[order[i]]);
-      bool improved = best.ok;
-      while (improved && !out_of_budget()) {
-        improved = false;
-        const AlgorithmSpec* algorithm = family.find_algorithm(best.algorithm);
-        std::vector<Point> neighbours;
-        for (const ParamSpec& spec : algorithm->params) {
-          for (int v : spec.allowed) {
-            if (v == best.params.at(spec.name)) continue;
-            Params p = best.params;
-            p[spec.name] = v;
-            if (!algorithm->violation(p, &limits)) neighbours.push_back({algorithm, p});
-          }
+      auto best_of = [&](const AlgorithmSpec& algorithm) -> std::optional<Evaluation> {
+        std::optional<Evaluation> found;
+        for (const auto& [key, e] : seen)
+          if (e.ok && e.algorithm == algorithm.name && (!found || e.time_ms < found->time_ms)) found = e;
+        return found;
+      };
+      // The most promising algorithm is walked first, so a short budget goes to it.
+      std::vector<const AlgorithmSpec*> walk_order;
+      for (const AlgorithmSpec& algorithm : family.algorithms) walk_order.push_back(&algorithm);
+      auto sampled_ms = [&](const AlgorithmSpec* a) {
+        const auto e = best_of(*a);
+        return e ? e->time_ms : std::numeric_limits<double>::infinity();
+      };
+      std::stable_sort(walk_order.begin(), walk_order.end(),
+                       [&](const AlgorithmSpec* x, const AlgorithmSpec* y) { return sampled_ms(x) < sampled_ms(y); });
+      for (const AlgorithmSpec* walked : walk_order) {
+        const AlgorithmSpec& algorithm = *walked;
+        std::optional<Evaluation> start_point = best_of(algorithm);
+        if (!start_point) {
+          // Never sampled (or every sample failed): start from the table's defaults.
+          const Params defaults = algorithm.defaults();
+          if (algorithm.violation(defaults, &limits) || out_of_budget()) continue;
+          evaluate({&algorithm, defaults});
+          start_point = best_of(algorithm);
+          if (!start_point) continue;
         }
-        std::shuffle(neighbours.begin(), neighbours.end(), rng);
-        const double reference = best.time_ms;
-        for (const Point& n : neighbours) {
-          if (out_of_budget()) break;
-          const Evaluation* e = evaluate(n);
-          if (e->ok && e->time_ms < 0.99 * reference) {
-            improved = true;
-            break;
+        Evaluation current = *start_point;
+        bool improved = true;
+        while (improved && !out_of_budget()) {
+          improved = false;
+          std::vector<Point> neighbours;
+          for (const ParamSpec& spec : algorithm.params) {
+            for (int v : spec.allowed) {
+              if (v == current.params.at(spec.name)) continue;
+              Params p = current.params;
+              p[spec.name] = v;
+              if (!algorithm.violation(p, &limits)) neighbours.push_back({&algorithm, p});
+            }
+          }
+          std::shuffle(neighbours.begin(), neighbours.end(), rng);
+          for (const Point& n : neighbours) {
+            if (out_of_budget()) break;
+            const Evaluation* e = evaluate(n);
+            if (e->ok && e->time_ms < 0.99 * current.time_ms) {
+              current = *e;
+              improved = true;
+              break;
+            }
           }
         }
       }

@@ -77,7 +77,7 @@ AlgorithmSpec reduce_algorithm() {
   a.params = {
       {"WGS", 256, {4, 16, 32, 64, 128, 256}, "work-items per workgroup"},
       {"RW", 32, {1, 2, 4, 8, 16, 32}, "reduction width: work-items sharing one output's K reduction"},
-      {"TR", 1, {1, 2, 4, 8}, "tile rows: rows of A each work-item handles"},
+      {"TR", 1, {1, 2, 4, 8, 16}, "tile rows: rows of A each work-item handles"},
       {"VW", 1, {1, 4, 8, 16}, "vector width of the loads along K"},
       {"USE_LOCAL", 0, {0, 1}, "stage the A rows through local memory"},
       {"KWG", 512, {128, 512}, "K columns per local-memory stage (USE_LOCAL only)"},
@@ -106,6 +106,51 @@ AlgorithmSpec reduce_algorithm() {
   return a;
 }
 
+AlgorithmSpec xgemm_algorithm() {
+  AlgorithmSpec a;
+  a.name = "xgemm";
+  a.source_name = "gemm_nt_xgemm.cl";
+  a.params = {
+      {"MWG", 128, {32, 64, 128}, "tile rows (M) per workgroup"},
+      {"NWG", 128, {32, 64, 128}, "tile columns (N) per workgroup"},
+      {"KWG", 16, {8, 16, 32}, "K columns staged per local-memory step"},
+      {"MDIMC", 16, {8, 16, 32}, "work-items along M in a workgroup"},
+      {"NDIMC", 16, {8, 16, 32}, "work-items along N in a workgroup"},
+      {"VWM", 4, {1, 2, 4}, "vector width of the local reads along M"},
+      {"VWN", 4, {1, 2, 4}, "vector width of the local reads along N"},
+  };
+  a.constraints = {
+      rule("MWG % (MDIMC * VWM) == 0",
+           [](const Params& p) { return at(p, "MWG") % (at(p, "MDIMC") * at(p, "VWM")) == 0; }),
+      rule("NWG % (NDIMC * VWN) == 0",
+           [](const Params& p) { return at(p, "NWG") % (at(p, "NDIMC") * at(p, "VWN")) == 0; }),
+      rule("MWG / MDIMC * NWG / NDIMC <= 64 (accumulator registers)",
+           [](const Params& p) { return (at(p, "MWG") / at(p, "MDIMC")) * (at(p, "NWG") / at(p, "NDIMC")) <= 64; }),
+      rule("MDIMC * NDIMC >= 64 (enough work-items to stage the tiles)",
+           [](const Params& p) { return at(p, "MDIMC") * at(p, "NDIMC") >= 64; }),
+      rule("tiles split evenly into 4-wide loads: (MWG * KWG / 4) % (MDIMC * NDIMC) == 0, same for NWG",
+           [](const Params& p) {
+             const int wgs = at(p, "MDIMC") * at(p, "NDIMC");
+             return (at(p, "MWG") * at(p, "KWG") / 4) % wgs == 0 && (at(p, "NWG") * at(p, "KWG") / 4) % wgs == 0;
+           }),
+      device_rule("MDIMC * NDIMC <= device max work-group size",
+                  [](const Params& p, const DeviceLimits& l) {
+                    return std::size_t(at(p, "MDIMC") * at(p, "NDIMC")) <= l.max_work_group_size &&
+                           std::size_t(at(p, "NDIMC")) <= dim(l, 0) && std::size_t(at(p, "MDIMC")) <= dim(l, 1);
+                  }),
+  };
+  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+    return 4ull * at(p, "KWG") * (at(p, "MWG") + at(p, "NWG"));
+  };
+  a.constraints.push_back(device_rule("local memory within the device limit", [f = a.local_mem_bytes](
+                                                                                  const Params& p,
+                                                                                  const DeviceLimits& l) {
+    return f(p) <= l.local_mem_bytes;
+  }));
+  a.work_group_size = [](const Params& p) -> std::size_t { return std::size_t(at(p, "MDIMC") * at(p, "NDIMC")); };
+  return a;
+}
+
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
@@ -114,7 +159,7 @@ const KernelFamily& gemm_nt_family() {
   static const KernelFamily family = [] {
     KernelFamily f;
     f.name = "gemm_nt";
-    f.algorithms = {reduce_algorithm(), tiled_algorithm()};
+    f.algorithms = {reduce_algorithm(), tiled_algorithm(), xgemm_algorithm()};
     f.classes = {
         {"gemv", "M = 1"},
         {"lora_shrink", "N <= 64 (and M > 1)"},
@@ -153,7 +198,7 @@ GemmProblem gemm_nt_class_problem(const std::string& shape_class, bool cpu_devic
 
 LaunchGeometry gemm_nt_geometry(const std::string& algorithm, const Params& p, const GemmProblem& problem) {
   LaunchGeometry g;
-  if (algorithm == "tiled") {
+  if (algorithm == "tiled" || algorithm == "xgemm") {
     g.tile_m = at(p, "MWG");
     g.tile_n = at(p, "NWG");
     g.local = {std::size_t(at(p, "NDIMC")), std::size_t(at(p, "MDIMC"))};

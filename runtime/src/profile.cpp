@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -68,6 +69,12 @@ class Decoder {
     return n;
   }
 
+  // A mapping key as text; a key that is itself a sequence or mapping is a fault.
+  std::string key(const YAML::Node& k) const {
+    if (!k.IsScalar()) fail(k, "expected a plain name as key");
+    return k.Scalar();
+  }
+
   template <class T>
   T scalar(const YAML::Node& parent, const char* key, bool required, T fallback = T()) const {
     const YAML::Node n = child(parent, key, required);
@@ -114,7 +121,8 @@ ProfileEntry decode_entry(const Decoder& d, const KernelFamily& family, const st
   if (!params.IsMap()) d.fail(params, "'params' must be a mapping of parameter names to integers");
   Params partial;
   for (const auto& kv : params) {
-    const std::string name = kv.first.as<std::string>();
+    const std::string name = d.key(kv.first);
+    if (partial.count(name)) d.fail(kv.first, "parameter " + name + " is listed twice");
     if (algorithm->find(name) == nullptr)
       d.fail(kv.first, "unknown parameter " + name + " for " + family.name + "/" + e.algorithm);
     int value = 0;
@@ -136,7 +144,10 @@ ProfileEntry decode_entry(const Decoder& d, const KernelFamily& family, const st
                        " break the constraint " + *bad);
   if (const YAML::Node problem = d.child(n, "problem", false)) {
     if (!problem.IsMap()) d.fail(problem, "'problem' must be a mapping");
-    for (const auto& kv : problem) e.problem[kv.first.as<std::string>()] = d.scalar<std::int64_t>(problem, kv.first.as<std::string>().c_str(), true);
+    for (const auto& kv : problem) {
+      const std::string name = d.key(kv.first);
+      e.problem[name] = d.scalar<std::int64_t>(problem, name.c_str(), true);
+    }
   }
   e.time_ms = d.scalar<double>(n, "time_ms", false);
   e.gflops = d.scalar<double>(n, "gflops", false);
@@ -164,6 +175,8 @@ const ProfileEntry* Profile::find(const std::string& kernel, const std::string& 
   return nullptr;
 }
 
+Profile parse_profile_checked(const std::string& text, const std::string& name);
+
 ProfileDevice profile_device_of(const DeviceInfo& device) {
   ProfileDevice d;
   d.name = device.name;
@@ -180,6 +193,14 @@ ProfileDevice profile_device_of(const DeviceInfo& device) {
 }
 
 Profile parse_profile(const std::string& text, const std::string& name) {
+  try {
+    return parse_profile_checked(text, name);
+  } catch (const YAML::Exception& e) {
+    Decoder(name).fail(e.mark, e.msg);
+  }
+}
+
+Profile parse_profile_checked(const std::string& text, const std::string& name) {
   const Decoder d(name);
   YAML::Node root;
   try {
@@ -203,12 +224,15 @@ Profile parse_profile(const std::string& text, const std::string& name) {
   const YAML::Node kernels = d.child(root, "kernels", true);
   if (!kernels.IsMap()) d.fail(kernels, "'kernels' must be a mapping of kernel names to shape classes");
   for (const auto& kv : kernels) {
-    const std::string kernel = kv.first.as<std::string>();
+    const std::string kernel = d.key(kv.first);
     const KernelFamily* family = find_family(kernel);
     if (family == nullptr) d.fail(kv.first, "unknown kernel '" + kernel + "'");
     if (!kv.second.IsMap()) d.fail(kv.second, "kernel " + kernel + " must map shape classes to entries");
+    std::set<std::string> classes_seen;
     for (const auto& cls : kv.second) {
-      const std::string shape_class = cls.first.as<std::string>();
+      const std::string shape_class = d.key(cls.first);
+      if (!classes_seen.insert(shape_class).second)
+        d.fail(cls.first, "shape class '" + shape_class + "' is listed twice for kernel " + kernel);
       if (family->find_class(shape_class) == nullptr)
         d.fail(cls.first, "kernel " + kernel + " has no shape class '" + shape_class + "'");
       profile.entries.push_back(decode_entry(d, *family, shape_class, cls.second));

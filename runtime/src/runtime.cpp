@@ -49,6 +49,16 @@ void check_cl(cl_int status, const std::string& what) {
     throw Error(ErrorCode::kDevice, what + " failed with OpenCL status " + std::to_string(status), status);
 }
 
+// An explicit choice with an unknown parameter or an illegal value is the caller's
+// mistake, not a profile's.
+Params complete_choice(const AlgorithmSpec& algorithm, const Params& params) {
+  try {
+    return algorithm.complete(params);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::kInvalidArgument, e.what());
+  }
+}
+
 }  // namespace
 
 std::string user_profile_dir() {
@@ -104,7 +114,7 @@ ProfileSelection find_profiles(const DeviceInfo& device, const RuntimeOptions& o
         ProfileCandidate c;
         try {
           c.profile = read_profile(file);
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {
           selection.warnings.push_back(std::string(e.what()) + " (profile skipped)");
           continue;
         }
@@ -174,6 +184,8 @@ Result<Runtime> Runtime::open(const RuntimeOptions& options) {
     return Status::from(e);
   } catch (const boost::compute::opencl_error& e) {
     return Status(ErrorCode::kDevice, std::string("cannot open the OpenCL device: ") + e.what(), e.error_code());
+  } catch (const std::exception& e) {
+    return Status(ErrorCode::kDevice, std::string("cannot open the runtime: ") + e.what());
   }
 }
 
@@ -189,6 +201,8 @@ Result<Runtime> Runtime::wrap(cl_context context, cl_device_id device, cl_comman
     return Status::from(e);
   } catch (const boost::compute::opencl_error& e) {
     return Status(ErrorCode::kDevice, std::string("cannot wrap the OpenCL objects: ") + e.what(), e.error_code());
+  } catch (const std::exception& e) {
+    return Status(ErrorCode::kDevice, std::string("cannot open the runtime: ") + e.what());
   }
 }
 
@@ -305,7 +319,7 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
     if (algorithm == nullptr)
       throw Error(ErrorCode::kInvalidArgument, "gemm_nt has no algorithm '" + choice.algorithm + "'");
     Choice used = choice;
-    used.params = algorithm->complete(choice.params);
+    used.params = complete_choice(*algorithm, choice.params);
     const Params& params = used.params;
     const std::string kernel_name = accumulate ? "gemm_nt_accum" : "gemm_nt";
     launch(used, *algorithm, kernel_name, [&](cl_kernel kernel) {
@@ -359,7 +373,7 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
 
 void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::string& kernel_name,
                      const std::function<void(cl_kernel)>& enqueue) {
-  const Params params = algorithm.complete(choice.params);
+  const Params params = complete_choice(algorithm, choice.params);
   const DeviceLimits limits = DeviceLimits::of(impl_->device);
   if (const auto bad = algorithm.violation(params, &limits))
     throw Error(ErrorCode::kInvalidArgument, choice.kernel + "/" + algorithm.name + " {" + format_params(params) +

@@ -29,9 +29,10 @@ struct RuntimeOptions {
   std::int64_t max_groups_per_dispatch = 0;
 };
 
-// Where the profiles for a device come from, best first (docs/profiles.md):
-// explicit path / OCLTK_PROFILE_PATH, then the user folder, then the installed configs/;
-// within those, by match level (exact device + driver, device, architecture, vendor).
+// Where the profiles for a device come from (docs/profile-schema.md): an explicit path
+// alone if given; else OCLTK_PROFILE_PATH, the user folder and the installed configs/.
+// Matching profiles are ranked by match level first (device + driver, device,
+// architecture, vendor); at equal level the earlier source wins.
 struct ProfileCandidate {
   Profile profile;
   MatchLevel level = MatchLevel::kNone;

@@ -1,0 +1,170 @@
+// The NF4 family slice: segmented grouped GEMMs over 4-bit NormalFloat expert weights
+// (bitsandbytes layout), the host quantizer and dequantizer, the CPU reference, and the
+// device routing that groups tokens by expert (docs/nf4.md).
+//
+// Format. Logical weights W[E, N, K] are flattened c = (e·N + n)·K + k. Two codes per
+// byte, coefficient 2j in bits 7..4 and 2j+1 in bits 3..0. One f32 absmax scale per flat
+// block of block_size coefficients (blocks straddle rows and experts). W = codebook[code]
+// · scale[c / block_size]. A window starts element_offset coefficients into its first
+// stored block: window coefficient j sits at stream position element_offset + j.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ocltk/family.hpp"
+#include "ocltk/runtime.hpp"
+
+namespace ocltk {
+
+enum class ElementType { f32, f16, bf16 };
+const char* to_string(ElementType type);
+std::size_t element_size(ElementType type);
+
+// NF4's 16 levels (bitsandbytes' table).
+extern const std::array<float, 16> kNf4Codebook;
+
+// Indexing limits of the kernels, named in the errors that enforce them.
+constexpr std::int64_t kNf4MaxDim = (std::int64_t(1) << 30);      // K, N and rows each below 2^30
+constexpr std::int64_t kNf4MaxCoefficients = (std::int64_t(1) << 62);  // element_offset + E·N·K
+
+// The shape of a window of an NF4 payload: what lies where, independent of buffers.
+struct Nf4Geometry {
+  std::int64_t experts = 0, out_features = 0 /*N*/, in_features = 0 /*K*/, block_size = 64;
+  std::int64_t element_offset = 0;  // stream position of the window's first coefficient
+
+  std::int64_t coefficients() const { return experts * out_features * in_features; }
+  // Stored bytes and scales of the window (0 for an empty owner).
+  std::int64_t packed_bytes() const;
+  std::int64_t scale_count() const;
+  // Throws Error(kInvalidArgument) naming the fault: block size, offset, limits.
+  void validate(const std::string& who) const;
+};
+
+// A window of a packed NF4 payload on the device.
+struct Nf4Weights {
+  Nf4Geometry geometry;
+  cl_mem packed = nullptr;  // u8, at least packed_bytes() from packed_offset
+  std::size_t packed_offset = 0;  // bytes into `packed`
+  cl_mem scales = nullptr;  // f32, at least scale_count() from scales_offset
+  std::size_t scales_offset = 0;  // elements into `scales`
+  cl_mem codebook = nullptr;  // 16 f32 (always required, even for an empty owner)
+};
+
+// y[r, n] = Σ_k x[r, k] · W[e, n, k] for offsets[e] <= r < offsets[e+1].
+struct Nf4ForwardArgs {
+  Nf4Weights w;
+  cl_mem input = nullptr;  // rows × K of `type`
+  ElementType type = ElementType::f32;
+  std::int64_t rows = 0;
+  cl_mem offsets = nullptr;  // u32, experts + 1 entries: exclusive prefix, 0 .. rows
+  cl_mem output = nullptr;   // rows × N of `type`
+  // true: check() reads the E+1 offsets back (a tiny blocking read) and validates them.
+  // false: no host round trip; the kernels clamp every segment to [0, rows), so bad
+  // offsets give wrong rows but never an out-of-bounds access.
+  bool validate_offsets = true;
+};
+
+// dx[r, k] = Σ_n g[r, n] · W[e, n, k] (input gradient only; no weight gradient).
+struct Nf4BackwardArgs {
+  Nf4Weights w;
+  cl_mem grad = nullptr;  // rows × N of `type`
+  ElementType type = ElementType::f32;
+  std::int64_t rows = 0;
+  cl_mem offsets = nullptr;
+  cl_mem grad_input = nullptr;  // rows × K, always f32
+  bool validate_offsets = true;
+};
+
+const KernelFamily& nf4_forward_family();
+const KernelFamily& nf4_backward_family();
+
+// decode (≤ 16 rows per expert on average), small_batch (≤ 128), prefill (more).
+std::string nf4_shape_class(double rows_per_expert);
+// The representative problem `tune` measures for a class: {experts, n, k, rows, block}.
+struct Nf4Problem {
+  std::int64_t experts = 8, n = 1024, k = 1024, rows = 8, block_size = 64;
+};
+Nf4Problem nf4_class_problem(const std::string& shape_class, bool cpu_device);
+
+Status check_nf4_forward(Runtime& rt, const Nf4ForwardArgs& args);
+Status check_nf4_backward(Runtime& rt, const Nf4BackwardArgs& args);
+// Status-returning boundary; the choice comes from the profile (shape class by rows per
+// expert) unless the *_with variants are given one (tuner, tests, benches).
+Status nf4_forward_segmented(Runtime& rt, const Nf4ForwardArgs& args, const Launch& launch = {});
+Status nf4_input_backward_segmented(Runtime& rt, const Nf4BackwardArgs& args, const Launch& launch = {});
+Status nf4_forward_with(Runtime& rt, const Choice& choice, const Nf4ForwardArgs& args, const Launch& launch = {});
+Status nf4_backward_with(Runtime& rt, const Choice& choice, const Nf4BackwardArgs& args, const Launch& launch = {});
+
+// ---- Host quantizer / dequantizer (bit-identical to bitsandbytes quantize_4bit nf4) ----
+
+struct Nf4Packed {
+  std::vector<std::uint8_t> packed;  // (count + 1) / 2 bytes
+  std::vector<float> scales;         // ceil(count / block_size) absmax values
+};
+// bitsandbytes' nearest-code decision tree for a value already normalised by absmax.
+std::uint8_t nf4_code_of(float normalized);
+bool nf4_block_size_valid(std::int64_t block_size);
+// Quantizes `count` coefficients in flat order. Throws Error(kInvalidArgument) for a bad
+// block size.
+Nf4Packed quantize_nf4(const float* w, std::size_t count, std::int64_t block_size);
+// Half-precision inputs are widened to f32 first, exactly as bitsandbytes does.
+Nf4Packed quantize_nf4(const std::uint16_t* w, ElementType type, std::size_t count, std::int64_t block_size);
+// Dequantizes the window coefficients [0, count) (stream positions element_offset + j).
+void dequantize_nf4(const std::uint8_t* packed, const float* scales, const std::array<float, 16>& codebook,
+                    std::int64_t element_offset, std::int64_t block_size, std::size_t count, float* out);
+
+// f16 / bf16 bit conversions used by the host side (round to nearest even).
+float half_to_float(std::uint16_t h);
+std::uint16_t float_to_half(float f);
+float bf16_to_float(std::uint16_t b);
+std::uint16_t float_to_bf16(float f);
+
+// CPU reference in double on dequantized weights (w: E×N×K f32, from dequantize_nf4).
+// x: rows × K (already widened to f32); y: rows × N. offsets must be valid.
+void nf4_forward_reference(const Nf4Geometry& g, const float* w, const float* x, const std::uint32_t* offsets,
+                           std::int64_t rows, double* y);
+void nf4_backward_reference(const Nf4Geometry& g, const float* w, const float* grad, const std::uint32_t* offsets,
+                            std::int64_t rows, double* dx);
+// Validates a host copy of the offsets; throws Error(kInvalidArgument) naming the fault.
+void validate_nf4_offsets(const std::uint32_t* offsets, std::size_t count, std::int64_t experts, std::int64_t rows,
+                          const std::string& who);
+
+// ---- Routing: group tokens by expert on the device ----
+
+// From top-k choices, builds on the device:
+//   offsets[E+1] (u32): exclusive prefix of rows per expert;
+//   pair_row[tokens·top_k] (u32): the grouped row of each (token, slot), or 0xFFFFFFFF for
+//     an expert id ≥ E (dropped);
+//   row_token[tokens·top_k] (u32): the token each grouped row came from;
+//   gathered[rows × K] (type): input rows in grouped order (rows = routed pairs).
+// Within one expert, rows keep token order, so the permutation is deterministic.
+struct RouteArgs {
+  std::int64_t tokens = 0, top_k = 1, experts = 0, features = 0 /*K*/;
+  ElementType type = ElementType::f32;
+  cl_mem expert_ids = nullptr;  // u32, tokens × top_k
+  cl_mem input = nullptr;       // tokens × K
+  cl_mem offsets = nullptr;     // out: u32, E + 1
+  cl_mem pair_row = nullptr;    // out: u32, tokens × top_k
+  cl_mem row_token = nullptr;   // out: u32, tokens × top_k
+  cl_mem gathered = nullptr;    // out: tokens·top_k × K
+};
+Status route_tokens(Runtime& rt, const RouteArgs& args, const Launch& launch = {});
+
+// out[t, n] = Σ_s weights[t, s] · y[pair_row[t, s], n] (dropped pairs add nothing),
+// accumulated in f32, written in `type`.
+struct ScatterArgs {
+  std::int64_t tokens = 0, top_k = 1, features = 0 /*N*/;
+  ElementType type = ElementType::f32;
+  cl_mem y = nullptr;         // grouped rows × N
+  std::int64_t y_rows = 0;    // rows of y (tokens·top_k is always enough)
+  cl_mem pair_row = nullptr;  // from route_tokens
+  cl_mem weights = nullptr;   // f32, tokens × top_k
+  cl_mem output = nullptr;    // tokens × N
+};
+Status scatter_rows(Runtime& rt, const ScatterArgs& args, const Launch& launch = {});
+
+}  // namespace ocltk

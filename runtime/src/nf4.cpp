@@ -1,0 +1,395 @@
+// The nf4 family slice on the device: parameter tables of the fused and tiled algorithms
+// (forward and input-gradient backward), shape classes, argument checks and launches.
+// Sources: kernels/nf4_{forward_fused,backward_fused,tiled}.cl and nf4_common.clh.
+#include "ocltk/nf4.hpp"
+
+#include <algorithm>
+#include <climits>
+
+#include "ocltk/status.hpp"
+
+namespace ocltk {
+namespace {
+
+int at(const Params& p, const char* name) { return p.at(name); }
+
+Constraint rule(std::string name, std::function<bool(const Params&)> holds) {
+  return {std::move(name), false, [holds](const Params& p, const DeviceLimits&) { return holds(p); }};
+}
+
+Constraint device_rule(std::string name, std::function<bool(const Params&, const DeviceLimits&)> holds) {
+  return {std::move(name), true, std::move(holds)};
+}
+
+std::size_t dim(const DeviceLimits& l, std::size_t i) {
+  return i < l.max_work_item_sizes.size() ? l.max_work_item_sizes[i] : 1;
+}
+
+void add_device_rules(AlgorithmSpec& a, bool two_d) {
+  a.constraints.push_back(device_rule("workgroup within the device limits", [two_d](const Params& p,
+                                                                                     const DeviceLimits& l) {
+    if (two_d)
+      return std::size_t(at(p, "MDIMC") * at(p, "NDIMC")) <= l.max_work_group_size &&
+             std::size_t(at(p, "NDIMC")) <= dim(l, 0) && std::size_t(at(p, "MDIMC")) <= dim(l, 1);
+    return std::size_t(at(p, "WGS")) <= l.max_work_group_size && std::size_t(at(p, "WGS")) <= dim(l, 0);
+  }));
+  a.constraints.push_back(device_rule("local memory within the device limit",
+                                      [f = a.local_mem_bytes](const Params& p, const DeviceLimits& l) {
+                                        return f(p) <= l.local_mem_bytes;
+                                      }));
+}
+
+AlgorithmSpec forward_fused_algorithm() {
+  AlgorithmSpec a;
+  a.name = "fused";
+  a.source_name = "nf4_forward_fused.cl";
+  a.params = {
+      {"WGS", 128, {32, 64, 128, 256}, "work-items per workgroup"},
+      {"RW", 32, {1, 2, 4, 8, 16, 32}, "reduction width: work-items sharing one output column's K sweep"},
+      {"TR", 4, {1, 2, 4, 8, 16}, "tile rows: segment rows accumulated at once (weight reuse)"},
+      {"VW", 8, {8, 16, 32}, "codes decoded per lane step along K (8 per u32 load)"},
+      {"KWG", 512, {256, 512, 1024, 2048}, "input columns staged in local memory per step"},
+  };
+  a.constraints = {
+      rule("WGS % RW == 0", [](const Params& p) { return at(p, "WGS") % at(p, "RW") == 0; }),
+      rule("KWG % (RW * VW) == 0", [](const Params& p) { return at(p, "KWG") % (at(p, "RW") * at(p, "VW")) == 0; }),
+      rule("TR * VW <= 256 (registers)", [](const Params& p) { return at(p, "TR") * at(p, "VW") <= 256; }),
+  };
+  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+    return 4ull * (16 + at(p, "TR") * (at(p, "KWG") + at(p, "WGS")));
+  };
+  a.work_group_size = [](const Params& p) -> std::size_t { return std::size_t(at(p, "WGS")); };
+  add_device_rules(a, false);
+  return a;
+}
+
+AlgorithmSpec backward_fused_algorithm() {
+  AlgorithmSpec a;
+  a.name = "fused";
+  a.source_name = "nf4_backward_fused.cl";
+  a.params = {
+      {"WGS", 128, {32, 64, 128, 256}, "work-items per workgroup"},
+      {"RW", 4, {1, 2, 4, 8, 16, 32}, "reduction width: work-items sharing one k group's sweep over N"},
+      {"TR", 4, {1, 2, 4, 8}, "tile rows: segment rows accumulated at once (weight reuse)"},
+      {"VW", 8, {8, 16, 32}, "consecutive k per work-item (8 codes per u32 load)"},
+      {"NWG", 64, {32, 64, 128, 256}, "values of n of the gradient rows staged in local memory per step"},
+  };
+  a.constraints = {
+      rule("WGS % RW == 0", [](const Params& p) { return at(p, "WGS") % at(p, "RW") == 0; }),
+      rule("NWG % RW == 0", [](const Params& p) { return at(p, "NWG") % at(p, "RW") == 0; }),
+      rule("TR * VW <= 128 (accumulator registers)", [](const Params& p) { return at(p, "TR") * at(p, "VW") <= 128; }),
+  };
+  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+    return 4ull * (16 + at(p, "TR") * at(p, "NWG") + at(p, "WGS") * at(p, "VW"));
+  };
+  a.work_group_size = [](const Params& p) -> std::size_t { return std::size_t(at(p, "WGS")); };
+  add_device_rules(a, false);
+  return a;
+}
+
+AlgorithmSpec tiled_algorithm() {
+  AlgorithmSpec a;
+  a.name = "tiled";
+  a.source_name = "nf4_tiled.cl";
+  a.params = {
+      {"MWG", 32, {8, 16, 32, 64}, "segment rows per tile"},
+      {"NWG", 32, {8, 16, 32, 64}, "output columns per tile (weight rows or columns decoded per step)"},
+      {"KWG", 32, {16, 32, 64}, "reduction steps staged per local-memory step"},
+      {"MDIMC", 8, {4, 8, 16}, "work-items along the rows"},
+      {"NDIMC", 8, {4, 8, 16}, "work-items along the output columns"},
+  };
+  a.constraints = {
+      rule("MWG % MDIMC == 0", [](const Params& p) { return at(p, "MWG") % at(p, "MDIMC") == 0; }),
+      rule("NWG % NDIMC == 0", [](const Params& p) { return at(p, "NWG") % at(p, "NDIMC") == 0; }),
+      rule("MWG / MDIMC * NWG / NDIMC <= 64 (accumulator registers)",
+           [](const Params& p) { return (at(p, "MWG") / at(p, "MDIMC")) * (at(p, "NWG") / at(p, "NDIMC")) <= 64; }),
+  };
+  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+    return 4ull * (16 + (at(p, "MWG") + at(p, "NWG")) * (at(p, "KWG") + 1));
+  };
+  a.work_group_size = [](const Params& p) -> std::size_t { return std::size_t(at(p, "MDIMC") * at(p, "NDIMC")); };
+  add_device_rules(a, true);
+  return a;
+}
+
+const std::vector<ShapeClassSpec>& nf4_classes() {
+  static const std::vector<ShapeClassSpec> classes = {
+      {"decode", "rows / experts <= 16"},
+      {"small_batch", "16 < rows / experts <= 128"},
+      {"prefill", "rows / experts > 128"},
+  };
+  return classes;
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+Error invalid(const std::string& message) { return Error(ErrorCode::kInvalidArgument, message); }
+
+void check_cl(cl_int status, const std::string& what) {
+  if (status != CL_SUCCESS)
+    throw Error(ErrorCode::kDevice, what + " failed with OpenCL status " + std::to_string(status), status);
+}
+
+// Throws unless `buffer` is a valid buffer of this runtime's context holding `needed`
+// bytes. A null buffer passes only when nothing is needed from it (an empty owner).
+void check_buffer(Runtime& rt, const std::string& who, const char* name, cl_mem buffer, double needed) {
+  if (buffer == nullptr) {
+    if (needed <= 0) return;
+    throw invalid(who + ": buffer " + name + " is null");
+  }
+  cl_context ctx = nullptr;
+  std::size_t bytes = 0;
+  if (clGetMemObjectInfo(buffer, CL_MEM_CONTEXT, sizeof ctx, &ctx, nullptr) != CL_SUCCESS ||
+      clGetMemObjectInfo(buffer, CL_MEM_SIZE, sizeof bytes, &bytes, nullptr) != CL_SUCCESS)
+    throw invalid(who + ": buffer " + name + " is not a valid OpenCL buffer");
+  if (ctx != rt.context().get()) throw invalid(who + ": buffer " + name + " belongs to another OpenCL context");
+  if (needed > double(bytes))
+    throw invalid(who + ": buffer " + name + " holds " + std::to_string(bytes) + " bytes but the geometry needs " +
+                  std::to_string(std::uint64_t(needed)));
+}
+
+void check_weights(Runtime& rt, const std::string& who, const Nf4Weights& w) {
+  w.geometry.validate(who);
+  check_buffer(rt, who, "packed", w.packed, w.geometry.packed_bytes() ? double(w.packed_offset) + w.geometry.packed_bytes() : 0);
+  check_buffer(rt, who, "scales", w.scales,
+               w.geometry.scale_count() ? 4.0 * (double(w.scales_offset) + w.geometry.scale_count()) : 0);
+  if (w.codebook == nullptr) throw invalid(who + ": buffer codebook is null (16 f32 values are always required)");
+  check_buffer(rt, who, "codebook", w.codebook, 64);
+}
+
+// Shared by both directions: rows, activations in (width in_width), out (width out_width).
+void check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, std::int64_t rows, cl_mem in,
+                     const char* in_name, std::size_t in_esize, std::int64_t in_width, cl_mem out,
+                     const char* out_name, std::size_t out_esize, std::int64_t out_width, cl_mem offsets,
+                     bool validate_offsets) {
+  check_weights(rt, who, w);
+  const Nf4Geometry& g = w.geometry;
+  if (rows < 0) throw invalid(who + ": rows = " + std::to_string(rows) + " is negative");
+  if (rows >= kNf4MaxDim)
+    throw invalid(who + ": rows = " + std::to_string(rows) + " exceeds the kernel limit of 2^30 - 1 rows");
+  if (g.experts == 0 && rows > 0)
+    throw invalid(who + ": " + std::to_string(rows) + " rows given to an empty owner (0 experts)");
+  if (offsets == nullptr) throw invalid(who + ": buffer offsets is null");
+  check_buffer(rt, who, "offsets", offsets, 4.0 * double(g.experts + 1));
+  check_buffer(rt, who, in_name, in, double(rows) * in_width * in_esize);
+  check_buffer(rt, who, out_name, out, double(rows) * out_width * out_esize);
+  if (validate_offsets) {
+    std::vector<std::uint32_t> host(std::size_t(g.experts + 1));
+    check_cl(clEnqueueReadBuffer(rt.queue().get(), offsets, CL_TRUE, 0, host.size() * 4, host.data(), 0, nullptr,
+                                 nullptr),
+             who + ": reading the offsets back");
+    validate_nf4_offsets(host.data(), host.size(), g.experts, rows, who);
+  }
+}
+
+struct Direction {
+  const char* who;
+  bool forward;
+  cl_mem in, out;
+  ElementType type;
+};
+
+// Enqueues one segmented product with an explicit choice. Problems are split into
+// dispatches of at most max_groups_per_dispatch workgroups along dimension 1.
+void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& choice, const Nf4Weights& w,
+                       std::int64_t rows, cl_mem offsets, const Direction& d, const Launch& launch_options) {
+  const AlgorithmSpec* algorithm = family.find_algorithm(choice.algorithm);
+  if (algorithm == nullptr)
+    throw invalid(family.name + " has no algorithm '" + choice.algorithm + "'");
+  Choice used = choice;
+  used.kernel = family.name;
+  used.params = algorithm->complete(choice.params);
+  const Params& p = used.params;
+  const Nf4Geometry& g = w.geometry;
+  if (rows == 0 || g.experts == 0) {
+    // Nothing to compute; still honour the event contract with a marker.
+    if (launch_options.event) {
+      cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
+      check_cl(clEnqueueMarkerWithWaitList(queue, cl_uint(launch_options.wait_for.size()),
+                                           launch_options.wait_for.empty() ? nullptr : launch_options.wait_for.data(),
+                                           launch_options.event),
+               "clEnqueueMarkerWithWaitList");
+    }
+    return;
+  }
+  const bool tiled = algorithm->name == "tiled";
+  const std::string kernel_name =
+      tiled ? (d.forward ? "nf4_forward_tiled" : "nf4_backward_tiled") : (d.forward ? "nf4_forward" : "nf4_backward");
+  const std::int64_t cap =
+      rt.options().max_groups_per_dispatch > 0 ? rt.options().max_groups_per_dispatch : std::int64_t(65535);
+
+  rt.launch(used, *algorithm, kernel_name, [&](cl_kernel kernel) {
+    const cl_int N = cl_int(g.out_features), K = cl_int(g.in_features), R = cl_int(rows), E = cl_int(g.experts);
+    const cl_long eoff = g.element_offset, poff = cl_long(w.packed_offset), soff = cl_long(w.scales_offset);
+    int lb = 0;
+    while ((std::int64_t(1) << lb) < g.block_size) ++lb;
+    const cl_int log2_block = lb;
+    const cl_int type = cl_int(d.type);
+    cl_mem packed = w.packed, scales = w.scales, codebook = w.codebook, in = d.in, out = d.out, offs = offsets;
+    // A window with coefficients always has bytes and scales (checked); never null here.
+    std::size_t local[2], groups0;
+    std::int64_t groups1;
+    if (tiled) {
+      local[0] = std::size_t(at(p, "NDIMC"));
+      local[1] = std::size_t(at(p, "MDIMC"));
+      const std::int64_t cols = d.forward ? g.out_features : g.in_features;
+      groups0 = std::size_t(ceil_div(cols, at(p, "NWG")));
+      groups1 = ceil_div(rows, at(p, "MWG")) + g.experts;  // upper bound on (expert, row tile) pairs
+    } else {
+      local[0] = std::size_t(at(p, "WGS"));
+      local[1] = 1;
+      const std::int64_t per_group = d.forward ? at(p, "WGS") / at(p, "RW") : at(p, "WGS") / at(p, "RW") * at(p, "VW");
+      groups0 = std::size_t(ceil_div(d.forward ? g.out_features : g.in_features, per_group));
+      groups1 = g.experts;
+    }
+    cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
+    const cl_uint wait_count = cl_uint(launch_options.wait_for.size());
+    const cl_event* wait_list = launch_options.wait_for.empty() ? nullptr : launch_options.wait_for.data();
+    cl_event last = nullptr;
+    for (std::int64_t base = 0; base < groups1; base += cap) {
+      const cl_int base_i = cl_int(base);
+      std::vector<std::pair<std::size_t, const void*>> kargs;
+      kargs = {{sizeof N, &N}, {sizeof K, &K}, {sizeof R, &R}};
+      if (tiled) kargs.push_back({sizeof E, &E});
+      kargs.insert(kargs.end(), {{sizeof base_i, &base_i},
+                                 {sizeof eoff, &eoff},
+                                 {sizeof log2_block, &log2_block},
+                                 {sizeof packed, &packed},
+                                 {sizeof poff, &poff},
+                                 {sizeof scales, &scales},
+                                 {sizeof soff, &soff},
+                                 {sizeof codebook, &codebook},
+                                 {sizeof in, &in},
+                                 {sizeof type, &type},
+                                 {sizeof offs, &offs},
+                                 {sizeof out, &out}});
+      for (cl_uint i = 0; i < kargs.size(); ++i)
+        check_cl(clSetKernelArg(kernel, i, kargs[i].first, kargs[i].second), "clSetKernelArg(" + kernel_name + ")");
+      const std::size_t global[2] = {groups0 * local[0], std::size_t(std::min(cap, groups1 - base)) * local[1]};
+      cl_event event = nullptr;
+      const cl_int status = clEnqueueNDRangeKernel(queue, kernel, 2, nullptr, global, local, last ? 1 : wait_count,
+                                                   last ? &last : wait_list, &event);
+      if (last) clReleaseEvent(last);
+      last = event;
+      check_cl(status, "clEnqueueNDRangeKernel(" + kernel_name + ")");
+    }
+    if (launch_options.event) {
+      *launch_options.event = last;
+    } else if (last) {
+      clReleaseEvent(last);
+    }
+  });
+}
+
+double rows_per_expert(std::int64_t rows, std::int64_t experts) {
+  return experts > 0 ? double(rows) / double(experts) : 0.0;
+}
+
+}  // namespace
+
+const KernelFamily& nf4_forward_family() {
+  static const KernelFamily family = [] {
+    KernelFamily f;
+    f.name = "nf4_forward";
+    f.algorithms = {forward_fused_algorithm(), tiled_algorithm()};
+    f.classes = nf4_classes();
+    f.builtin = {
+        {"fused", {}},
+        {"fused", {{"TR", 8}}},
+        {"tiled", {{"MWG", 64}, {"NWG", 64}}},
+    };
+    return f;
+  }();
+  return family;
+}
+
+const KernelFamily& nf4_backward_family() {
+  static const KernelFamily family = [] {
+    KernelFamily f;
+    f.name = "nf4_backward";
+    f.algorithms = {backward_fused_algorithm(), tiled_algorithm()};
+    f.classes = nf4_classes();
+    f.builtin = {
+        {"fused", {}},
+        {"fused", {{"TR", 8}}},
+        {"tiled", {{"MWG", 64}, {"NWG", 64}}},
+    };
+    return f;
+  }();
+  return family;
+}
+
+std::string nf4_shape_class(double rpe) {
+  if (rpe <= 16) return "decode";
+  if (rpe <= 128) return "small_batch";
+  return "prefill";
+}
+
+Nf4Problem nf4_class_problem(const std::string& shape_class, bool cpu_device) {
+  // Fine-grained MoE geometry (64 experts, N=1408, K=2048) on GPUs; smaller on a CPU.
+  Nf4Problem p = cpu_device ? Nf4Problem{8, 512, 1024, 8, 64} : Nf4Problem{64, 1408, 2048, 64, 64};
+  if (shape_class == "decode") return p;  // 1 row per expert
+  if (shape_class == "small_batch") {
+    p.rows = p.experts * 64;
+    return p;
+  }
+  if (shape_class == "prefill") {
+    p.rows = p.experts * (cpu_device ? 256 : 512);
+    return p;
+  }
+  throw Error(ErrorCode::kNotFound, "nf4 has no shape class '" + shape_class + "'");
+}
+
+Status check_nf4_forward(Runtime& rt, const Nf4ForwardArgs& a) {
+  return guard([&] {
+    check_segmented(rt, "nf4_forward", a.w, a.rows, a.input, "input", element_size(a.type), a.w.geometry.in_features,
+                    a.output, "output", element_size(a.type), a.w.geometry.out_features, a.offsets,
+                    a.validate_offsets);
+  });
+}
+
+Status check_nf4_backward(Runtime& rt, const Nf4BackwardArgs& a) {
+  return guard([&] {
+    check_segmented(rt, "nf4_backward", a.w, a.rows, a.grad, "grad", element_size(a.type),
+                    a.w.geometry.out_features, a.grad_input, "grad_input", 4, a.w.geometry.in_features, a.offsets,
+                    a.validate_offsets);
+  });
+}
+
+Status nf4_forward_with(Runtime& rt, const Choice& choice, const Nf4ForwardArgs& a, const Launch& launch) {
+  if (Status s = check_nf4_forward(rt, a); !s) return s;
+  return guard([&] {
+    enqueue_segmented(rt, nf4_forward_family(), choice, a.w, a.rows, a.offsets,
+                      {"nf4_forward", true, a.input, a.output, a.type}, launch);
+  });
+}
+
+Status nf4_backward_with(Runtime& rt, const Choice& choice, const Nf4BackwardArgs& a, const Launch& launch) {
+  if (Status s = check_nf4_backward(rt, a); !s) return s;
+  return guard([&] {
+    enqueue_segmented(rt, nf4_backward_family(), choice, a.w, a.rows, a.offsets,
+                      {"nf4_backward", false, a.grad, a.grad_input, a.type}, launch);
+  });
+}
+
+Status nf4_forward_segmented(Runtime& rt, const Nf4ForwardArgs& a, const Launch& launch) {
+  Choice choice;
+  try {
+    choice = rt.choose("nf4_forward", nf4_shape_class(rows_per_expert(a.rows, a.w.geometry.experts)));
+  } catch (const Error& e) {
+    return Status::from(e);
+  }
+  return nf4_forward_with(rt, choice, a, launch);
+}
+
+Status nf4_input_backward_segmented(Runtime& rt, const Nf4BackwardArgs& a, const Launch& launch) {
+  Choice choice;
+  try {
+    choice = rt.choose("nf4_backward", nf4_shape_class(rows_per_expert(a.rows, a.w.geometry.experts)));
+  } catch (const Error& e) {
+    return Status::from(e);
+  }
+  return nf4_backward_with(rt, choice, a, launch);
+}
+
+}  // namespace ocltk

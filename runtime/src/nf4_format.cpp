@@ -1,0 +1,241 @@
+// The nf4 format on the host: geometry of windows, the bitsandbytes-identical quantizer,
+// the dequantizer, half-type conversions and the CPU reference of the products.
+#include <cmath>
+#include <cstring>
+
+#include "ocltk/nf4.hpp"
+#include "ocltk/status.hpp"
+
+namespace ocltk {
+
+const std::array<float, 16> kNf4Codebook = {
+    -1.0f,        -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
+    -0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
+    0.07958029955625534f,  0.16093020141124725f,  0.24611230194568634f,  0.33791524171829224f,
+    0.44070982933044434f,  0.5626170039176941f,   0.7229568362236023f,   1.0f};
+
+const char* to_string(ElementType type) {
+  switch (type) {
+    case ElementType::f32: return "f32";
+    case ElementType::f16: return "f16";
+    case ElementType::bf16: return "bf16";
+  }
+  return "?";
+}
+
+std::size_t element_size(ElementType type) { return type == ElementType::f32 ? 4 : 2; }
+
+bool nf4_block_size_valid(std::int64_t b) { return b >= 32 && b <= 4096 && (b & (b - 1)) == 0; }
+
+std::int64_t Nf4Geometry::packed_bytes() const {
+  const std::int64_t count = coefficients();
+  return count == 0 ? 0 : (element_offset + count + 1) / 2;
+}
+
+std::int64_t Nf4Geometry::scale_count() const {
+  const std::int64_t count = coefficients();
+  return count == 0 ? 0 : (element_offset + count + block_size - 1) / block_size;
+}
+
+void Nf4Geometry::validate(const std::string& who) const {
+  auto fail = [&](const std::string& m) { throw Error(ErrorCode::kInvalidArgument, who + ": " + m); };
+  if (!nf4_block_size_valid(block_size))
+    fail("block size " + std::to_string(block_size) + " is not a power of two from 32 to 4096");
+  if (experts < 0) fail("experts = " + std::to_string(experts) + " is negative");
+  if (experts == 0) {
+    if (element_offset != 0)
+      fail("an empty owner (0 experts) must have element_offset 0, got " + std::to_string(element_offset));
+    return;
+  }
+  if (out_features < 1 || in_features < 1)
+    fail("out_features (N) = " + std::to_string(out_features) + " and in_features (K) = " +
+         std::to_string(in_features) + " must be at least 1");
+  if (out_features >= kNf4MaxDim || in_features >= kNf4MaxDim)
+    fail("N = " + std::to_string(out_features) + ", K = " + std::to_string(in_features) +
+         ": each must be below 2^30 (32-bit indexing within a row)");
+  if (element_offset < 0 || element_offset >= block_size)
+    fail("element_offset " + std::to_string(element_offset) + " is not inside the first block [0, " +
+         std::to_string(block_size) + ")");
+  // experts · N · K + element_offset must stay below 2^62 (64-bit stream positions).
+  if (double(experts) * double(out_features) * double(in_features) + double(element_offset) >=
+      double(kNf4MaxCoefficients))
+    fail("experts · N · K = " + std::to_string(experts) + "·" + std::to_string(out_features) + "·" +
+         std::to_string(in_features) + " exceeds the 2^62 coefficient limit");
+  if (experts >= (std::int64_t(1) << 31) - 1) fail("experts = " + std::to_string(experts) + " exceeds 2^31 - 2");
+}
+
+// bitsandbytes' dQuantizeNF4: a fixed tree of strict comparisons against the midpoints
+// of adjacent NF4 levels, as f32 constants. A NaN (0 · inf for an all-zero block) fails
+// every comparison and lands on code 0, as on the GPU.
+std::uint8_t nf4_code_of(float x) {
+  if (x > 0.03979014977812767f) {
+    if (x > 0.3893125355243683f) {
+      if (x > 0.6427869200706482f) return x > 0.8614784181118011f ? 15 : 14;
+      return x > 0.5016634166240692f ? 13 : 12;
+    }
+    if (x > 0.2035212516784668f) return x > 0.2920137718319893f ? 11 : 10;
+    return x > 0.1202552504837513f ? 9 : 8;
+  }
+  if (x > -0.33967943489551544f) {
+    if (x > -0.13791173323988914f) return x > -0.045525018125772476f ? 7 : 6;
+    return x > -0.23460740596055984f ? 5 : 4;
+  }
+  if (x > -0.6106329262256622f) return x > -0.4599952697753906f ? 3 : 2;
+  return x > -0.8480964004993439f ? 1 : 0;
+}
+
+namespace {
+
+template <class Load>
+Nf4Packed quantize_with(std::size_t count, std::int64_t block_size, Load load) {
+  if (!nf4_block_size_valid(block_size))
+    throw Error(ErrorCode::kInvalidArgument,
+                "quantize_nf4: block size " + std::to_string(block_size) + " is not a power of two from 32 to 4096");
+  Nf4Packed out;
+  const std::size_t bs = std::size_t(block_size);
+  out.packed.assign((count + 1) / 2, 0);
+  out.scales.resize((count + bs - 1) / bs);
+  for (std::size_t b = 0; b < out.scales.size(); ++b) {
+    const std::size_t begin = b * bs, end = std::min(count, begin + bs);
+    float absmax = 0.0f;  // fmaxf ignores NaN, as bitsandbytes' reduction does
+    for (std::size_t i = begin; i < end; ++i) absmax = std::fmax(absmax, std::fabs(load(i)));
+    out.scales[b] = absmax;
+    // bitsandbytes multiplies by the f32 reciprocal (not a division): it matters at ties.
+    volatile float inv = 1.0f / absmax;
+    for (std::size_t i = begin; i < end; ++i) {
+      volatile float normalized = load(i) * inv;
+      const std::uint8_t code = nf4_code_of(normalized);
+      out.packed[i / 2] |= (i % 2 == 0) ? std::uint8_t(code << 4) : code;
+    }
+    // An odd count pads the last byte's low nibble with the code of 0 · inv, as the GPU
+    // kernel's zero-filled load does.
+    if (end == count && count % 2 == 1) {
+      volatile float pad = 0.0f * inv;
+      out.packed[count / 2] |= nf4_code_of(pad);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Nf4Packed quantize_nf4(const float* w, std::size_t count, std::int64_t block_size) {
+  return quantize_with(count, block_size, [w](std::size_t i) { return w[i]; });
+}
+
+Nf4Packed quantize_nf4(const std::uint16_t* w, ElementType type, std::size_t count, std::int64_t block_size) {
+  if (type == ElementType::f16) return quantize_with(count, block_size, [w](std::size_t i) { return half_to_float(w[i]); });
+  if (type == ElementType::bf16) return quantize_with(count, block_size, [w](std::size_t i) { return bf16_to_float(w[i]); });
+  throw Error(ErrorCode::kInvalidArgument, "quantize_nf4: 16-bit input must be f16 or bf16");
+}
+
+void dequantize_nf4(const std::uint8_t* packed, const float* scales, const std::array<float, 16>& codebook,
+                    std::int64_t element_offset, std::int64_t block_size, std::size_t count, float* out) {
+  for (std::size_t j = 0; j < count; ++j) {
+    const std::uint64_t pos = std::uint64_t(element_offset) + j;
+    const std::uint8_t byte = packed[pos / 2];
+    const int code = (pos % 2 == 0) ? byte >> 4 : byte & 15;
+    out[j] = codebook[code] * scales[pos / std::uint64_t(block_size)];
+  }
+}
+
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = std::uint32_t(h & 0x8000) << 16;
+  const int exp = (h >> 10) & 0x1F;
+  const std::uint32_t mant = h & 0x3FF;
+  std::uint32_t bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | (std::uint32_t(exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: value = mant · 2^-24
+    float v = std::ldexp(float(mant), -24);
+    std::memcpy(&bits, &v, 4);
+    bits |= sign;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+std::uint16_t float_to_half(float f) {
+  std::uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const std::uint16_t sign = std::uint16_t((x >> 16) & 0x8000);
+  const std::uint32_t ax = x & 0x7FFFFFFFu;
+  if (ax >= 0x7F800000u) return sign | (ax > 0x7F800000u ? 0x7E00 : 0x7C00);
+  if (ax >= 0x477FF000u) return sign | 0x7C00;  // rounds to >= 65520: infinity
+  if (ax < 0x38800000u) {                        // below 2^-14: subnormal or zero
+    const float a = std::fabs(f);
+    const float scaled = a * 16777216.0f;  // units of 2^-24, exact
+    return sign | std::uint16_t(std::nearbyint(scaled));  // default rounding: nearest even
+  }
+  const std::uint32_t mant = ax & 0x7FFFFFu;
+  std::uint32_t h = ((ax >> 23) - 112) << 10 | (mant >> 13);
+  const std::uint32_t rest = mant & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return sign | std::uint16_t(h);
+}
+
+float bf16_to_float(std::uint16_t b) {
+  const std::uint32_t bits = std::uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+std::uint16_t float_to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return 0x7FC0;
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return std::uint16_t(u >> 16);
+}
+
+void validate_nf4_offsets(const std::uint32_t* offsets, std::size_t count, std::int64_t experts, std::int64_t rows,
+                          const std::string& who) {
+  auto fail = [&](const std::string& m) { throw Error(ErrorCode::kInvalidArgument, who + ": offsets " + m); };
+  if (std::int64_t(count) != experts + 1)
+    fail("has " + std::to_string(count) + " entries, expected experts + 1 = " + std::to_string(experts + 1));
+  if (offsets[0] != 0) fail("must start at 0, got " + std::to_string(offsets[0]));
+  for (std::size_t e = 1; e < count; ++e)
+    if (offsets[e] < offsets[e - 1])
+      fail("decrease at entry " + std::to_string(e) + " (" + std::to_string(offsets[e - 1]) + " then " +
+           std::to_string(offsets[e]) + ")");
+  if (std::int64_t(offsets[count - 1]) != rows)
+    fail("must end at rows = " + std::to_string(rows) + ", got " + std::to_string(offsets[count - 1]));
+}
+
+void nf4_forward_reference(const Nf4Geometry& g, const float* w, const float* x, const std::uint32_t* offsets,
+                           std::int64_t rows, double* y) {
+  const std::int64_t N = g.out_features, K = g.in_features;
+  (void)rows;
+  for (std::int64_t e = 0; e < g.experts; ++e)
+    for (std::int64_t r = offsets[e]; r < std::int64_t(offsets[e + 1]); ++r)
+      for (std::int64_t n = 0; n < N; ++n) {
+        const float* wr = w + (e * N + n) * K;
+        double sum = 0;
+        for (std::int64_t k = 0; k < K; ++k) sum += double(x[r * K + k]) * double(wr[k]);
+        y[r * N + n] = sum;
+      }
+}
+
+void nf4_backward_reference(const Nf4Geometry& g, const float* w, const float* grad, const std::uint32_t* offsets,
+                            std::int64_t rows, double* dx) {
+  const std::int64_t N = g.out_features, K = g.in_features;
+  (void)rows;
+  for (std::int64_t e = 0; e < g.experts; ++e)
+    for (std::int64_t r = offsets[e]; r < std::int64_t(offsets[e + 1]); ++r) {
+      double* out = dx + r * K;
+      for (std::int64_t k = 0; k < K; ++k) out[k] = 0;
+      for (std::int64_t n = 0; n < N; ++n) {
+        const double gv = grad[r * N + n];
+        const float* wr = w + (e * N + n) * K;
+        for (std::int64_t k = 0; k < K; ++k) out[k] += gv * double(wr[k]);
+      }
+    }
+}
+
+}  // namespace ocltk
