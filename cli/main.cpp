@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "nf4_commands.hpp"
 #include "npy.hpp"
 #include "ocltk/ocltk.hpp"
 #include "tuner.hpp"
@@ -36,6 +37,10 @@ Commands:
   devices                 list OpenCL platforms and devices, their limits and the profile each would use
   tune                    tune the kernels on a device and write a YAML profile
   run gemm-nt             compute C = alpha * A * B^T (or C += ...) on .npy files
+  run nf4-forward         grouped product of rows with 4-bit NF4 expert weights (segmented by expert)
+  run nf4-backward        its input gradient, dX = G * W per expert
+  quantize nf4            weights (.npy, E x N x K or N x K) to packed NF4 codes + scales (bitsandbytes layout)
+  dequantize nf4          packed NF4 codes + scales back to weights
   profile show FILE       print a profile as a table
   profile validate FILE   check a profile against the schema and the kernels' parameter tables
 
@@ -400,10 +405,24 @@ int dispatch(const std::vector<std::string>& argv) {
       if (rest.empty()) throw UsageError("`ocltk run` needs a kernel: gemm-nt (see `ocltk run gemm-nt --help`)");
       return std::cout << kRunHelp, kExitOk;
     }
-    if (rest[0] != "gemm-nt") throw UsageError("unknown kernel '" + rest[0] + "' for `ocltk run` (gemm-nt)");
     const std::vector<std::string> opts(rest.begin() + 1, rest.end());
+    if (rest[0] == "nf4-forward" || rest[0] == "nf4-backward") {
+      if (wants_help(opts)) return std::cout << ocltk::cli::nf4_help(rest[0]), kExitOk;
+      return ocltk::cli::run_nf4_command(rest[0], opts);
+    }
+    if (rest[0] != "gemm-nt")
+      throw UsageError("unknown kernel '" + rest[0] + "' for `ocltk run` (gemm-nt, nf4-forward, nf4-backward)");
     if (wants_help(opts)) return std::cout << kRunHelp, kExitOk;
     return cmd_run_gemm_nt(opts);
+  }
+  if (command == "quantize" || command == "dequantize") {
+    if (rest.empty() || rest[0] != "nf4") {
+      if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h")) return std::cout << ocltk::cli::nf4_help(command), kExitOk;
+      throw UsageError("`ocltk " + command + "` needs a format: nf4 (see `ocltk " + command + " nf4 --help`)");
+    }
+    const std::vector<std::string> opts(rest.begin() + 1, rest.end());
+    if (wants_help(opts)) return std::cout << ocltk::cli::nf4_help(command), kExitOk;
+    return ocltk::cli::run_nf4_command(command, opts);
   }
   if (command == "profile") {
     if (wants_help(rest)) return std::cout << kProfileHelp, kExitOk;
@@ -419,6 +438,9 @@ int main(int argc, char** argv) {
   try {
     return dispatch(args);
   } catch (const UsageError& e) {
+    std::cerr << "ocltk: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const ocltk::cli::Nf4UsageError& e) {
     std::cerr << "ocltk: " << e.what() << "\n";
     return kExitUsage;
   } catch (const ocltk::npy::Error& e) {

@@ -124,14 +124,17 @@ inline void gemm_nt_reduce_body(const int M, const int N, const int K, const flo
 #endif
 
   if (lane == 0 && n < N) {
+    // Old C values are all loaded before the first store, so the loads overlap.
+    float old[TR];
+    if (accumulate) {
+#pragma unroll
+      for (int t = 0; t < TR; ++t) old[t] = (m0 + t < M) ? C[(long)(m0 + t) * ldc + n] : 0.0f;
+    }
 #pragma unroll
     for (int t = 0; t < TR; ++t) {
       const int m = m0 + t;
-      if (m < M) {
-        __global float* c = C + (long)m * ldc + n;
-        const float v = partial[t * WGS + lid];
-        *c = accumulate ? mad(alpha, v, *c) : alpha * v;
-      }
+      const float v = partial[t * WGS + lid];
+      if (m < M) C[(long)m * ldc + n] = accumulate ? mad(alpha, v, old[t]) : alpha * v;
     }
   }
 }

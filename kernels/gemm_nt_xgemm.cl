@@ -95,7 +95,8 @@ typedef float4 realn;
     if (gr < (rows)) {                                                                  \
       const __global float* p = src + (long)gr * (ld) + gk;                             \
       if (gk + 3 < (K)) {                                                               \
-        v = vload4(0, p);                                                               \
+        /* 16-byte aligned rows (ld and offset multiples of 4) get one vector load */   \
+        v = ((ulong)p & 15) == 0 ? *(const __global float4*)p : vload4(0, p);          \
       } else {                                                                          \
         v.s0 = gk < (K) ? p[0] : 0.0f;                                                  \
         v.s1 = gk + 1 < (K) ? p[1] : 0.0f;                                              \
@@ -150,25 +151,32 @@ inline void gemm_nt_xgemm_body(const int M, const int N, const int K, const floa
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 
+  // Work-item (tm, tn) owns row (i * MDIMC + tm) * VWM + vi and column (j * NDIMC + tn) * VWN + vj
+  // of the tile for accumulator [i * VWM + vi][j * VWN + vj].
+#define ROW_OF(r) (m0 + ((r) / VWM * MDIMC + tm) * VWM + (r) % VWM)
+#define COL_OF(c) (n0 + ((c) / VWN * NDIMC + tn) * VWN + (c) % VWN)
+  // When accumulating, every old C value is loaded before the first store (the compiler
+  // cannot prove C aliases nothing, and load-store pairs would serialise).
+  if (accumulate) {
 #pragma unroll
-  for (int i = 0; i < MVI; ++i) {
+    for (int r = 0; r < MWI; ++r)
 #pragma unroll
-    for (int vi = 0; vi < VWM; ++vi) {
-      const int m = m0 + (i * MDIMC + tm) * VWM + vi;
-#pragma unroll
-      for (int j = 0; j < NVI; ++j) {
-#pragma unroll
-        for (int vj = 0; vj < VWN; ++vj) {
-          const int n = n0 + (j * NDIMC + tn) * VWN + vj;
-          if (m < M && n < N) {
-            __global float* c = C + (long)m * ldc + n;
-            const float v = acc[i * VWM + vi][j * VWN + vj];
-            *c = accumulate ? mad(alpha, v, *c) : alpha * v;
-          }
-        }
+      for (int c = 0; c < NWI; ++c) {
+        const int m = ROW_OF(r), n = COL_OF(c);
+        acc[r][c] = (m < M && n < N) ? mad(alpha, acc[r][c], C[(long)m * ldc + n]) : 0.0f;
       }
+  }
+#pragma unroll
+  for (int r = 0; r < MWI; ++r) {
+    const int m = ROW_OF(r);
+#pragma unroll
+    for (int c = 0; c < NWI; ++c) {
+      const int n = COL_OF(c);
+      if (m < M && n < N) C[(long)m * ldc + n] = accumulate ? acc[r][c] : alpha * acc[r][c];
     }
   }
+#undef ROW_OF
+#undef COL_OF
 }
 
 // Offsets are in elements; they let a launch address a slice of a larger buffer.

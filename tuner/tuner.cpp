@@ -310,11 +310,14 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
 }
 
 void print_summary(std::ostream& out, const TuneResult& result) {
-  out << "\n" << std::left << std::setw(10) << "kernel" << std::setw(13) << "class" << std::setw(22) << "problem" << std::right
+  std::size_t problem_width = 8;
+  for (const ClassResult& c : result.classes) problem_width = std::max(problem_width, format_problem(c.problem).size() + 2);
+  out << "\n" << std::left << std::setw(14) << "kernel" << std::setw(13) << "class" << std::setw(int(problem_width))
+      << "problem" << std::right
       << std::setw(12) << "default ms" << std::setw(12) << "best ms" << std::setw(10) << "GFLOP/s" << std::setw(10)
       << "speed-up" << std::setw(8) << "evals" << std::setw(8) << "secs" << "  best choice\n";
   for (const ClassResult& c : result.classes) {
-    out << std::left << std::setw(10) << c.kernel << std::setw(13) << c.shape_class << std::setw(22)
+    out << std::left << std::setw(14) << c.kernel << std::setw(13) << c.shape_class << std::setw(int(problem_width))
         << format_problem(c.problem) << std::right << std::fixed
         << std::setprecision(3) << std::setw(12) << (c.builtin.ok ? c.builtin.time_ms : 0.0) << std::setw(12)
         << (c.best.ok ? c.best.time_ms : 0.0) << std::setprecision(1) << std::setw(10)

@@ -4,6 +4,7 @@
 #include "ocltk/device.hpp"
 #include "ocltk/family.hpp"
 #include "ocltk/gemm_nt.hpp"
+#include "ocltk/nf4.hpp"
 #include "ocltk/params.hpp"
 #include "ocltk/profile.hpp"
 #include "ocltk/program_cache.hpp"

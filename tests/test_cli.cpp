@@ -1,0 +1,827 @@
+// End-to-end tests of the `ocltk` command: the real executable runs as a child process
+// in a private folder, with a private program cache and config folder, and each test
+// checks its exit status, its stdout and stderr, and what it left on disk.
+//
+// The contract under test (cli/main.cpp, README "Command line"): exit 0 on success, 2 on
+// bad usage or input with one line on stderr naming the thing at fault, 1 on a device or
+// OpenCL failure; on any error nothing is written (the --out file keeps its bytes and no
+// temporary file is left behind).
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "fixture.hpp"
+#include "npy.hpp"
+#include "ocltk/ocltk.hpp"
+
+#ifndef OCLTK_CLI_PATH
+#error "OCLTK_CLI_PATH must name the ocltk executable (tests/CMakeLists.txt sets it)"
+#endif
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using ocltk_test::make_temp_dir;
+
+// ---------------------------------------------------------------------------------------
+// Host helpers
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_text(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  ASSERT_TRUE(out.good()) << "cannot write " << path;
+}
+
+// The lines of a captured stream, without their newlines (a final unterminated line counts).
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t begin = 0;
+  while (begin < text.size()) {
+    std::size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return lines;
+}
+
+// Every file under `dir` (relative name -> bytes): compared before and after a failing
+// run, it shows both a modified --out and a stray temporary file.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = read_text(e.path());
+  return files;
+}
+
+std::set<std::string> names_in(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& entry : snapshot(dir)) names.insert(entry.first);
+  return names;
+}
+
+std::string joined(const std::set<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return "{" + out + "}";
+}
+
+void write_matrix(const fs::path& path, std::size_t rows, std::size_t cols, const std::vector<float>& values) {
+  ocltk::npy::Array a;
+  a.dtype = ocltk::npy::DType::f32;
+  a.shape = {rows, cols};
+  a.data.resize(values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(a.data.data(), values.data(), a.data.size());
+  ocltk::npy::write_atomically(path.string(), a);
+}
+
+std::vector<float> read_matrix(const fs::path& path, std::size_t rows, std::size_t cols) {
+  const ocltk::npy::Array a = ocltk::npy::read(path.string());
+  EXPECT_EQ(a.dtype, ocltk::npy::DType::f32) << path;
+  EXPECT_EQ(a.shape, (std::vector<std::size_t>{rows, cols})) << path;
+  std::vector<float> values(a.count());
+  if (a.dtype == ocltk::npy::DType::f32) std::memcpy(values.data(), a.data.data(), values.size() * sizeof(float));
+  return values;
+}
+
+// A version 1.0 .npy file with a hand-written header dict, padded as numpy pads it.
+std::string handmade_npy(const std::string& dict, const std::string& payload) {
+  std::string header = dict;
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+  bytes += char(header.size() & 0xff);
+  bytes += char(header.size() >> 8);
+  return bytes + header + payload;
+}
+
+// The device a child opens by default (OCLTK_DEVICE is unset in its environment, so here too).
+const ocltk::DeviceInfo& default_device() {
+  static const ocltk::DeviceInfo device = [] {
+    ocltk_test::ScopedEnv no_selector("OCLTK_DEVICE", std::nullopt);
+    return ocltk::select_device("");
+  }();
+  return device;
+}
+
+// A valid profile for `device` with one gemm_nt entry per (class, algorithm, params).
+struct EntrySpec {
+  std::string shape_class, algorithm;
+  ocltk::Params params;
+};
+std::string profile_text(const ocltk::ProfileDevice& device, const std::vector<EntrySpec>& entries) {
+  ocltk::Profile p;
+  p.device = device;
+  p.tuner_version = ocltk::version();
+  p.date = "2026-01-01T00:00:00Z";
+  for (const EntrySpec& spec : entries) {
+    ocltk::ProfileEntry e;
+    e.kernel = "gemm_nt";
+    e.shape_class = spec.shape_class;
+    e.algorithm = spec.algorithm;
+    e.params = spec.params;
+    e.time_ms = 1.5;
+    e.gflops = 2.5;
+    e.default_time_ms = 3.0;
+    p.entries.push_back(e);
+  }
+  return ocltk::emit_profile(p);
+}
+
+// A legal tiled point for lora_expand (7x65x33 falls in that class) that differs from the
+// built-in default (MWG 64, MDIMC 8, USE_LOCAL 1), so a run that ignored the profile would
+// not log it.
+const ocltk::Params kTiledPoint = {{"KWG", 16}, {"MDIMC", 2}, {"MWG", 8},  {"NDIMC", 4},
+                                   {"NWG", 16}, {"USE_LOCAL", 0}, {"VW", 1}};
+
+// Malformed YAML whose fault sits at line 4, column 12 (the second ':' of the vendor line).
+const char* const kMalformedProfile =
+    "schema: 1\n"
+    "device:\n"
+    "  name: x\n"
+    "  vendor: y: z\n"
+    "kernels: {}\n";
+
+// Well-formed YAML whose MWG (line 9, column 21: the value 7) is outside the legal values.
+const char* const kIllegalParamProfile =
+    "schema: 1\n"
+    "device:\n"
+    "  name: x\n"
+    "  vendor: y\n"
+    "kernels:\n"
+    "  gemm_nt:\n"
+    "    lora_expand:\n"
+    "      algorithm: tiled\n"
+    "      params: {MWG: 7, NWG: 16}\n";
+
+// ---------------------------------------------------------------------------------------
+// Running the command
+
+struct CliResult {
+  int status = -1;  // exit status; 128 + signal when killed
+  std::string out, err;
+
+  std::string describe() const {
+    return "exit status " + std::to_string(status) + "\n--- stdout ---\n" + out + "--- stderr ---\n" + err +
+           "--------------";
+  }
+};
+
+// Variables the child never inherits from the test's environment: they would point it at
+// the user's profiles, device or cache.
+const char* const kScrubbed[] = {"OCLTK_PROFILE_PATH", "OCLTK_DEVICE", "OCLTK_CACHE_DIR", "OCLTK_VERBOSE",
+                                 "XDG_CONFIG_HOME"};
+
+// One program-cache folder for the whole binary, so each kernel variant is built once;
+// removed after the last test.
+std::string& suite_cache_dir() {
+  static std::string dir;
+  return dir;
+}
+
+class SuiteCacheEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (suite_cache_dir().empty()) return;
+    std::error_code ec;
+    fs::remove_all(suite_cache_dir(), ec);
+  }
+};
+::testing::Environment* const kSuiteCacheEnvironment = ::testing::AddGlobalTestEnvironment(new SuiteCacheEnvironment);
+
+class CliTest : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() {
+    if (suite_cache_dir().empty()) suite_cache_dir() = make_temp_dir("cli_cache");
+  }
+
+ protected:
+  void SetUp() override {
+    root_ = make_temp_dir("cli");
+    work_ = root_ / "work";
+    config_ = root_ / "config";
+    fs::create_directories(work_);
+    fs::create_directories(config_);
+    seed_ = ocltk_test::test_seed();
+    rng_.seed(seed_);
+  }
+  void TearDown() override {
+    if (HasFailure()) std::cerr << "  (random seed " << seed_ << ", replay with OCLTK_TEST_SEED)\n";
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+
+  // Runs `ocltk ARGS...` in work_ with a scrubbed environment plus `env` (nullopt unsets).
+  CliResult run_cli(const std::vector<std::string>& args,
+                    const std::map<std::string, std::optional<std::string>>& env = {}) const {
+    std::map<std::string, std::optional<std::string>> vars;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e;
+      const std::size_t eq = entry.find('=');
+      if (eq != std::string::npos) vars[entry.substr(0, eq)] = entry.substr(eq + 1);
+    }
+    for (const char* name : kScrubbed) vars.erase(name);
+    vars["OCLTK_CACHE_DIR"] = suite_cache_dir();
+    vars["XDG_CONFIG_HOME"] = config_.string();
+    for (const auto& [name, value] : env) vars[name] = value;
+
+    // Everything the child needs is prepared before fork: between fork and exec it only
+    // makes async-signal-safe calls.
+    std::vector<std::string> env_strings, argv_strings = {OCLTK_CLI_PATH};
+    for (const auto& [name, value] : vars)
+      if (value) env_strings.push_back(name + "=" + *value);
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> envp, argv;
+    for (std::string& s : env_strings) envp.push_back(s.data());
+    for (std::string& s : argv_strings) argv.push_back(s.data());
+    envp.push_back(nullptr);
+    argv.push_back(nullptr);
+    static int calls = 0;
+    const std::string out_path = (root_ / ("stdout." + std::to_string(calls))).string();
+    const std::string err_path = (root_ / ("stderr." + std::to_string(calls++))).string();
+    const std::string cwd = work_.string();
+
+    CliResult result;
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      ADD_FAILURE() << "fork failed";
+      return result;
+    }
+    if (pid == 0) {
+      const int in = ::open("/dev/null", O_RDONLY);
+      const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (in < 0 || out < 0 || err < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0 ||
+          ::chdir(cwd.c_str()) != 0)
+        ::_exit(126);
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(127);
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0) {
+      if (errno != EINTR) {
+        ADD_FAILURE() << "waitpid failed";
+        return result;
+      }
+    }
+    result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    result.out = read_text(out_path);
+    result.err = read_text(err_path);
+    std::error_code ec;
+    fs::remove(out_path, ec);
+    fs::remove(err_path, ec);
+    return result;
+  }
+
+  fs::path path(const std::string& name) const { return work_ / name; }
+
+  std::vector<float> random_floats(std::size_t count) { return ocltk_test::random_floats(rng_, count); }
+
+  fs::path root_, work_, config_;
+  std::uint32_t seed_ = 0;
+  std::mt19937 rng_;
+};
+
+// Exit 2, exactly one line on stderr ("ocltk: ...") containing each of `needles`.
+::testing::AssertionResult is_usage_error(const CliResult& r, const std::vector<std::string>& needles) {
+  const std::vector<std::string> lines = lines_of(r.err);
+  if (r.status != 2) return ::testing::AssertionFailure() << "want exit status 2; " << r.describe();
+  if (lines.size() != 1)
+    return ::testing::AssertionFailure() << "want exactly one line on stderr, got " << lines.size() << "; "
+                                         << r.describe();
+  if (lines[0].rfind("ocltk: ", 0) != 0)
+    return ::testing::AssertionFailure() << "the error line should start with 'ocltk: '; " << r.describe();
+  for (const std::string& needle : needles)
+    if (lines[0].find(needle) == std::string::npos)
+      return ::testing::AssertionFailure() << "the error line should name '" << needle << "'; " << r.describe();
+  return ::testing::AssertionSuccess();
+}
+
+// ---------------------------------------------------------------------------------------
+// run gemm-nt: results
+
+class CliRunGemmNt : public CliTest {
+ protected:
+  struct Operands {
+    ocltk::GemmProblem problem;
+    std::vector<float> a, b, c_before;
+  };
+
+  // Fresh A (MxK), B (NxK) in work_; C.npy holds `c_before`: NaN unless accumulating, so
+  // an element the run does not write cannot pass.
+  Operands write_operands(std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate) {
+    Operands o;
+    o.problem = {m, n, k};
+    o.a = random_floats(std::size_t(m * k));
+    o.b = random_floats(std::size_t(n * k));
+    o.c_before = random_floats(std::size_t(m * n));
+    if (!accumulate) ocltk_test::poison(o.c_before, 0, m, n, std::size_t(n));
+    write_matrix(path("A.npy"), std::size_t(m), std::size_t(k), o.a);
+    write_matrix(path("B.npy"), std::size_t(n), std::size_t(k), o.b);
+    write_matrix(path("C.npy"), std::size_t(m), std::size_t(n), o.c_before);
+    return o;
+  }
+
+  // The run succeeded, C.npy matches the double reference, and only A, B, C are in work_.
+  void expect_correct(const CliResult& r, const Operands& o, float alpha, bool accumulate) {
+    EXPECT_EQ(r.status, 0) << r.describe();
+    const ocltk::GemmProblem& p = o.problem;
+    const std::vector<float> c_after = read_matrix(path("C.npy"), std::size_t(p.m), std::size_t(p.n));
+    EXPECT_TRUE(ocltk_test::gemm_nt_matches(p, alpha, accumulate, o.a.data(), std::size_t(p.k), o.b.data(),
+                                            std::size_t(p.k), o.c_before, c_after, 0, std::size_t(p.n)));
+    EXPECT_EQ(names_in(work_), (std::set<std::string>{"A.npy", "B.npy", "C.npy"}))
+        << "stray files: " << joined(names_in(work_));
+  }
+
+  static std::vector<std::string> run_args(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"run", "gemm-nt", "--lhs", "A.npy", "--rhs", "B.npy", "--out", "C.npy"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+};
+
+TEST_F(CliRunGemmNt, OddShapesMatchTheReference) {
+  // 7x65x33 is a lora_expand launch (tiled), 1x127x7 a gemv (reduce): both leave partial
+  // tiles in every dimension.
+  for (const auto& [m, n, k] : std::vector<std::array<std::int64_t, 3>>{{7, 65, 33}, {1, 127, 7}}) {
+    SCOPED_TRACE("M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
+    const Operands o = write_operands(m, n, k, false);
+    const CliResult r = run_cli(run_args());
+    expect_correct(r, o, 1.0f, false);
+    EXPECT_EQ(r.err, "");
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+TEST_F(CliRunGemmNt, AlphaScalesTheProduct) {
+  const Operands o = write_operands(7, 65, 33, false);
+  expect_correct(run_cli(run_args({"--alpha", "-0.75"})), o, -0.75f, false);
+  const Operands o2 = write_operands(7, 65, 33, false);
+  expect_correct(run_cli(run_args({"--alpha=2.5"})), o2, 2.5f, false);
+}
+
+TEST_F(CliRunGemmNt, AccumulateAddsToTheExistingOut) {
+  const Operands o = write_operands(7, 65, 33, true);
+  expect_correct(run_cli(run_args({"--accumulate", "--alpha", "0.5"})), o, 0.5f, true);
+}
+
+TEST_F(CliRunGemmNt, DeviceByIndexAndByNameSubstring) {
+  // PoCL names its CPU device "<driver>-<cpu>-..." ("pthread-skylake-..."); the selector
+  // is its first component, upper-cased to check that matching ignores case.
+  const std::string name = default_device().name;
+  std::string selector = name.substr(0, name.find('-'));
+  std::transform(selector.begin(), selector.end(), selector.begin(), [](unsigned char c) { return std::toupper(c); });
+  for (const std::string& sel : {std::to_string(default_device().index), selector}) {
+    SCOPED_TRACE("--device " + sel);
+    const Operands o = write_operands(7, 65, 33, false);
+    expect_correct(run_cli(run_args({"--device", sel})), o, 1.0f, false);
+  }
+}
+
+TEST_F(CliRunGemmNt, ExplicitProfileForThisDeviceServes) {
+  write_text(root_ / "mine.yaml",
+             profile_text(ocltk::profile_device_of(default_device()), {{"lora_expand", "tiled", kTiledPoint}}));
+  const Operands o = write_operands(7, 65, 33, false);
+  // OCLTK_VERBOSE=1 logs the choice, so the test sees that the profile's entry served.
+  const CliResult r = run_cli(run_args({"--profile", (root_ / "mine.yaml").string()}), {{"OCLTK_VERBOSE", "1"}});
+  expect_correct(r, o, 1.0f, false);
+  EXPECT_NE(r.err.find("gemm_nt/lora_expand -> tiled {" + ocltk::format_params(kTiledPoint) + "}"), std::string::npos)
+      << r.describe();
+  EXPECT_NE(r.err.find("mine.yaml"), std::string::npos) << r.describe();
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.describe();
+}
+
+TEST_F(CliRunGemmNt, ProfileForAnotherDeviceIsIgnoredWithAWarning) {
+  ocltk::ProfileDevice other;
+  other.name = "NVIDIA H200";
+  other.vendor = "NVIDIA Corporation";  // another vendor too, so no match level applies
+  other.driver = "580.159.03";
+  other.platform = "NVIDIA CUDA";
+  other.architecture = "sm_90";
+  other.type = "gpu";
+  write_text(path("h200.yaml"), profile_text(other, {{"lora_expand", "tiled", kTiledPoint}}));
+  const Operands o = write_operands(7, 65, 33, false);
+  const CliResult r = run_cli(run_args({"--profile", "h200.yaml"}));
+  EXPECT_EQ(r.status, 0) << r.describe();
+  const std::vector<std::string> err = lines_of(r.err);
+  ASSERT_EQ(err.size(), 1u) << "want one warning line; " << r.describe();
+  EXPECT_NE(err[0].find("warning"), std::string::npos) << r.describe();
+  EXPECT_NE(err[0].find("h200.yaml"), std::string::npos) << r.describe();
+  EXPECT_NE(err[0].find("NVIDIA H200"), std::string::npos) << r.describe();
+  const std::vector<float> c_after = read_matrix(path("C.npy"), 7, 65);
+  EXPECT_TRUE(ocltk_test::gemm_nt_matches(o.problem, 1.0f, false, o.a.data(), 33, o.b.data(), 33, o.c_before,
+                                          c_after, 0, 65));
+  EXPECT_EQ(names_in(work_), (std::set<std::string>{"A.npy", "B.npy", "C.npy", "h200.yaml"}));
+}
+
+// ---------------------------------------------------------------------------------------
+// run gemm-nt: bad input. Each case starts from valid A (7x33), B (65x33) and a C.npy of
+// the right shape holding random values, breaks one thing, and expects exit 2, one
+// stderr line naming the culprit, nothing on stdout, and every file in the folder
+// byte-identical afterwards with no file added.
+
+struct BadRunCase {
+  std::string name;
+  std::function<void(const fs::path& dir)> damage;  // breaks the valid setup
+  std::vector<std::string> args;                    // after "run gemm-nt"
+  std::vector<std::string> needles;                 // what the error line must name
+};
+
+void PrintTo(const BadRunCase& c, std::ostream* os) { *os << c.name; }
+
+class CliRunRejects : public CliTest, public ::testing::WithParamInterface<BadRunCase> {};
+
+TEST_P(CliRunRejects, WithOneLineAndLeavesTheFolderAsItWas) {
+  const BadRunCase& c = GetParam();
+  write_matrix(path("A.npy"), 7, 33, random_floats(7 * 33));
+  write_matrix(path("B.npy"), 65, 33, random_floats(65 * 33));
+  write_matrix(path("C.npy"), 7, 65, random_floats(7 * 65));
+  c.damage(work_);
+  const std::map<std::string, std::string> before = snapshot(work_);
+
+  std::vector<std::string> args = {"run", "gemm-nt"};
+  args.insert(args.end(), c.args.begin(), c.args.end());
+  const CliResult r = run_cli(args);
+
+  EXPECT_TRUE(is_usage_error(r, c.needles));
+  EXPECT_EQ(r.out, "");
+  const std::map<std::string, std::string> after = snapshot(work_);
+  std::set<std::string> names_before;
+  for (const auto& entry : before) names_before.insert(entry.first);
+  EXPECT_EQ(names_in(work_), names_before) << "files added or removed";
+  for (const auto& [name, bytes] : before) {
+    const auto it = after.find(name);
+    if (it != after.end()) {
+      EXPECT_TRUE(it->second == bytes) << name << " was modified";
+    }
+  }
+}
+
+const std::vector<std::string> kAbc = {"--lhs", "A.npy", "--rhs", "B.npy", "--out", "C.npy"};
+
+std::vector<std::string> abc_and(std::vector<std::string> extra) {
+  std::vector<std::string> args = kAbc;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+void keep(const fs::path&) {}
+
+std::string f32_payload(std::size_t count) { return std::string(count * 4, '\x3f'); }
+
+const BadRunCase kBadRunCases[] = {
+    {"k_mismatch",
+     [](const fs::path& d) { write_matrix(d / "B.npy", 65, 34, std::vector<float>(65 * 34, 0.25f)); },
+     kAbc,
+     {"B.npy", "--rhs", "33", "(65, 34)"}},
+    {"float64_input",
+     [](const fs::path& d) {
+       ocltk::npy::Array a;
+       a.dtype = ocltk::npy::DType::f64;
+       a.shape = {7, 33};
+       a.data.assign(7 * 33 * 8, 0);
+       ocltk::npy::write_atomically((d / "A.npy").string(), a);
+     },
+     kAbc,
+     {"A.npy", "float64"}},
+    {"fortran_order",
+     [](const fs::path& d) {
+       write_text(d / "A.npy",
+                  handmade_npy("{'descr': '<f4', 'fortran_order': True, 'shape': (7, 33), }", f32_payload(7 * 33)));
+     },
+     kAbc,
+     {"A.npy", "Fortran"}},
+    {"truncated_data",
+     [](const fs::path& d) {
+       const std::string bytes = read_text(d / "B.npy");
+       write_text(d / "B.npy", bytes.substr(0, bytes.size() - 6));
+     },
+     kAbc,
+     {"B.npy", "truncated"}},
+    {"text_file",
+     [](const fs::path& d) { write_text(d / "A.npy", "0.5,0.25\n1.0,2.0\n"); },
+     kAbc,
+     {"A.npy", "not a .npy file"}},
+    {"three_dimensional",
+     [](const fs::path& d) {
+       ocltk::npy::Array a;
+       a.shape = {7, 3, 11};
+       a.data.assign(7 * 33 * 4, 0x3f);
+       ocltk::npy::write_atomically((d / "A.npy").string(), a);
+     },
+     kAbc,
+     {"A.npy", "2-D"}},
+    {"empty_operand",
+     [](const fs::path& d) { write_matrix(d / "A.npy", 0, 33, {}); },
+     kAbc,
+     {"--lhs", "(0, 33)"}},
+    {"missing_lhs_file", keep, {"--lhs", "missing.npy", "--rhs", "B.npy", "--out", "C.npy"}, {"missing.npy", "--lhs"}},
+    {"lhs_is_a_folder",
+     [](const fs::path& d) { fs::create_directory(d / "sub"); },
+     {"--lhs", "sub", "--rhs", "B.npy", "--out", "C.npy"},
+     {"sub", "--lhs"}},
+    {"accumulate_out_wrong_shape",
+     [](const fs::path& d) { write_matrix(d / "C.npy", 7, 64, std::vector<float>(7 * 64, 0.5f)); },
+     abc_and({"--accumulate"}),
+     {"C.npy", "--out", "(7, 65)", "(7, 64)"}},
+    {"accumulate_out_missing",
+     [](const fs::path& d) { fs::remove(d / "C.npy"); },
+     abc_and({"--accumulate"}),
+     {"C.npy", "--out"}},
+    {"unknown_option", keep, abc_and({"--bogus", "1"}), {"--bogus"}},
+    {"missing_required_option", keep, {"--lhs", "A.npy", "--out", "C.npy"}, {"--rhs"}},
+    {"option_without_value", keep, {"--lhs", "A.npy", "--rhs", "B.npy", "--out"}, {"--out"}},
+    {"flag_with_value", keep, abc_and({"--accumulate=yes"}), {"--accumulate"}},
+    {"stray_argument", keep, abc_and({"extra"}), {"extra"}},
+    {"alpha_not_a_number", keep, abc_and({"--alpha", "abc"}), {"--alpha", "abc"}},
+    {"unknown_device_name", keep, abc_and({"--device", "nosuchdevice"}), {"nosuchdevice"}},
+    {"unknown_device_index", keep, abc_and({"--device", "99"}), {"'99'"}},
+    // A selector too large for an unsigned long is still bad usage, not an OpenCL failure.
+    {"device_index_overflow", keep, abc_and({"--device", "99999999999999999999"}), {"99999999999999999999"}},
+    {"malformed_profile",
+     [](const fs::path& d) { write_text(d / "bad.yaml", kMalformedProfile); },
+     abc_and({"--profile", "bad.yaml"}),
+     {"bad.yaml:4:12:"}},
+    {"profile_param_outside_legal_values",
+     [](const fs::path& d) { write_text(d / "p.yaml", kIllegalParamProfile); },
+     abc_and({"--profile", "p.yaml"}),
+     {"p.yaml:9:21:", "MWG"}},
+    {"missing_profile", keep, abc_and({"--profile", "nosuch.yaml"}), {"nosuch.yaml"}},
+};
+
+INSTANTIATE_TEST_SUITE_P(BadInput, CliRunRejects, ::testing::ValuesIn(kBadRunCases),
+                         [](const ::testing::TestParamInfo<BadRunCase>& info) { return info.param.name; });
+
+// ---------------------------------------------------------------------------------------
+// Help, version, usage errors
+
+TEST_F(CliTest, HelpGoesToStdoutWithExitZero) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--help"}, "Usage: ocltk COMMAND"},
+      {{"-h"}, "Usage: ocltk COMMAND"},
+      {{"help"}, "Usage: ocltk COMMAND"},
+      {{"devices", "--help"}, "Usage: ocltk devices"},
+      {{"devices", "-h"}, "Usage: ocltk devices"},
+      {{"tune", "--help"}, "Usage: ocltk tune"},
+      {{"tune", "-h"}, "Usage: ocltk tune"},
+      {{"run", "gemm-nt", "--help"}, "Usage: ocltk run gemm-nt"},
+      {{"run", "gemm-nt", "-h"}, "Usage: ocltk run gemm-nt"},
+      {{"run", "--help"}, "Usage: ocltk run gemm-nt"},
+      {{"profile", "--help"}, "Usage: ocltk profile show"},
+      {{"profile", "-h"}, "Usage: ocltk profile show"},
+      // --help wins over options that would otherwise be an error.
+      {{"run", "gemm-nt", "--lhs", "missing.npy", "--help"}, "Usage: ocltk run gemm-nt"},
+  };
+  for (const auto& [args, usage] : cases) {
+    std::string shown;
+    for (const std::string& a : args) shown += " " + a;
+    SCOPED_TRACE("ocltk" + shown);
+    const CliResult r = run_cli(args);
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_NE(r.out.find(usage), std::string::npos) << r.describe();
+    EXPECT_EQ(r.err, "");
+  }
+  EXPECT_TRUE(names_in(work_).empty());
+}
+
+TEST_F(CliTest, VersionPrintsTheLibraryVersion) {
+  const CliResult r = run_cli({"--version"});
+  EXPECT_EQ(r.status, 0) << r.describe();
+  EXPECT_EQ(r.out, std::string("ocltk ") + ocltk::version() + "\n");
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(CliTest, UsageErrorsExitTwoWithOneLine) {
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+      {{}, {"missing command"}},
+      {{"frobnicate"}, {"frobnicate"}},
+      {{"--frobnicate"}, {"--frobnicate"}},
+      {{"run"}, {"gemm-nt"}},
+      {{"run", "gemm-tn"}, {"gemm-tn"}},
+      {{"profile"}, {"show", "validate"}},
+      {{"profile", "frob", "x.yaml"}, {"frob"}},
+      {{"profile", "show"}, {"FILE"}},
+      {{"devices", "extra"}, {"devices"}},
+      {{"devices", "--all"}, {"--all"}},
+  };
+  for (const auto& [args, needles] : cases) {
+    std::string shown;
+    for (const std::string& a : args) shown += " " + a;
+    SCOPED_TRACE("ocltk" + shown);
+    const CliResult r = run_cli(args);
+    EXPECT_TRUE(is_usage_error(r, needles));
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// devices
+
+TEST_F(CliTest, DevicesListsTheDefaultDeviceAndItsProfile) {
+  const CliResult r = run_cli({"devices"});
+  EXPECT_EQ(r.status, 0) << r.describe();
+  EXPECT_NE(r.out.find(" *[" + std::to_string(default_device().index) + "] " + default_device().name),
+            std::string::npos)
+      << r.describe();
+  EXPECT_NE(r.out.find("      profile: "), std::string::npos) << r.describe();
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(CliTest, DevicesNamesTheProfileFromOcltkProfilePath) {
+  const ocltk::ProfileDevice here = ocltk::profile_device_of(default_device());
+  ocltk::ProfileDevice other_driver = here;
+  other_driver.driver = here.driver + "-not-this-one";
+  const fs::path exact = root_ / "exact.yaml", same_name = root_ / "same-name.yaml";
+  write_text(exact, profile_text(here, {{"lora_expand", "tiled", kTiledPoint}}));
+  write_text(same_name, profile_text(other_driver, {{"lora_expand", "tiled", kTiledPoint}}));
+
+  const std::vector<std::pair<fs::path, std::string>> cases = {{exact, "device+driver"}, {same_name, "device"}};
+  for (const auto& [file, level] : cases) {
+    SCOPED_TRACE(file.string());
+    const CliResult r = run_cli({"devices"}, {{"OCLTK_PROFILE_PATH", file.string()}});
+    EXPECT_EQ(r.status, 0) << r.describe();
+    EXPECT_NE(r.out.find("profile: " + file.string() + " (match: " + level + ", from OCLTK_PROFILE_PATH)"),
+              std::string::npos)
+        << r.describe();
+    EXPECT_EQ(r.err, "");
+  }
+}
+
+// "1 a device or OpenCL failure": with no OpenCL platform at all (ocl-icd reads its ICDs
+// from an empty folder) both `devices` and `run` must say so and exit 1, not blame the
+// user's input.
+TEST_F(CliTest, NoOpenClDeviceIsADeviceFailure) {
+  fs::create_directories(root_ / "no-icds");
+  const std::map<std::string, std::optional<std::string>> env = {{"OCL_ICD_VENDORS", (root_ / "no-icds").string()}};
+  const CliResult devices = run_cli({"devices"}, env);
+  EXPECT_EQ(devices.status, 1) << devices.describe();
+
+  write_matrix(path("A.npy"), 2, 3, random_floats(6));
+  write_matrix(path("B.npy"), 4, 3, random_floats(12));
+  const CliResult r = run_cli({"run", "gemm-nt", "--lhs", "A.npy", "--rhs", "B.npy", "--out", "C.npy"}, env);
+  EXPECT_EQ(r.status, 1) << r.describe();
+  EXPECT_EQ(lines_of(r.err).size(), 1u) << r.describe();
+  EXPECT_NE(r.err.find("no OpenCL device"), std::string::npos) << r.describe();
+  EXPECT_EQ(names_in(work_), (std::set<std::string>{"A.npy", "B.npy"}));
+}
+
+// ---------------------------------------------------------------------------------------
+// profile show / validate
+
+TEST_F(CliTest, ProfileValidateAcceptsAValidProfile) {
+  write_text(path("p.yaml"), profile_text(ocltk::profile_device_of(default_device()),
+                                          {{"lora_expand", "tiled", kTiledPoint}}));
+  const CliResult r = run_cli({"profile", "validate", "p.yaml"});
+  EXPECT_EQ(r.status, 0) << r.describe();
+  EXPECT_EQ(lines_of(r.out).size(), 1u) << r.describe();
+  EXPECT_NE(r.out.find("p.yaml: valid"), std::string::npos) << r.describe();
+  EXPECT_NE(r.out.find("1 entries"), std::string::npos) << r.describe();
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(CliTest, ProfileValidateAcceptsTheShippedConfigs) {
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(OCLTK_SOURCE_DIR) / "configs")) {
+    if (e.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(e.path().string());
+    const CliResult r = run_cli({"profile", "validate", e.path().string()});
+    EXPECT_EQ(r.status, 0) << r.describe();
+  }
+}
+
+TEST_F(CliTest, ProfileValidateRejectsBadFilesNamingFileLineColumn) {
+  write_text(path("bad.yaml"), kMalformedProfile);
+  write_text(path("p.yaml"), kIllegalParamProfile);
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"bad.yaml", {"bad.yaml:4:12:"}},
+      {"p.yaml", {"p.yaml:9:21:", "MWG"}},
+      {"nosuch.yaml", {"nosuch.yaml"}},
+  };
+  for (const auto& [file, needles] : cases) {
+    SCOPED_TRACE(file);
+    const CliResult r = run_cli({"profile", "validate", file});
+    EXPECT_TRUE(is_usage_error(r, needles));
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+TEST_F(CliTest, ProfileShowPrintsEachEntry) {
+  const ocltk::Params reduce_point = {{"KWG", 512}, {"RW", 8}, {"TR", 2}, {"USE_LOCAL", 0}, {"VW", 4}, {"WGS", 64}};
+  write_text(path("p.yaml"), profile_text(ocltk::profile_device_of(default_device()),
+                                          {{"gemv", "reduce", reduce_point}, {"lora_expand", "tiled", kTiledPoint}}));
+  const CliResult r = run_cli({"profile", "show", "p.yaml"});
+  EXPECT_EQ(r.status, 0) << r.describe();
+  EXPECT_NE(r.out.find(default_device().name), std::string::npos) << r.describe();
+  bool gemv = false, lora_expand = false;
+  for (const std::string& line : lines_of(r.out)) {
+    if (line.rfind("gemm_nt", 0) != 0) continue;
+    if (line.find(" gemv ") != std::string::npos) {
+      gemv = true;
+      EXPECT_NE(line.find("reduce"), std::string::npos) << line;
+      EXPECT_NE(line.find(ocltk::format_params(reduce_point)), std::string::npos) << line;
+    }
+    if (line.find(" lora_expand ") != std::string::npos) {
+      lora_expand = true;
+      EXPECT_NE(line.find("tiled"), std::string::npos) << line;
+      EXPECT_NE(line.find(ocltk::format_params(kTiledPoint)), std::string::npos) << line;
+    }
+  }
+  EXPECT_TRUE(gemv && lora_expand) << "want one line per entry; " << r.describe();
+  EXPECT_EQ(r.err, "");
+}
+
+// ---------------------------------------------------------------------------------------
+// tune (kept cheap: one class, a few candidates, one timed run each)
+
+TEST_F(CliTest, TuneWritesAValidProfileAndASummary) {
+  const CliResult r = run_cli({"tune", "--classes", "gemv", "--max-evals", "3", "--budget", "20", "--repeats", "1",
+                               "--out", "p.yaml"});
+  ASSERT_EQ(r.status, 0) << r.describe();
+  bool summary_row = false;
+  for (const std::string& line : lines_of(r.out))
+    if (line.rfind("gemm_nt", 0) == 0 && line.find(" gemv ") != std::string::npos) summary_row = true;
+  EXPECT_TRUE(summary_row) << "want a summary row for gemm_nt/gemv; " << r.describe();
+  EXPECT_NE(r.out.find("profile written to p.yaml"), std::string::npos) << r.describe();
+  EXPECT_EQ(names_in(work_), (std::set<std::string>{"p.yaml"})) << "stray files: " << joined(names_in(work_));
+
+  const ocltk::Profile p = ocltk::read_profile(path("p.yaml").string());
+  EXPECT_EQ(p.device.name, default_device().name);
+  EXPECT_EQ(p.device.driver, default_device().driver);
+  ASSERT_NE(p.find("gemm_nt", "gemv"), nullptr);
+  EXPECT_GT(p.find("gemm_nt", "gemv")->time_ms, 0);
+  EXPECT_EQ(p.entries.size(), 1u) << "only the requested class is tuned";
+  EXPECT_TRUE(names_in(config_).empty()) << "--out given: nothing under XDG_CONFIG_HOME";
+}
+
+TEST_F(CliTest, TuneDefaultOutGoesUnderXdgConfigHomeAndDevicesFindsIt) {
+  const CliResult r =
+      run_cli({"tune", "--classes", "gemv", "--max-evals", "1", "--budget", "20", "--repeats", "1", "--quiet"});
+  ASSERT_EQ(r.status, 0) << r.describe();
+  EXPECT_EQ(r.err, "") << "--quiet: no progress";
+  const fs::path dir = config_ / "ocltk" / "profiles";
+  const std::set<std::string> written = names_in(config_);
+  ASSERT_EQ(written.size(), 1u) << joined(written);
+  const fs::path file = config_ / *written.begin();
+  EXPECT_EQ(file.parent_path(), dir);
+  EXPECT_EQ(file.extension(), ".yaml");
+  EXPECT_NE(r.out.find("profile written to " + file.string()), std::string::npos) << r.describe();
+  EXPECT_NE(ocltk::read_profile(file.string()).find("gemm_nt", "gemv"), nullptr);
+  EXPECT_TRUE(names_in(work_).empty());
+
+  // The runtime looks where tune wrote.
+  const CliResult devices = run_cli({"devices"});
+  EXPECT_NE(devices.out.find("profile: " + file.string() + " (match: device+driver, from user)"), std::string::npos)
+      << devices.describe();
+}
+
+TEST_F(CliTest, TuneRejectsBadOptionsAndWritesNothing) {
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+      {{"--strategy", "bogus"}, {"--strategy", "bogus"}},
+      {{"--budget", "-1"}, {"--budget"}},
+      {{"--budget", "soon"}, {"--budget", "soon"}},
+      {{"--max-evals", "0"}, {"--max-evals"}},
+      {{"--repeats", "x"}, {"--repeats"}},
+      {{"--classes", "nosuch"}, {"nosuch"}},
+      {{"--kernels", "nosuch"}, {"nosuch"}},
+      {{"--device", "nosuchdevice"}, {"nosuchdevice"}},
+      {{"--frob"}, {"--frob"}},
+  };
+  for (const auto& [extra, needles] : cases) {
+    std::vector<std::string> args = {"tune", "--out", "p.yaml", "--budget", "5", "--quiet"};
+    args.insert(args.end(), extra.begin(), extra.end());  // a repeated option: the last one counts
+    SCOPED_TRACE(extra.front() + (extra.size() > 1 ? " " + extra[1] : ""));
+    const CliResult r = run_cli(args);
+    EXPECT_TRUE(is_usage_error(r, needles));
+    EXPECT_TRUE(names_in(work_).empty()) << joined(names_in(work_));
+    EXPECT_TRUE(names_in(config_).empty()) << joined(names_in(config_));
+  }
+}
+
+// --repeats is an int inside the tuner; a count beyond its range must be refused, not
+// wrapped to a negative number of timed runs.
+TEST_F(CliTest, TuneRejectsARepeatCountBeyondRange) {
+  const CliResult r = run_cli({"tune", "--classes", "gemv", "--max-evals", "1", "--budget", "5", "--quiet",
+                               "--repeats", "3000000000", "--out", "p.yaml"});
+  EXPECT_TRUE(is_usage_error(r, {"--repeats"}));
+  EXPECT_TRUE(names_in(work_).empty()) << joined(names_in(work_));
+}
+
+}  // namespace

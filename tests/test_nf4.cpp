@@ -1,0 +1,519 @@
+// NF4 family: quantizer bit-identity (stored bitsandbytes vectors and an independent
+// reference of its rule), round trips, and the segmented forward / input-gradient
+// products of every algorithm at several parameter points against a double reference on
+// dequantized weights, plus routing and every bad input the issue lists.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "fixture.hpp"
+#include "ocltk/nf4.hpp"
+
+using namespace ocltk;
+using ocltk_test::RuntimeTest;
+
+namespace {
+
+// An independent statement of bitsandbytes' rule: a linear scan over its 15 thresholds,
+// strictly greater moves up, after multiplying by the f32 reciprocal. The thresholds are
+// bitsandbytes' decimal constants rounded to f32, which for 4 of the 15 differ by one ulp
+// from the f32 rounding of the exact midpoint (e.g. 0.8614784181118011 is almost a tie):
+// at those values only the decimal constants give bit-identity.
+std::uint8_t reference_code(float x) {
+  static const char* const kThresholds[15] = {
+      "-0.8480964004993439", "-0.6106329262256622", "-0.4599952697753906", "-0.33967943489551544",
+      "-0.23460740596055984", "-0.13791173323988914", "-0.045525018125772476", "0.03979014977812767",
+      "0.1202552504837513", "0.2035212516784668", "0.2920137718319893", "0.3893125355243683",
+      "0.5016634166240692", "0.6427869200706482", "0.8614784181118011"};
+  std::uint8_t code = 0;
+  for (int i = 0; i < 15; ++i)
+    if (x > std::strtof(kThresholds[i], nullptr)) code = std::uint8_t(i + 1);
+  return code;
+}
+
+TEST(Nf4Quantizer, TreeMatchesMidpointRule) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int i = 0; i < 200000; ++i) {
+    const float x = dist(rng);
+    ASSERT_EQ(nf4_code_of(x), reference_code(x)) << "x = " << x;
+  }
+  for (float level : kNf4Codebook) EXPECT_EQ(kNf4Codebook[nf4_code_of(level)], level);
+  EXPECT_EQ(nf4_code_of(std::numeric_limits<float>::quiet_NaN()), 0);
+}
+
+TEST(Nf4Quantizer, AbsmaxPackingAndRoundTrip) {
+  std::mt19937 rng(11);
+  for (int block : {32, 64, 128, 4096}) {
+    for (std::size_t count : {std::size_t(1), std::size_t(63), std::size_t(1000), std::size_t(8193)}) {
+      const std::vector<float> w = ocltk_test::random_floats(rng, count);
+      const Nf4Packed q = quantize_nf4(w.data(), count, block);
+      ASSERT_EQ(q.packed.size(), (count + 1) / 2);
+      ASSERT_EQ(q.scales.size(), (count + block - 1) / block);
+      std::vector<float> back(count);
+      dequantize_nf4(q.packed.data(), q.scales.data(), kNf4Codebook, 0, block, count, back.data());
+      for (std::size_t i = 0; i < count; ++i) {
+        const std::size_t b = i / block;
+        float absmax = 0;
+        for (std::size_t j = b * block; j < std::min(count, (b + 1) * std::size_t(block)); ++j)
+          absmax = std::max(absmax, std::fabs(w[j]));
+        ASSERT_EQ(q.scales[b], absmax);
+        const float inv = 1.0f / absmax;
+        const std::uint8_t code = (i % 2 == 0) ? q.packed[i / 2] >> 4 : q.packed[i / 2] & 15;
+        ASSERT_EQ(code, reference_code(w[i] * inv)) << "block " << block << " i " << i;
+        // Nearest level: the error is at most half the widest gap (0.1519) times absmax.
+        ASSERT_LE(std::fabs(back[i] - w[i]), 0.16f * absmax);
+      }
+      // Quantizing the dequantized weights reproduces the codes (levels are fixed points).
+      const Nf4Packed again = quantize_nf4(back.data(), count, block);
+      EXPECT_EQ(again.packed, q.packed);
+    }
+  }
+  EXPECT_THROW(quantize_nf4(nullptr, 0, 48), Error);
+  EXPECT_THROW(quantize_nf4(nullptr, 0, 8192), Error);
+}
+
+TEST(Nf4Quantizer, MidpointsUseTheReciprocal) {
+  // A block whose absmax is 3: values at the exact f32 midpoints times 3 land on either
+  // side depending on x * (1/3) vs x / 3; the quantizer must follow the reciprocal.
+  std::vector<float> w(64, 0.5f);
+  w[0] = 3.0f;
+  int differ = 0;
+  for (int i = 1; i < 64; ++i) {
+    // Around each threshold times 3: one ulp below, at, or above.
+    const float mid = float((double(kNf4Codebook[i % 15]) + double(kNf4Codebook[i % 15 + 1])) / 2) * 3.0f;
+    w[i] = i % 3 == 0 ? mid : std::nextafter(mid, float(i % 3 == 1 ? 10 : -10));
+  }
+  const Nf4Packed q = quantize_nf4(w.data(), w.size(), 64);
+  const float inv = 1.0f / 3.0f;
+  for (int i = 0; i < 64; ++i) {
+    const std::uint8_t code = (i % 2 == 0) ? q.packed[i / 2] >> 4 : q.packed[i / 2] & 15;
+    EXPECT_EQ(code, reference_code(w[i] * inv));
+    differ += reference_code(w[i] * inv) != reference_code(w[i] / 3.0f);
+  }
+  RecordProperty("codes_where_division_differs", differ);
+}
+
+TEST(Nf4Quantizer, HalfTypesWidenFirst) {
+  std::mt19937 rng(3);
+  const std::vector<float> w = ocltk_test::random_floats(rng, 300);
+  std::vector<std::uint16_t> h(w.size()), b(w.size());
+  std::vector<float> hw(w.size()), bw(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    h[i] = float_to_half(w[i]);
+    hw[i] = half_to_float(h[i]);
+    b[i] = float_to_bf16(w[i]);
+    bw[i] = bf16_to_float(b[i]);
+    ASSERT_NEAR(hw[i], w[i], 1e-3);
+    ASSERT_NEAR(bw[i], w[i], 1e-2);
+  }
+  EXPECT_EQ(quantize_nf4(h.data(), ElementType::f16, h.size(), 64).packed, quantize_nf4(hw.data(), hw.size(), 64).packed);
+  EXPECT_EQ(quantize_nf4(b.data(), ElementType::bf16, b.size(), 64).packed, quantize_nf4(bw.data(), bw.size(), 64).packed);
+  EXPECT_EQ(float_to_half(65504.0f), 0x7BFF);
+  EXPECT_EQ(float_to_half(1e-7f), 0x0002);
+  EXPECT_EQ(half_to_float(0x0001), std::ldexp(1.0f, -24));
+}
+
+// ---- Stored bitsandbytes vectors (tests/data/nf4/make_vectors.py writes them) ----
+
+std::vector<char> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+// Minimal .npy payload reader for the stored vectors (v1 header, C order).
+std::vector<char> npy_payload(const std::string& path) {
+  std::vector<char> bytes = read_file(path);
+  if (bytes.size() < 10) return {};
+  const std::size_t header = std::size_t(std::uint8_t(bytes[8])) | std::size_t(std::uint8_t(bytes[9])) << 8;
+  return std::vector<char>(bytes.begin() + 10 + header, bytes.end());
+}
+
+TEST(Nf4Quantizer, MatchesStoredBitsandbytesVectors) {
+  const std::filesystem::path dir = std::filesystem::path(OCLTK_TEST_DATA_DIR) / "nf4";
+  std::vector<std::string> cases;
+  for (const char* name : {"bs64", "bs128", "bs64_oddk", "bs64_midpoints", "bs4096", "bs32"})
+    if (std::filesystem::exists(dir / (std::string(name) + "_w.npy"))) cases.push_back(name);
+  if (cases.empty())
+    GTEST_SKIP() << "no bitsandbytes vectors in " << dir
+                 << "; run tests/data/nf4/make_vectors.py on a CUDA machine with bitsandbytes and torch";
+  for (const std::string& c : cases) {
+    SCOPED_TRACE(c);
+    const std::vector<char> w = npy_payload((dir / (c + "_w.npy")).string());
+    const std::vector<char> packed = npy_payload((dir / (c + "_packed.npy")).string());
+    const std::vector<char> absmax = npy_payload((dir / (c + "_absmax.npy")).string());
+    const std::vector<char> meta = npy_payload((dir / (c + "_blocksize.npy")).string());
+    ASSERT_EQ(meta.size(), 8u);
+    std::int64_t block;
+    std::memcpy(&block, meta.data(), 8);
+    const std::size_t count = w.size() / 4;
+    const Nf4Packed q = quantize_nf4(reinterpret_cast<const float*>(w.data()), count, block);
+    ASSERT_EQ(q.packed.size(), packed.size());
+    ASSERT_EQ(q.scales.size() * 4, absmax.size());
+    EXPECT_EQ(0, std::memcmp(q.packed.data(), packed.data(), packed.size()));
+    EXPECT_EQ(0, std::memcmp(q.scales.data(), absmax.data(), absmax.size()));
+  }
+}
+
+// ---- Device products ----
+
+struct Case {
+  std::int64_t experts, n, k, block, element_offset;
+  std::vector<std::uint32_t> counts;  // rows per expert
+  ElementType type = ElementType::f32;
+};
+
+std::uint16_t to_bits(float v, ElementType t) { return t == ElementType::f16 ? float_to_half(v) : float_to_bf16(v); }
+float from_bits(std::uint16_t b, ElementType t) { return t == ElementType::f16 ? half_to_float(b) : bf16_to_float(b); }
+
+class Nf4Device : public RuntimeTest {
+ protected:
+  // Builds a window (the stream has `element_offset` leading coefficients of another
+  // holder), runs forward and backward with `choice_*`, checks against the reference.
+  void run_case(const Case& c, const Choice& fwd, const Choice& bwd) {
+    Runtime& rt = runtime();
+    std::mt19937& g = rng();
+    Nf4Geometry geo{c.experts, c.n, c.k, c.block, c.element_offset};
+    const std::size_t count = std::size_t(geo.coefficients());
+    // Quantize a stream that starts element_offset before the window, then keep the
+    // window's blocks only (as a shard holder would).
+    const std::vector<float> stream = ocltk_test::random_floats(g, count + std::size_t(c.element_offset));
+    const Nf4Packed q = quantize_nf4(stream.data(), stream.size(), c.block);
+    std::vector<float> w(count);
+    dequantize_nf4(q.packed.data(), q.scales.data(), kNf4Codebook, c.element_offset, c.block, count, w.data());
+
+    std::vector<std::uint32_t> offsets{0};
+    for (std::uint32_t n : c.counts) offsets.push_back(offsets.back() + n);
+    const std::int64_t rows = offsets.back();
+    const std::size_t es = element_size(c.type);
+
+    std::vector<float> x = ocltk_test::random_floats(g, std::size_t(rows * c.k) + 1);
+    std::vector<float> gr = ocltk_test::random_floats(g, std::size_t(rows * c.n) + 1);
+    std::vector<std::uint8_t> xb(x.size() * es), gb(gr.size() * es);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (c.type == ElementType::f32) {
+        std::memcpy(&xb[i * 4], &x[i], 4);
+      } else {
+        const std::uint16_t b = to_bits(x[i], c.type);
+        x[i] = from_bits(b, c.type);
+        std::memcpy(&xb[i * 2], &b, 2);
+      }
+    }
+    for (std::size_t i = 0; i < gr.size(); ++i) {
+      if (c.type == ElementType::f32) {
+        std::memcpy(&gb[i * 4], &gr[i], 4);
+      } else {
+        const std::uint16_t b = to_bits(gr[i], c.type);
+        gr[i] = from_bits(b, c.type);
+        std::memcpy(&gb[i * 2], &b, 2);
+      }
+    }
+    auto up = [&](const void* data, std::size_t bytes) {
+      boost::compute::buffer b = rt.allocate(std::max<std::size_t>(bytes, 4)).value();
+      if (bytes) rt.queue().enqueue_write_buffer(b, 0, bytes, data);
+      return b;
+    };
+    auto packed = up(q.packed.data(), q.packed.size());
+    auto scales = up(q.scales.data(), q.scales.size() * 4);
+    auto codebook = up(kNf4Codebook.data(), 64);
+    auto xbuf = up(xb.data(), xb.size()), gbuf = up(gb.data(), gb.size());
+    auto obuf = up(offsets.data(), offsets.size() * 4);
+    // Poisoned outputs: NaN (0xFF bytes) everywhere so an unwritten element fails.
+    std::vector<std::uint8_t> nan_y(std::size_t(rows * c.n) * es + 8, 0xFF), nan_dx(std::size_t(rows * c.k) * 4 + 8, 0xFF);
+    auto ybuf = up(nan_y.data(), nan_y.size()), dxbuf = up(nan_dx.data(), nan_dx.size());
+
+    Nf4Weights wts{geo, packed.get(), 0, scales.get(), 0, codebook.get()};
+    Nf4ForwardArgs fa{wts, xbuf.get(), c.type, rows, obuf.get(), ybuf.get()};
+    Nf4BackwardArgs ba{wts, gbuf.get(), c.type, rows, obuf.get(), dxbuf.get()};
+    Status s = nf4_forward_with(rt, fwd, fa);
+    ASSERT_TRUE(s.ok()) << s.message();
+    s = nf4_backward_with(rt, bwd, ba);
+    ASSERT_TRUE(s.ok()) << s.message();
+    std::vector<std::uint8_t> yb(nan_y.size()), dxb(nan_dx.size());
+    rt.queue().enqueue_read_buffer(ybuf, 0, yb.size(), yb.data());
+    rt.queue().enqueue_read_buffer(dxbuf, 0, dxb.size(), dxb.data());
+
+    std::vector<double> want_y(std::size_t(rows * c.n)), want_dx(std::size_t(rows * c.k));
+    nf4_forward_reference(geo, w.data(), x.data(), offsets.data(), rows, want_y.data());
+    nf4_backward_reference(geo, w.data(), gr.data(), offsets.data(), rows, want_dx.data());
+    const double u_out = c.type == ElementType::f32 ? 0 : (c.type == ElementType::f16 ? 1.0 / 2048 : 1.0 / 256);
+    const std::string where = "E=" + std::to_string(c.experts) + " N=" + std::to_string(c.n) +
+                              " K=" + std::to_string(c.k) + " B=" + std::to_string(c.block) +
+                              " off=" + std::to_string(c.element_offset) + " " + to_string(c.type);
+    for (std::int64_t e = 0; e < c.experts; ++e) {
+      for (std::int64_t r = offsets[e]; r < std::int64_t(offsets[e + 1]); ++r) {
+        for (std::int64_t n = 0; n < c.n; ++n) {
+          double abs_dot = 0;
+          for (std::int64_t k = 0; k < c.k; ++k) abs_dot += std::fabs(double(x[r * c.k + k]) * w[(e * c.n + n) * c.k + k]);
+          const std::size_t i = std::size_t(r * c.n + n);
+          float got;
+          if (c.type == ElementType::f32) {
+            std::memcpy(&got, &yb[i * 4], 4);
+          } else {
+            std::uint16_t b;
+            std::memcpy(&b, &yb[i * 2], 2);
+            got = from_bits(b, c.type);
+          }
+          const double bound = gemm_nt_error_bound(c.k, abs_dot, 1.0, 0) + u_out * std::fabs(want_y[i]) + 1e-6 * u_out;
+          ASSERT_LE(std::fabs(got - want_y[i]), bound) << where << " forward y(" << r << ", " << n << ") expert " << e
+                                                       << " algorithm " << fwd.algorithm << " "
+                                                       << format_params(fwd.params);
+        }
+        for (std::int64_t k = 0; k < c.k; ++k) {
+          double abs_dot = 0;
+          for (std::int64_t n = 0; n < c.n; ++n) abs_dot += std::fabs(double(gr[r * c.n + n]) * w[(e * c.n + n) * c.k + k]);
+          const std::size_t i = std::size_t(r * c.k + k);
+          float got;
+          std::memcpy(&got, &dxb[i * 4], 4);
+          ASSERT_LE(std::fabs(got - want_dx[i]), gemm_nt_error_bound(c.n, abs_dot, 1.0, 0))
+              << where << " backward dx(" << r << ", " << k << ") algorithm " << bwd.algorithm << " "
+              << format_params(bwd.params);
+        }
+      }
+    }
+    // Nothing written past the rows.
+    for (std::size_t i = std::size_t(rows * c.n) * es; i < yb.size(); ++i) ASSERT_EQ(yb[i], 0xFF) << where;
+    for (std::size_t i = std::size_t(rows * c.k) * 4; i < dxb.size(); ++i) ASSERT_EQ(dxb[i], 0xFF) << where;
+  }
+
+  static Choice choice(const char* family, const char* algorithm, Params params) {
+    Choice c;
+    c.kernel = family;
+    c.algorithm = algorithm;
+    c.params = std::move(params);
+    return c;
+  }
+};
+
+// Parameter points per algorithm (one program build each on PoCL; kept few).
+const std::vector<std::pair<Params, Params>> kFusedPoints = {
+    {{}, {}},  // defaults
+    {{{"WGS", 64}, {"RW", 8}, {"TR", 2}, {"VW", 16}, {"KWG", 256}},
+     {{"WGS", 64}, {"RW", 8}, {"TR", 2}, {"VW", 16}, {"NWG", 32}}},
+    {{{"WGS", 32}, {"RW", 1}, {"TR", 1}, {"VW", 32}, {"KWG", 256}},
+     {{"WGS", 32}, {"RW", 1}, {"TR", 1}, {"VW", 32}, {"NWG", 32}}},
+};
+const std::vector<Params> kTiledPoints = {
+    {},
+    {{"MWG", 16}, {"NWG", 8}, {"KWG", 16}, {"MDIMC", 4}, {"NDIMC", 4}},
+};
+
+std::vector<Case> shape_cases() {
+  return {
+      // Blocks straddling rows and experts (K % block != 0), odd K and N, empty segments.
+      {3, 37, 75, 64, 0, {5, 0, 3}},
+      // A window: element_offset inside the first block, odd stream alignment.
+      {2, 19, 101, 32, 7, {1, 4}},
+      // Aligned fast path, one expert, several row tiles.
+      {1, 40, 512, 128, 0, {37}},
+      // 64+ experts with many empty segments and decode-sized ones.
+      {66, 9, 64, 64, 40, {}},
+  };
+}
+
+TEST_F(Nf4Device, EveryAlgorithmAtSeveralPointsMatchesTheReference) {
+  std::vector<Case> cases = shape_cases();
+  for (int e = 0; e < 66; ++e) cases.back().counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
+  for (const auto& [fp, bp] : kFusedPoints)
+    for (const Case& c : cases) run_case(c, choice("nf4_forward", "fused", fp), choice("nf4_backward", "fused", bp));
+  for (const Params& p : kTiledPoints)
+    for (const Case& c : cases) run_case(c, choice("nf4_forward", "tiled", p), choice("nf4_backward", "tiled", p));
+}
+
+TEST_F(Nf4Device, HalfTypesAndBuiltinChoices) {
+  for (ElementType t : {ElementType::f16, ElementType::bf16}) {
+    Case c{2, 33, 130, 64, 3, {3, 6}, t};
+    run_case(c, runtime().choose("nf4_forward", "decode"), runtime().choose("nf4_backward", "decode"));
+    run_case(c, runtime().choose("nf4_forward", "prefill"), runtime().choose("nf4_backward", "prefill"));
+  }
+}
+
+TEST_F(Nf4Device, ZeroRowsAndEmptyOwner) {
+  run_case({4, 16, 64, 64, 0, {0, 0, 0, 0}}, runtime().choose("nf4_forward", "decode"),
+           runtime().choose("nf4_backward", "decode"));
+  Runtime& rt = runtime();
+  std::vector<std::uint32_t> zero{0};
+  auto offs = rt.allocate(4).value();
+  rt.queue().enqueue_write_buffer(offs, 0, 4, zero.data());
+  auto cb = rt.allocate(64).value();
+  rt.queue().enqueue_write_buffer(cb, 0, 64, kNf4Codebook.data());
+  auto dummy = rt.allocate(64).value();
+  Nf4Weights w{{0, 16, 64, 64, 0}, nullptr, 0, nullptr, 0, cb.get()};
+  Nf4ForwardArgs a{w, dummy.get(), ElementType::f32, 0, offs.get(), dummy.get()};
+  EXPECT_TRUE(nf4_forward_segmented(rt, a).ok());
+  a.rows = 1;
+  const Status s = nf4_forward_segmented(rt, a);
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("empty owner"), std::string::npos) << s.message();
+  a.rows = 0;
+  a.w.codebook = nullptr;
+  EXPECT_EQ(nf4_forward_segmented(rt, a).code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(Nf4Device, BadInputsAreRejectedNamingTheFault) {
+  Runtime& rt = runtime();
+  const Nf4Geometry geo{2, 8, 100, 64, 0};
+  auto packed = rt.allocate(std::size_t(geo.packed_bytes()) + 64).value();  // spare bytes: scales fail first
+  auto scales = rt.allocate(std::size_t(geo.scale_count()) * 4).value();
+  auto cb = rt.allocate(64).value();
+  auto x = rt.allocate(4 * 100 * 4).value(), y = rt.allocate(4 * 8 * 4).value();
+  auto offs = rt.allocate(3 * 4).value();
+  auto set_offsets = [&](std::vector<std::uint32_t> v) { rt.queue().enqueue_write_buffer(offs, 0, 12, v.data()); };
+  set_offsets({0, 2, 4});
+  Nf4ForwardArgs good{{geo, packed.get(), 0, scales.get(), 0, cb.get()}, x.get(), ElementType::f32, 4, offs.get(), y.get()};
+  ASSERT_TRUE(check_nf4_forward(rt, good).ok()) << check_nf4_forward(rt, good).message();
+  auto expect_bad = [&](Nf4ForwardArgs a, const std::string& needle) {
+    const Status s = check_nf4_forward(rt, a);
+    EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << "'" << s.message() << "' lacks '" << needle << "'";
+  };
+  Nf4ForwardArgs a = good;
+  a.w.geometry.block_size = 48;
+  expect_bad(a, "block size 48");
+  a = good;
+  a.w.geometry.block_size = 8192;
+  expect_bad(a, "block size 8192");
+  a = good;
+  a.w.geometry.element_offset = 64;
+  expect_bad(a, "element_offset 64");
+  a = good;
+  a.w.geometry.in_features = 400;
+  expect_bad(a, "packed");  // payload too short for the geometry
+  a = good;
+  a.w.geometry.element_offset = 60;  // needs one more scale than stored
+  expect_bad(a, "scales");
+  a = good;
+  a.rows = 5;
+  expect_bad(a, "input");  // input holds 4 rows of K
+  a = good;
+  a.w.geometry.out_features = std::int64_t(1) << 31;
+  expect_bad(a, "2^30");
+  a = good;
+  a.w.geometry.experts = std::int64_t(1) << 20;
+  a.w.geometry.out_features = std::int64_t(1) << 29;
+  a.w.geometry.in_features = std::int64_t(1) << 29;
+  expect_bad(a, "2^62");
+  set_offsets({1, 2, 4});
+  expect_bad(good, "start at 0");
+  set_offsets({0, 3, 2});
+  expect_bad(good, "decrease");
+  set_offsets({0, 2, 3});
+  expect_bad(good, "end at rows");
+  set_offsets({0, 2, 4});
+  a = good;
+  a.w.geometry.experts = 3;  // offsets buffer has 3 entries, needs 4 (and more payload)
+  expect_bad(a, "packed");
+  auto small_cb = rt.allocate(32).value();
+  a = good;
+  a.w.codebook = small_cb.get();
+  expect_bad(a, "codebook");
+  // Input width: backward reads grad of width N; a buffer sized for K fails for bigger N.
+  Nf4BackwardArgs b{good.w, y.get(), ElementType::f32, 4, offs.get(), y.get()};
+  EXPECT_EQ(check_nf4_backward(rt, b).code(), ErrorCode::kInvalidArgument);  // dx needs rows × K floats
+  // Operands from another context.
+  boost::compute::context other(rt.device().handle);
+  boost::compute::buffer foreign(other, 1024);
+  a = good;
+  a.input = foreign.get();
+  expect_bad(a, "another OpenCL context");
+}
+
+TEST_F(Nf4Device, RoutingGroupsScattersAndFeedsTheForward) {
+  Runtime& rt = runtime();
+  const std::int64_t tokens = 13, top_k = 2, E = 5, K = 70, N = 24;
+  std::mt19937& g = rng();
+  std::vector<std::uint32_t> ids(tokens * top_k);
+  for (auto& id : ids) id = g() % E;
+  ids[3] = 99;  // an out-of-range id is dropped
+  std::vector<float> wts = ocltk_test::random_floats(g, ids.size());
+  const std::vector<float> x = ocltk_test::random_floats(g, std::size_t(tokens * K));
+  auto up = [&](const void* d, std::size_t bytes) {
+    auto b = rt.allocate(bytes).value();
+    rt.queue().enqueue_write_buffer(b, 0, bytes, d);
+    return b;
+  };
+  auto ids_b = up(ids.data(), ids.size() * 4), x_b = up(x.data(), x.size() * 4), w_b = up(wts.data(), wts.size() * 4);
+  auto offs = rt.allocate((E + 1) * 4).value(), pair_row = rt.allocate(ids.size() * 4).value(),
+       row_token = rt.allocate(ids.size() * 4).value(), gathered = rt.allocate(ids.size() * K * 4).value();
+  RouteArgs ra{tokens, top_k, E, K, ElementType::f32, ids_b.get(), x_b.get(), offs.get(), pair_row.get(),
+               row_token.get(), gathered.get()};
+  ASSERT_TRUE(route_tokens(rt, ra).ok());
+  std::vector<std::uint32_t> off(E + 1), prow(ids.size());
+  rt.queue().enqueue_read_buffer(offs, 0, off.size() * 4, off.data());
+  rt.queue().enqueue_read_buffer(pair_row, 0, prow.size() * 4, prow.data());
+  EXPECT_EQ(off.back(), ids.size() - 1);
+  EXPECT_EQ(prow[3], 0xFFFFFFFFu);
+  std::vector<float> gat(ids.size() * K);
+  rt.queue().enqueue_read_buffer(gathered, 0, gat.size() * 4, gat.data());
+  for (std::size_t p = 0; p < ids.size(); ++p) {
+    if (ids[p] >= E) continue;
+    ASSERT_GE(prow[p], off[ids[p]]);
+    ASSERT_LT(prow[p], off[ids[p] + 1]);
+    for (std::int64_t k = 0; k < K; ++k) ASSERT_EQ(gat[prow[p] * K + k], x[(p / top_k) * K + k]);
+  }
+  // Forward on the grouped rows, then scatter back, against a per-token reference.
+  const Nf4Geometry geo{E, N, K, 64, 0};
+  const std::vector<float> stream = ocltk_test::random_floats(g, std::size_t(geo.coefficients()));
+  const Nf4Packed q = quantize_nf4(stream.data(), stream.size(), 64);
+  std::vector<float> w(stream.size());
+  dequantize_nf4(q.packed.data(), q.scales.data(), kNf4Codebook, 0, 64, w.size(), w.data());
+  auto pk = up(q.packed.data(), q.packed.size()), sc = up(q.scales.data(), q.scales.size() * 4),
+       cb = up(kNf4Codebook.data(), 64);
+  const std::int64_t rows = off.back();
+  auto yb = rt.allocate(ids.size() * N * 4).value(), out = rt.allocate(tokens * N * 4).value();
+  Nf4ForwardArgs fa{{geo, pk.get(), 0, sc.get(), 0, cb.get()}, gathered.get(), ElementType::f32, rows, offs.get(), yb.get()};
+  ASSERT_TRUE(nf4_forward_segmented(rt, fa).ok());
+  ScatterArgs sa{tokens, top_k, N, ElementType::f32, yb.get(), rows, pair_row.get(), w_b.get(), out.get()};
+  ASSERT_TRUE(scatter_rows(rt, sa).ok());
+  std::vector<float> got(tokens * N);
+  rt.queue().enqueue_read_buffer(out, 0, got.size() * 4, got.data());
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t n = 0; n < N; ++n) {
+      double want = 0, mag = 0;
+      for (std::int64_t s = 0; s < top_k; ++s) {
+        const std::uint32_t e = ids[t * top_k + s];
+        if (e >= E) continue;
+        double dot = 0, adot = 0;
+        for (std::int64_t k = 0; k < K; ++k) {
+          dot += double(x[t * K + k]) * w[(e * N + n) * K + k];
+          adot += std::fabs(double(x[t * K + k]) * w[(e * N + n) * K + k]);
+        }
+        want += wts[t * top_k + s] * dot;
+        mag += std::fabs(wts[t * top_k + s]) * adot;
+      }
+      ASSERT_NEAR(got[t * N + n], want, gemm_nt_error_bound(K + 2, mag, 1, 0)) << "token " << t << " n " << n;
+    }
+}
+
+TEST(Nf4Family, TablesMatchTheSources) {
+  for (const KernelFamily* f : {&nf4_forward_family(), &nf4_backward_family()}) {
+    EXPECT_EQ(f->classes.size(), f->builtin.size());
+    for (const AlgorithmSpec& a : f->algorithms) {
+      const std::string& src = kernel_source(a.source_name);
+      for (const ParamSpec& p : a.params) {
+        EXPECT_NE(src.find("#ifndef " + p.name + "\n#define " + p.name + " " + std::to_string(p.default_value)),
+                  std::string::npos)
+            << a.source_name << " " << p.name;
+      }
+      EXPECT_FALSE(a.violation(a.defaults(), nullptr)) << f->name << "/" << a.name;
+      EXPECT_FALSE(a.legal_space(nullptr).empty());
+    }
+    for (std::size_t i = 0; i < f->classes.size(); ++i) {
+      const AlgorithmSpec* a = f->find_algorithm(f->builtin[i].algorithm);
+      ASSERT_NE(a, nullptr);
+      EXPECT_FALSE(a->violation(a->complete(f->builtin[i].params), nullptr));
+    }
+  }
+  EXPECT_EQ(nf4_shape_class(1), "decode");
+  EXPECT_EQ(nf4_shape_class(16), "decode");
+  EXPECT_EQ(nf4_shape_class(64), "small_batch");
+  EXPECT_EQ(nf4_shape_class(4096), "prefill");
+}
+
+}  // namespace
