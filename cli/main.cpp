@@ -3,6 +3,7 @@
 // OpenCL failure.
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <iomanip>
@@ -154,14 +155,15 @@ class Args {
   std::vector<std::string> positional_;
 };
 
-long long parse_int(const std::string& text, const std::string& option, long long min_value) {
+long long parse_int(const std::string& text, const std::string& option, long long min_value, long long max_value) {
   try {
     std::size_t used = 0;
     const long long v = std::stoll(text, &used);
-    if (used == text.size() && v >= min_value) return v;
+    if (used == text.size() && v >= min_value && v <= max_value) return v;
   } catch (const std::exception&) {
   }
-  throw UsageError(option + " expects an integer >= " + std::to_string(min_value) + ", got '" + text + "'");
+  throw UsageError(option + " expects an integer from " + std::to_string(min_value) + " to " +
+                   std::to_string(max_value) + ", got '" + text + "'");
 }
 
 double parse_double(const std::string& text, const std::string& option) {
@@ -218,8 +220,7 @@ int cmd_devices(const std::vector<std::string>& tokens) {
       platform = d.platform;
       std::cout << "Platform: " << d.platform << " (" << d.platform_version << ")\n";
     }
-    std::cout << (d.index == default_index ? " *" : "  ") << "[" << d.index << "] " << d.name << " (" << d.type
-              << ")\n"
+    std::cout << (d.index == default_index ? " *" : "  ") << "[" << d.index << "] " << d.name << " (" << d.type << ")\n"
               << "      vendor " << d.vendor << ", driver " << d.driver << ", " << d.version << "\n"
               << "      architecture " << (d.architecture.empty() ? "unknown" : d.architecture) << ", "
               << d.compute_units << " compute units, max workgroup " << d.max_work_group_size << " (";
@@ -244,10 +245,12 @@ int cmd_devices(const std::vector<std::string>& tokens) {
 
 int cmd_tune(const std::vector<std::string>& tokens) {
   const std::string command = "ocltk tune";
-  Args args(tokens, command,
-            {"--device", "--out", "--budget", "--strategy", "--max-evals", "--kernels", "--classes", "--repeats", "--seed"},
-            {"--quiet"});
-  if (!args.positional().empty()) throw UsageError("unexpected argument '" + args.positional()[0] + "' for `ocltk tune`");
+  Args args(
+      tokens, command,
+      {"--device", "--out", "--budget", "--strategy", "--max-evals", "--kernels", "--classes", "--repeats", "--seed"},
+      {"--quiet"});
+  if (!args.positional().empty())
+    throw UsageError("unexpected argument '" + args.positional()[0] + "' for `ocltk tune`");
   ocltk::tuner::TuneOptions options;
   if (auto v = args.get("--budget")) {
     options.budget_seconds = parse_double(*v, "--budget");
@@ -258,9 +261,9 @@ int cmd_tune(const std::vector<std::string>& tokens) {
     if (!s) throw UsageError("--strategy must be local, random or exhaustive, got '" + *v + "'");
     options.strategy = *s;
   }
-  if (auto v = args.get("--max-evals")) options.max_evals = parse_int(*v, "--max-evals", 1);
-  if (auto v = args.get("--repeats")) options.repeats = int(parse_int(*v, "--repeats", 1));
-  if (auto v = args.get("--seed")) options.seed = std::uint64_t(parse_int(*v, "--seed", 0));
+  if (auto v = args.get("--max-evals")) options.max_evals = parse_int(*v, "--max-evals", 1, 1000000000);
+  if (auto v = args.get("--repeats")) options.repeats = int(parse_int(*v, "--repeats", 1, 1000));
+  if (auto v = args.get("--seed")) options.seed = std::uint64_t(parse_int(*v, "--seed", 0, LLONG_MAX));
   auto list = [](const std::string& text) {
     std::vector<std::string> items;
     std::stringstream in(text);
@@ -279,9 +282,9 @@ int cmd_tune(const std::vector<std::string>& tokens) {
     options.progress = &std::cerr;
     options.progress_is_terminal = ::isatty(STDERR_FILENO) != 0;
   }
-  std::cout << "Tuning on " << rt.device().name << " (" << rt.device().platform << ", driver "
-            << rt.device().driver << "), strategy " << ocltk::tuner::to_string(options.strategy) << ", budget "
-            << options.budget_seconds << " s\n"
+  std::cout << "Tuning on " << rt.device().name << " (" << rt.device().platform << ", driver " << rt.device().driver
+            << "), strategy " << ocltk::tuner::to_string(options.strategy) << ", budget " << options.budget_seconds
+            << " s\n"
             << std::flush;
   const ocltk::tuner::TuneResult result = ocltk::tuner::tune(rt, options);
   ocltk::tuner::print_summary(std::cout, result);
@@ -354,8 +357,8 @@ int cmd_profile(const std::vector<std::string>& tokens) {
   if (args.positional().size() != 1) throw UsageError("`ocltk profile " + verb + "` takes exactly one FILE");
   const ocltk::Profile p = ocltk::read_profile(args.positional()[0]);
   if (verb == "validate") {
-    std::cout << p.path << ": valid (schema " << p.schema << ", device '" << p.device.name << "', "
-              << p.entries.size() << " entries)\n";
+    std::cout << p.path << ": valid (schema " << p.schema << ", device '" << p.device.name << "', " << p.entries.size()
+              << " entries)\n";
     return kExitOk;
   }
   std::cout << "profile " << p.path << " (schema " << p.schema << ")\n"
@@ -367,15 +370,16 @@ int cmd_profile(const std::vector<std::string>& tokens) {
             << p.tuning_seconds << " s\n\n";
   std::cout << std::left << std::setw(10) << "kernel" << std::setw(13) << "class" << std::setw(20) << "problem"
             << std::setw(9) << "algo" << std::right << std::setw(10) << "ms" << std::setw(10) << "GFLOP/s"
-            << std::setw(10) << "vs dflt" << "  params\n";
+            << std::setw(10) << "vs dflt"
+            << "  params\n";
   for (const ocltk::ProfileEntry& e : p.entries) {
     std::ostringstream problem;
     for (const auto& [key, value] : e.problem) problem << (problem.tellp() ? " " : "") << key << "=" << value;
     std::cout << std::left << std::setw(10) << e.kernel << std::setw(13) << e.shape_class << std::setw(20)
               << problem.str() << std::setw(9) << e.algorithm << std::right << std::setprecision(3) << std::setw(10)
-              << e.time_ms << std::setprecision(1) << std::setw(10) << e.gflops << std::setprecision(2)
-              << std::setw(9) << (e.default_time_ms > 0 && e.time_ms > 0 ? e.default_time_ms / e.time_ms : 0.0)
-              << "x  " << ocltk::format_params(e.params) << "\n";
+              << e.time_ms << std::setprecision(1) << std::setw(10) << e.gflops << std::setprecision(2) << std::setw(9)
+              << (e.default_time_ms > 0 && e.time_ms > 0 ? e.default_time_ms / e.time_ms : 0.0) << "x  "
+              << ocltk::format_params(e.params) << "\n";
   }
   return kExitOk;
 }
@@ -417,7 +421,8 @@ int dispatch(const std::vector<std::string>& argv) {
   }
   if (command == "quantize" || command == "dequantize") {
     if (rest.empty() || rest[0] != "nf4") {
-      if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h")) return std::cout << ocltk::cli::nf4_help(command), kExitOk;
+      if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h"))
+        return std::cout << ocltk::cli::nf4_help(command), kExitOk;
       throw UsageError("`ocltk " + command + "` needs a format: nf4 (see `ocltk " + command + " nf4 --help`)");
     }
     const std::vector<std::string> opts(rest.begin() + 1, rest.end());
@@ -452,8 +457,10 @@ int main(int argc, char** argv) {
       case ocltk::ErrorCode::kInvalidArgument:
       case ocltk::ErrorCode::kNotFound:
       case ocltk::ErrorCode::kProfile:
-      case ocltk::ErrorCode::kIo: return kExitUsage;
-      default: return kExitDevice;
+      case ocltk::ErrorCode::kIo:
+        return kExitUsage;
+      default:
+        return kExitDevice;
     }
   } catch (const std::exception& e) {
     std::cerr << "ocltk: OpenCL failure: " << e.what() << "\n";

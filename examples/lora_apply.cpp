@@ -4,11 +4,10 @@
 // Both launches are enqueued back to back on one queue; the host reads Y once at the end.
 //
 //   lora_apply [--profile FILE] [--device SEL] [--tokens N] [--hidden H] [--rank R]
-#include <ocltk/ocltk.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ocltk/ocltk.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,11 +17,16 @@ int main(int argc, char** argv) {
   long tokens = 37, hidden = 512, rank = 16;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--profile") options.profile_path = argv[i + 1];
-    else if (flag == "--device") options.device = argv[i + 1];
-    else if (flag == "--tokens") tokens = std::atol(argv[i + 1]);
-    else if (flag == "--hidden") hidden = std::atol(argv[i + 1]);
-    else if (flag == "--rank") rank = std::atol(argv[i + 1]);
+    if (flag == "--profile")
+      options.profile_path = argv[i + 1];
+    else if (flag == "--device")
+      options.device = argv[i + 1];
+    else if (flag == "--tokens")
+      tokens = std::atol(argv[i + 1]);
+    else if (flag == "--hidden")
+      hidden = std::atol(argv[i + 1]);
+    else if (flag == "--rank")
+      rank = std::atol(argv[i + 1]);
     else {
       std::fprintf(stderr, "lora_apply: unknown option %s\n", argv[i]);
       return 2;

@@ -150,7 +150,7 @@ std::string profile_text(const ocltk::ProfileDevice& device, const std::vector<E
 // A legal tiled point for lora_expand (7x65x33 falls in that class) that differs from the
 // built-in default (MWG 64, MDIMC 8, USE_LOCAL 1), so a run that ignored the profile would
 // not log it.
-const ocltk::Params kTiledPoint = {{"KWG", 16}, {"MDIMC", 2}, {"MWG", 8},  {"NDIMC", 4},
+const ocltk::Params kTiledPoint = {{"KWG", 16}, {"MDIMC", 2},     {"MWG", 8}, {"NDIMC", 4},
                                    {"NWG", 16}, {"USE_LOCAL", 0}, {"VW", 1}};
 
 // Malformed YAML whose fault sits at line 4, column 12 (the second ':' of the vendor line).
@@ -428,8 +428,8 @@ TEST_F(CliRunGemmNt, ProfileForAnotherDeviceIsIgnoredWithAWarning) {
   EXPECT_NE(err[0].find("h200.yaml"), std::string::npos) << r.describe();
   EXPECT_NE(err[0].find("NVIDIA H200"), std::string::npos) << r.describe();
   const std::vector<float> c_after = read_matrix(path("C.npy"), 7, 65);
-  EXPECT_TRUE(ocltk_test::gemm_nt_matches(o.problem, 1.0f, false, o.a.data(), 33, o.b.data(), 33, o.c_before,
-                                          c_after, 0, 65));
+  EXPECT_TRUE(
+      ocltk_test::gemm_nt_matches(o.problem, 1.0f, false, o.a.data(), 33, o.b.data(), 33, o.c_before, c_after, 0, 65));
   EXPECT_EQ(names_in(work_), (std::set<std::string>{"A.npy", "B.npy", "C.npy", "h200.yaml"}));
 }
 
@@ -530,10 +530,7 @@ const BadRunCase kBadRunCases[] = {
      },
      kAbc,
      {"A.npy", "2-D"}},
-    {"empty_operand",
-     [](const fs::path& d) { write_matrix(d / "A.npy", 0, 33, {}); },
-     kAbc,
-     {"--lhs", "(0, 33)"}},
+    {"empty_operand", [](const fs::path& d) { write_matrix(d / "A.npy", 0, 33, {}); }, kAbc, {"--lhs", "(0, 33)"}},
     {"missing_lhs_file", keep, {"--lhs", "missing.npy", "--rhs", "B.npy", "--out", "C.npy"}, {"missing.npy", "--lhs"}},
     {"lhs_is_a_folder",
      [](const fs::path& d) { fs::create_directory(d / "sub"); },
@@ -688,8 +685,8 @@ TEST_F(CliTest, NoOpenClDeviceIsADeviceFailure) {
 // profile show / validate
 
 TEST_F(CliTest, ProfileValidateAcceptsAValidProfile) {
-  write_text(path("p.yaml"), profile_text(ocltk::profile_device_of(default_device()),
-                                          {{"lora_expand", "tiled", kTiledPoint}}));
+  write_text(path("p.yaml"),
+             profile_text(ocltk::profile_device_of(default_device()), {{"lora_expand", "tiled", kTiledPoint}}));
   const CliResult r = run_cli({"profile", "validate", "p.yaml"});
   EXPECT_EQ(r.status, 0) << r.describe();
   EXPECT_EQ(lines_of(r.out).size(), 1u) << r.describe();
@@ -752,8 +749,8 @@ TEST_F(CliTest, ProfileShowPrintsEachEntry) {
 // tune (kept cheap: one class, a few candidates, one timed run each)
 
 TEST_F(CliTest, TuneWritesAValidProfileAndASummary) {
-  const CliResult r = run_cli({"tune", "--classes", "gemv", "--max-evals", "3", "--budget", "20", "--repeats", "1",
-                               "--out", "p.yaml"});
+  const CliResult r =
+      run_cli({"tune", "--classes", "gemv", "--max-evals", "3", "--budget", "20", "--repeats", "1", "--out", "p.yaml"});
   ASSERT_EQ(r.status, 0) << r.describe();
   bool summary_row = false;
   for (const std::string& line : lines_of(r.out))
@@ -818,8 +815,8 @@ TEST_F(CliTest, TuneRejectsBadOptionsAndWritesNothing) {
 // --repeats is an int inside the tuner; a count beyond its range must be refused, not
 // wrapped to a negative number of timed runs.
 TEST_F(CliTest, TuneRejectsARepeatCountBeyondRange) {
-  const CliResult r = run_cli({"tune", "--classes", "gemv", "--max-evals", "1", "--budget", "5", "--quiet",
-                               "--repeats", "3000000000", "--out", "p.yaml"});
+  const CliResult r = run_cli({"tune", "--classes", "gemv", "--max-evals", "1", "--budget", "5", "--quiet", "--repeats",
+                               "3000000000", "--out", "p.yaml"});
   EXPECT_TRUE(is_usage_error(r, {"--repeats"}));
   EXPECT_TRUE(names_in(work_).empty()) << joined(names_in(work_));
 }

@@ -8,8 +8,7 @@ namespace ocltk::tuner {
 
 std::unique_ptr<Workload> make_gemm_nt_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng);
 std::unique_ptr<Workload> make_nf4_forward_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng);
-std::unique_ptr<Workload> make_nf4_backward_workload(Runtime& rt, const std::string& shape_class,
-                                                     std::mt19937_64& rng);
+std::unique_ptr<Workload> make_nf4_backward_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng);
 
 const std::vector<FamilyTuning>& tunable_families() {
   static const std::vector<FamilyTuning> families = {

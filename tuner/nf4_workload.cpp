@@ -25,8 +25,7 @@ class Nf4Workload : public Workload {
     w_.resize(stream.size());
     dequantize_nf4(q.packed.data(), q.scales.data(), kNf4Codebook, 0, p.block_size, w_.size(), w_.data());
     offsets_.push_back(0);
-    for (std::int64_t e = 0; e < p.experts; ++e)
-      offsets_.push_back(std::uint32_t(p.rows * (e + 1) / p.experts));
+    for (std::int64_t e = 0; e < p.experts; ++e) offsets_.push_back(std::uint32_t(p.rows * (e + 1) / p.experts));
     in_width_ = forward ? p.k : p.n;
     out_width_ = forward ? p.n : p.k;
     in_.resize(std::size_t(p.rows * in_width_));
@@ -61,12 +60,14 @@ class Nf4Workload : public Workload {
     Launch launch;
     launch.event = &event;
     const Nf4Weights w{geo_, packed_.get(), 0, scales_.get(), 0, codebook_.get()};
-    Status s = forward_ ? nf4_forward_with(rt_, choice, {w, in_buf_.get(), ElementType::f32, p_.rows,
-                                                          offsets_buf_.get(), out_buf_.get(), false},
-                                           launch)
-                        : nf4_backward_with(rt_, choice, {w, in_buf_.get(), ElementType::f32, p_.rows,
-                                                           offsets_buf_.get(), out_buf_.get(), false},
-                                            launch);
+    Status s =
+        forward_
+            ? nf4_forward_with(rt_, choice,
+                               {w, in_buf_.get(), ElementType::f32, p_.rows, offsets_buf_.get(), out_buf_.get(), false},
+                               launch)
+            : nf4_backward_with(
+                  rt_, choice, {w, in_buf_.get(), ElementType::f32, p_.rows, offsets_buf_.get(), out_buf_.get(), false},
+                  launch);
     s.throw_if_error();
     const cl_int status = clWaitForEvents(1, &event);
     cl_ulong start = 0, end = 0;
@@ -127,8 +128,7 @@ bool is_cpu(const Runtime& rt) {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_nf4_forward_workload(Runtime& rt, const std::string& shape_class,
-                                                    std::mt19937_64& rng) {
+std::unique_ptr<Workload> make_nf4_forward_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng) {
   return std::make_unique<Nf4Workload>(rt, true, nf4_class_problem(shape_class, is_cpu(rt)), rng);
 }
 

@@ -106,9 +106,12 @@ class Progress {
 
 const char* to_string(Strategy s) {
   switch (s) {
-    case Strategy::kLocal: return "local";
-    case Strategy::kRandom: return "random";
-    case Strategy::kExhaustive: return "exhaustive";
+    case Strategy::kLocal:
+      return "local";
+    case Strategy::kRandom:
+      return "random";
+    case Strategy::kExhaustive:
+      return "exhaustive";
   }
   return "local";
 }
@@ -183,8 +186,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     std::map<std::string, Evaluation> seen;
     Evaluation best;
     best.time_ms = std::numeric_limits<double>::infinity();
-    const std::string prefix = "[" + std::to_string(ji + 1) + "/" + std::to_string(jobs.size()) + " " +
-                               family.name + "/" + shape_class + "]";
+    const std::string prefix =
+        "[" + std::to_string(ji + 1) + "/" + std::to_string(jobs.size()) + " " + family.name + "/" + shape_class + "]";
 
     auto out_of_budget = [&] {
       return seconds_since(class_start) >= class_budget ||
@@ -204,10 +207,10 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       if (e.ok && e.time_ms < best.time_ms) best = e;
       std::ostringstream line;
       line << prefix << " " << cr.evaluations << " evals (" << cr.rejected << " rejected), best " << std::fixed
-           << std::setprecision(3) << (best.ok ? best.time_ms : 0) << " ms ("
-           << std::setprecision(1) << (best.ok ? cr.flops / best.time_ms * 1e-6 : 0) << " GFLOP/s), "
-           << std::setprecision(0) << std::max(0.0, class_budget - seconds_since(class_start)) << " s left | "
-           << point.algorithm->name << " " << format_params(point.params) << ": "
+           << std::setprecision(3) << (best.ok ? best.time_ms : 0) << " ms (" << std::setprecision(1)
+           << (best.ok ? cr.flops / best.time_ms * 1e-6 : 0) << " GFLOP/s), " << std::setprecision(0)
+           << std::max(0.0, class_budget - seconds_since(class_start)) << " s left | " << point.algorithm->name << " "
+           << format_params(point.params) << ": "
            << (e.ok ? std::to_string(e.time_ms) + " ms" : "rejected: " + e.rejected);
       progress.update(line.str());
       return &seen.emplace(key, std::move(e)).first->second;
@@ -311,19 +314,21 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
 
 void print_summary(std::ostream& out, const TuneResult& result) {
   std::size_t problem_width = 8;
-  for (const ClassResult& c : result.classes) problem_width = std::max(problem_width, format_problem(c.problem).size() + 2);
-  out << "\n" << std::left << std::setw(14) << "kernel" << std::setw(13) << "class" << std::setw(int(problem_width))
-      << "problem" << std::right
-      << std::setw(12) << "default ms" << std::setw(12) << "best ms" << std::setw(10) << "GFLOP/s" << std::setw(10)
-      << "speed-up" << std::setw(8) << "evals" << std::setw(8) << "secs" << "  best choice\n";
+  for (const ClassResult& c : result.classes)
+    problem_width = std::max(problem_width, format_problem(c.problem).size() + 2);
+  out << "\n"
+      << std::left << std::setw(14) << "kernel" << std::setw(13) << "class" << std::setw(int(problem_width))
+      << "problem" << std::right << std::setw(12) << "default ms" << std::setw(12) << "best ms" << std::setw(10)
+      << "GFLOP/s" << std::setw(10) << "speed-up" << std::setw(8) << "evals" << std::setw(8) << "secs"
+      << "  best choice\n";
   for (const ClassResult& c : result.classes) {
     out << std::left << std::setw(14) << c.kernel << std::setw(13) << c.shape_class << std::setw(int(problem_width))
-        << format_problem(c.problem) << std::right << std::fixed
-        << std::setprecision(3) << std::setw(12) << (c.builtin.ok ? c.builtin.time_ms : 0.0) << std::setw(12)
-        << (c.best.ok ? c.best.time_ms : 0.0) << std::setprecision(1) << std::setw(10)
-        << (c.best.ok ? c.flops / c.best.time_ms * 1e-6 : 0.0) << std::setprecision(2) << std::setw(9)
-        << c.speedup() << "x" << std::setw(8) << c.evaluations << std::setprecision(0) << std::setw(8) << c.seconds
-        << "  " << (c.best.ok ? c.best.algorithm + " " + format_params(c.best.params) : "none verified") << "\n";
+        << format_problem(c.problem) << std::right << std::fixed << std::setprecision(3) << std::setw(12)
+        << (c.builtin.ok ? c.builtin.time_ms : 0.0) << std::setw(12) << (c.best.ok ? c.best.time_ms : 0.0)
+        << std::setprecision(1) << std::setw(10) << (c.best.ok ? c.flops / c.best.time_ms * 1e-6 : 0.0)
+        << std::setprecision(2) << std::setw(9) << c.speedup() << "x" << std::setw(8) << c.evaluations
+        << std::setprecision(0) << std::setw(8) << c.seconds << "  "
+        << (c.best.ok ? c.best.algorithm + " " + format_params(c.best.params) : "none verified") << "\n";
   }
   out << "tuned in " << std::fixed << std::setprecision(1) << result.seconds << " s\n";
 }

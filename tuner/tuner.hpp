@@ -27,9 +27,9 @@ std::optional<Strategy> parse_strategy(const std::string& name);
 
 struct TuneOptions {
   Strategy strategy = Strategy::kLocal;
-  double budget_seconds = 180;   // whole run; split evenly over the classes still to tune
-  std::int64_t max_evals = 0;    // per class; 0 = no limit besides the budget
-  int repeats = 5;               // timed runs per candidate (median), after one warm-up
+  double budget_seconds = 180;  // whole run; split evenly over the classes still to tune
+  std::int64_t max_evals = 0;   // per class; 0 = no limit besides the budget
+  int repeats = 5;              // timed runs per candidate (median), after one warm-up
   std::uint64_t seed = 1;
   std::vector<std::string> kernels;  // empty: every tunable family
   std::vector<std::string> classes;  // empty: every class; else only these (where a family has them)

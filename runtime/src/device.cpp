@@ -101,7 +101,7 @@ DeviceInfo select_device(const std::string& selector_arg) {
   }
   const std::vector<DeviceInfo> devices = list_devices();
   if (devices.empty())
-    throw Error(ErrorCode::kNotFound,
+    throw Error(ErrorCode::kDevice,
                 "no OpenCL device found: install an OpenCL driver (e.g. the pocl-opencl-icd package) and check "
                 "/etc/OpenCL/vendors");
   if (selector.empty()) {
@@ -111,8 +111,8 @@ DeviceInfo select_device(const std::string& selector_arg) {
   }
   const bool numeric = std::all_of(selector.begin(), selector.end(), [](unsigned char c) { return std::isdigit(c); });
   if (numeric) {
-    const unsigned long index = std::stoul(selector);
-    if (index < devices.size()) return devices[index];
+    // Compared as text first: an index too long for any integer type names no device.
+    if (selector.size() <= 9 && std::stoul(selector) < devices.size()) return devices[std::stoul(selector)];
     throw Error(ErrorCode::kNotFound, origin + " '" + selector + "': no device with that index (" +
                                           std::to_string(devices.size()) + " found; see `ocltk devices`)");
   }

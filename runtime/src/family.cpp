@@ -29,7 +29,7 @@ BuiltinChoice KernelFamily::builtin_for(const std::string& shape_class) const {
 
 const std::vector<const KernelFamily*>& kernel_families() {
   static const std::vector<const KernelFamily*> families = {&gemm_nt_family(), &nf4_forward_family(),
-                                                               &nf4_backward_family()};
+                                                            &nf4_backward_family()};
   return families;
 }
 

@@ -9,18 +9,8 @@
 namespace ocltk {
 namespace {
 
-int at(const Params& p, const char* name) { return p.at(name); }
-
-Constraint rule(std::string name, std::function<bool(const Params&)> holds) {
-  return {std::move(name), false, [holds](const Params& p, const DeviceLimits&) { return holds(p); }};
-}
-
-Constraint device_rule(std::string name, std::function<bool(const Params&, const DeviceLimits&)> holds) {
-  return {std::move(name), true, std::move(holds)};
-}
-
-std::size_t dim(const DeviceLimits& l, std::size_t i) {
-  return i < l.max_work_item_sizes.size() ? l.max_work_item_sizes[i] : 1;
+Constraint constraint(std::string name, std::function<bool(const Params&)> holds) {
+  return {std::move(name), std::move(holds)};
 }
 
 AlgorithmSpec tiled_algorithm() {
@@ -37,36 +27,30 @@ AlgorithmSpec tiled_algorithm() {
       {"USE_LOCAL", 1, {0, 1}, "stage A and B tiles through local memory"},
   };
   a.constraints = {
-      rule("MWG % MDIMC == 0", [](const Params& p) { return at(p, "MWG") % at(p, "MDIMC") == 0; }),
-      rule("NWG % NDIMC == 0", [](const Params& p) { return at(p, "NWG") % at(p, "NDIMC") == 0; }),
-      rule("MWG / MDIMC <= 8 (outputs per work-item along M)",
-           [](const Params& p) { return at(p, "MWG") / at(p, "MDIMC") <= 8; }),
-      rule("NWG / NDIMC <= 8 (outputs per work-item along N)",
-           [](const Params& p) { return at(p, "NWG") / at(p, "NDIMC") <= 8; }),
-      rule("MWG / MDIMC * NWG / NDIMC * VW <= 256 (accumulator registers)",
-           [](const Params& p) {
-             return (at(p, "MWG") / at(p, "MDIMC")) * (at(p, "NWG") / at(p, "NDIMC")) * at(p, "VW") <= 256;
-           }),
-      rule("USE_LOCAL == 0 implies KWG == 16 (KWG is unused without local memory)",
-           [](const Params& p) { return at(p, "USE_LOCAL") == 1 || at(p, "KWG") == 16; }),
-      rule("KWG % VW == 0", [](const Params& p) { return at(p, "KWG") % at(p, "VW") == 0; }),
-      device_rule("MDIMC * NDIMC <= device max work-group size",
-                  [](const Params& p, const DeviceLimits& l) {
-                    return std::size_t(at(p, "MDIMC") * at(p, "NDIMC")) <= l.max_work_group_size &&
-                           std::size_t(at(p, "NDIMC")) <= dim(l, 0) && std::size_t(at(p, "MDIMC")) <= dim(l, 1);
-                  }),
+      constraint("MWG % MDIMC == 0", [](const Params& p) { return param(p, "MWG") % param(p, "MDIMC") == 0; }),
+      constraint("NWG % NDIMC == 0", [](const Params& p) { return param(p, "NWG") % param(p, "NDIMC") == 0; }),
+      constraint("MWG / MDIMC <= 8 (outputs per work-item along M)",
+                 [](const Params& p) { return param(p, "MWG") / param(p, "MDIMC") <= 8; }),
+      constraint("NWG / NDIMC <= 8 (outputs per work-item along N)",
+                 [](const Params& p) { return param(p, "NWG") / param(p, "NDIMC") <= 8; }),
+      constraint("MWG / MDIMC * NWG / NDIMC * VW <= 256 (accumulator registers)",
+                 [](const Params& p) {
+                   return (param(p, "MWG") / param(p, "MDIMC")) * (param(p, "NWG") / param(p, "NDIMC")) *
+                              param(p, "VW") <=
+                          256;
+                 }),
+      constraint("USE_LOCAL == 0 implies KWG == 16 (KWG is unused without local memory)",
+                 [](const Params& p) { return param(p, "USE_LOCAL") == 1 || param(p, "KWG") == 16; }),
+      constraint("KWG % VW == 0", [](const Params& p) { return param(p, "KWG") % param(p, "VW") == 0; }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
-    if (!at(p, "USE_LOCAL")) return 0;
-    const int stride = at(p, "KWG") + (at(p, "VW") == 1 ? 1 : 0);
-    return 4ull * stride * (at(p, "MWG") + at(p, "NWG"));
+    if (!param(p, "USE_LOCAL")) return 0;
+    const int stride = param(p, "KWG") + (param(p, "VW") == 1 ? 1 : 0);
+    return 4ull * stride * (param(p, "MWG") + param(p, "NWG"));
   };
-  a.constraints.push_back(device_rule("local memory within the device limit", [f = a.local_mem_bytes](
-                                                                                  const Params& p,
-                                                                                  const DeviceLimits& l) {
-    return f(p) <= l.local_mem_bytes;
-  }));
-  a.work_group_size = [](const Params& p) -> std::size_t { return std::size_t(at(p, "MDIMC") * at(p, "NDIMC")); };
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> {
+    return {std::size_t(param(p, "NDIMC")), std::size_t(param(p, "MDIMC"))};
+  };
   return a;
 }
 
@@ -83,26 +67,18 @@ AlgorithmSpec reduce_algorithm() {
       {"KWG", 512, {128, 512}, "K columns per local-memory stage (USE_LOCAL only)"},
   };
   a.constraints = {
-      rule("WGS % RW == 0", [](const Params& p) { return at(p, "WGS") % at(p, "RW") == 0; }),
-      rule("TR * VW <= 64 (accumulator registers)", [](const Params& p) { return at(p, "TR") * at(p, "VW") <= 64; }),
-      rule("USE_LOCAL == 0 implies KWG == 512 (KWG is unused without local memory)",
-           [](const Params& p) { return at(p, "USE_LOCAL") == 1 || at(p, "KWG") == 512; }),
-      rule("KWG % (RW * VW) == 0", [](const Params& p) { return at(p, "KWG") % (at(p, "RW") * at(p, "VW")) == 0; }),
-      device_rule("WGS <= device max work-group size",
-                  [](const Params& p, const DeviceLimits& l) {
-                    return std::size_t(at(p, "WGS")) <= l.max_work_group_size &&
-                           std::size_t(at(p, "WGS")) <= dim(l, 0);
-                  }),
+      constraint("WGS % RW == 0", [](const Params& p) { return param(p, "WGS") % param(p, "RW") == 0; }),
+      constraint("TR * VW <= 64 (accumulator registers)",
+                 [](const Params& p) { return param(p, "TR") * param(p, "VW") <= 64; }),
+      constraint("USE_LOCAL == 0 implies KWG == 512 (KWG is unused without local memory)",
+                 [](const Params& p) { return param(p, "USE_LOCAL") == 1 || param(p, "KWG") == 512; }),
+      constraint("KWG % (RW * VW) == 0",
+                 [](const Params& p) { return param(p, "KWG") % (param(p, "RW") * param(p, "VW")) == 0; }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
-    return 4ull * at(p, "TR") * (at(p, "WGS") + (at(p, "USE_LOCAL") ? at(p, "KWG") : 0));
+    return 4ull * param(p, "TR") * (param(p, "WGS") + (param(p, "USE_LOCAL") ? param(p, "KWG") : 0));
   };
-  a.constraints.push_back(device_rule("local memory within the device limit", [f = a.local_mem_bytes](
-                                                                                  const Params& p,
-                                                                                  const DeviceLimits& l) {
-    return f(p) <= l.local_mem_bytes;
-  }));
-  a.work_group_size = [](const Params& p) -> std::size_t { return std::size_t(at(p, "WGS")); };
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
   return a;
 }
 
@@ -120,34 +96,29 @@ AlgorithmSpec xgemm_algorithm() {
       {"VWN", 4, {1, 2, 4}, "vector width of the local reads along N"},
   };
   a.constraints = {
-      rule("MWG % (MDIMC * VWM) == 0",
-           [](const Params& p) { return at(p, "MWG") % (at(p, "MDIMC") * at(p, "VWM")) == 0; }),
-      rule("NWG % (NDIMC * VWN) == 0",
-           [](const Params& p) { return at(p, "NWG") % (at(p, "NDIMC") * at(p, "VWN")) == 0; }),
-      rule("MWG / MDIMC * NWG / NDIMC <= 64 (accumulator registers)",
-           [](const Params& p) { return (at(p, "MWG") / at(p, "MDIMC")) * (at(p, "NWG") / at(p, "NDIMC")) <= 64; }),
-      rule("MDIMC * NDIMC >= 64 (enough work-items to stage the tiles)",
-           [](const Params& p) { return at(p, "MDIMC") * at(p, "NDIMC") >= 64; }),
-      rule("tiles split evenly into 4-wide loads: (MWG * KWG / 4) % (MDIMC * NDIMC) == 0, same for NWG",
-           [](const Params& p) {
-             const int wgs = at(p, "MDIMC") * at(p, "NDIMC");
-             return (at(p, "MWG") * at(p, "KWG") / 4) % wgs == 0 && (at(p, "NWG") * at(p, "KWG") / 4) % wgs == 0;
-           }),
-      device_rule("MDIMC * NDIMC <= device max work-group size",
-                  [](const Params& p, const DeviceLimits& l) {
-                    return std::size_t(at(p, "MDIMC") * at(p, "NDIMC")) <= l.max_work_group_size &&
-                           std::size_t(at(p, "NDIMC")) <= dim(l, 0) && std::size_t(at(p, "MDIMC")) <= dim(l, 1);
-                  }),
+      constraint("MWG % (MDIMC * VWM) == 0",
+                 [](const Params& p) { return param(p, "MWG") % (param(p, "MDIMC") * param(p, "VWM")) == 0; }),
+      constraint("NWG % (NDIMC * VWN) == 0",
+                 [](const Params& p) { return param(p, "NWG") % (param(p, "NDIMC") * param(p, "VWN")) == 0; }),
+      constraint("MWG / MDIMC * NWG / NDIMC <= 64 (accumulator registers)",
+                 [](const Params& p) {
+                   return (param(p, "MWG") / param(p, "MDIMC")) * (param(p, "NWG") / param(p, "NDIMC")) <= 64;
+                 }),
+      constraint("MDIMC * NDIMC >= 64 (enough work-items to stage the tiles)",
+                 [](const Params& p) { return param(p, "MDIMC") * param(p, "NDIMC") >= 64; }),
+      constraint("tiles split evenly into 4-wide loads: (MWG * KWG / 4) % (MDIMC * NDIMC) == 0, same for NWG",
+                 [](const Params& p) {
+                   const int wgs = param(p, "MDIMC") * param(p, "NDIMC");
+                   return (param(p, "MWG") * param(p, "KWG") / 4) % wgs == 0 &&
+                          (param(p, "NWG") * param(p, "KWG") / 4) % wgs == 0;
+                 }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
-    return 4ull * at(p, "KWG") * (at(p, "MWG") + at(p, "NWG"));
+    return 4ull * param(p, "KWG") * (param(p, "MWG") + param(p, "NWG"));
   };
-  a.constraints.push_back(device_rule("local memory within the device limit", [f = a.local_mem_bytes](
-                                                                                  const Params& p,
-                                                                                  const DeviceLimits& l) {
-    return f(p) <= l.local_mem_bytes;
-  }));
-  a.work_group_size = [](const Params& p) -> std::size_t { return std::size_t(at(p, "MDIMC") * at(p, "NDIMC")); };
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> {
+    return {std::size_t(param(p, "NDIMC")), std::size_t(param(p, "MDIMC"))};
+  };
   return a;
 }
 
@@ -168,11 +139,7 @@ const KernelFamily& gemm_nt_family() {
         {"large", "everything else"},
     };
     f.builtin = {
-        {"reduce", {}},
-        {"reduce", {{"TR", 4}}},
-        {"tiled", {}},
-        {"reduce", {{"TR", 4}}},
-        {"tiled", {}},
+        {"reduce", {}}, {"reduce", {{"TR", 4}}}, {"tiled", {}}, {"reduce", {{"TR", 4}}}, {"tiled", {}},
     };
     return f;
   }();
@@ -199,13 +166,13 @@ GemmProblem gemm_nt_class_problem(const std::string& shape_class, bool cpu_devic
 LaunchGeometry gemm_nt_geometry(const std::string& algorithm, const Params& p, const GemmProblem& problem) {
   LaunchGeometry g;
   if (algorithm == "tiled" || algorithm == "xgemm") {
-    g.tile_m = at(p, "MWG");
-    g.tile_n = at(p, "NWG");
-    g.local = {std::size_t(at(p, "NDIMC")), std::size_t(at(p, "MDIMC"))};
+    g.tile_m = param(p, "MWG");
+    g.tile_n = param(p, "NWG");
+    g.local = {std::size_t(param(p, "NDIMC")), std::size_t(param(p, "MDIMC"))};
   } else if (algorithm == "reduce") {
-    g.tile_m = at(p, "TR");
-    g.tile_n = at(p, "WGS") / at(p, "RW");
-    g.local = {std::size_t(at(p, "WGS")), 1};
+    g.tile_m = param(p, "TR");
+    g.tile_n = param(p, "WGS") / param(p, "RW");
+    g.local = {std::size_t(param(p, "WGS")), 1};
   } else {
     throw Error(ErrorCode::kNotFound, "gemm_nt has no algorithm '" + algorithm + "'");
   }

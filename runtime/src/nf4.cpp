@@ -11,32 +11,8 @@
 namespace ocltk {
 namespace {
 
-int at(const Params& p, const char* name) { return p.at(name); }
-
-Constraint rule(std::string name, std::function<bool(const Params&)> holds) {
-  return {std::move(name), false, [holds](const Params& p, const DeviceLimits&) { return holds(p); }};
-}
-
-Constraint device_rule(std::string name, std::function<bool(const Params&, const DeviceLimits&)> holds) {
-  return {std::move(name), true, std::move(holds)};
-}
-
-std::size_t dim(const DeviceLimits& l, std::size_t i) {
-  return i < l.max_work_item_sizes.size() ? l.max_work_item_sizes[i] : 1;
-}
-
-void add_device_rules(AlgorithmSpec& a, bool two_d) {
-  a.constraints.push_back(device_rule("workgroup within the device limits", [two_d](const Params& p,
-                                                                                     const DeviceLimits& l) {
-    if (two_d)
-      return std::size_t(at(p, "MDIMC") * at(p, "NDIMC")) <= l.max_work_group_size &&
-             std::size_t(at(p, "NDIMC")) <= dim(l, 0) && std::size_t(at(p, "MDIMC")) <= dim(l, 1);
-    return std::size_t(at(p, "WGS")) <= l.max_work_group_size && std::size_t(at(p, "WGS")) <= dim(l, 0);
-  }));
-  a.constraints.push_back(device_rule("local memory within the device limit",
-                                      [f = a.local_mem_bytes](const Params& p, const DeviceLimits& l) {
-                                        return f(p) <= l.local_mem_bytes;
-                                      }));
+Constraint constraint(std::string name, std::function<bool(const Params&)> holds) {
+  return {std::move(name), std::move(holds)};
 }
 
 AlgorithmSpec forward_fused_algorithm() {
@@ -51,15 +27,15 @@ AlgorithmSpec forward_fused_algorithm() {
       {"KWG", 512, {256, 512, 1024, 2048}, "input columns staged in local memory per step"},
   };
   a.constraints = {
-      rule("WGS % RW == 0", [](const Params& p) { return at(p, "WGS") % at(p, "RW") == 0; }),
-      rule("KWG % (RW * VW) == 0", [](const Params& p) { return at(p, "KWG") % (at(p, "RW") * at(p, "VW")) == 0; }),
-      rule("TR * VW <= 256 (registers)", [](const Params& p) { return at(p, "TR") * at(p, "VW") <= 256; }),
+      constraint("WGS % RW == 0", [](const Params& p) { return param(p, "WGS") % param(p, "RW") == 0; }),
+      constraint("KWG % (RW * VW) == 0",
+                 [](const Params& p) { return param(p, "KWG") % (param(p, "RW") * param(p, "VW")) == 0; }),
+      constraint("TR * VW <= 256 (registers)", [](const Params& p) { return param(p, "TR") * param(p, "VW") <= 256; }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
-    return 4ull * (16 + at(p, "TR") * (at(p, "KWG") + at(p, "WGS")));
+    return 4ull * (16 + param(p, "TR") * (param(p, "KWG") + param(p, "WGS")));
   };
-  a.work_group_size = [](const Params& p) -> std::size_t { return std::size_t(at(p, "WGS")); };
-  add_device_rules(a, false);
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
   return a;
 }
 
@@ -75,15 +51,15 @@ AlgorithmSpec backward_fused_algorithm() {
       {"NWG", 64, {32, 64, 128, 256}, "values of n of the gradient rows staged in local memory per step"},
   };
   a.constraints = {
-      rule("WGS % RW == 0", [](const Params& p) { return at(p, "WGS") % at(p, "RW") == 0; }),
-      rule("NWG % RW == 0", [](const Params& p) { return at(p, "NWG") % at(p, "RW") == 0; }),
-      rule("TR * VW <= 128 (accumulator registers)", [](const Params& p) { return at(p, "TR") * at(p, "VW") <= 128; }),
+      constraint("WGS % RW == 0", [](const Params& p) { return param(p, "WGS") % param(p, "RW") == 0; }),
+      constraint("NWG % RW == 0", [](const Params& p) { return param(p, "NWG") % param(p, "RW") == 0; }),
+      constraint("TR * VW <= 128 (accumulator registers)",
+                 [](const Params& p) { return param(p, "TR") * param(p, "VW") <= 128; }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
-    return 4ull * (16 + at(p, "TR") * at(p, "NWG") + at(p, "WGS") * at(p, "VW"));
+    return 4ull * (16 + param(p, "TR") * param(p, "NWG") + param(p, "WGS") * param(p, "VW"));
   };
-  a.work_group_size = [](const Params& p) -> std::size_t { return std::size_t(at(p, "WGS")); };
-  add_device_rules(a, false);
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
   return a;
 }
 
@@ -99,16 +75,19 @@ AlgorithmSpec tiled_algorithm() {
       {"NDIMC", 8, {4, 8, 16}, "work-items along the output columns"},
   };
   a.constraints = {
-      rule("MWG % MDIMC == 0", [](const Params& p) { return at(p, "MWG") % at(p, "MDIMC") == 0; }),
-      rule("NWG % NDIMC == 0", [](const Params& p) { return at(p, "NWG") % at(p, "NDIMC") == 0; }),
-      rule("MWG / MDIMC * NWG / NDIMC <= 64 (accumulator registers)",
-           [](const Params& p) { return (at(p, "MWG") / at(p, "MDIMC")) * (at(p, "NWG") / at(p, "NDIMC")) <= 64; }),
+      constraint("MWG % MDIMC == 0", [](const Params& p) { return param(p, "MWG") % param(p, "MDIMC") == 0; }),
+      constraint("NWG % NDIMC == 0", [](const Params& p) { return param(p, "NWG") % param(p, "NDIMC") == 0; }),
+      constraint("MWG / MDIMC * NWG / NDIMC <= 64 (accumulator registers)",
+                 [](const Params& p) {
+                   return (param(p, "MWG") / param(p, "MDIMC")) * (param(p, "NWG") / param(p, "NDIMC")) <= 64;
+                 }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
-    return 4ull * (16 + (at(p, "MWG") + at(p, "NWG")) * (at(p, "KWG") + 1));
+    return 4ull * (16 + (param(p, "MWG") + param(p, "NWG")) * (param(p, "KWG") + 1));
   };
-  a.work_group_size = [](const Params& p) -> std::size_t { return std::size_t(at(p, "MDIMC") * at(p, "NDIMC")); };
-  add_device_rules(a, true);
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> {
+    return {std::size_t(param(p, "NDIMC")), std::size_t(param(p, "MDIMC"))};
+  };
   return a;
 }
 
@@ -150,7 +129,8 @@ void check_buffer(Runtime& rt, const std::string& who, const char* name, cl_mem 
 
 void check_weights(Runtime& rt, const std::string& who, const Nf4Weights& w) {
   w.geometry.validate(who);
-  check_buffer(rt, who, "packed", w.packed, w.geometry.packed_bytes() ? double(w.packed_offset) + w.geometry.packed_bytes() : 0);
+  check_buffer(rt, who, "packed", w.packed,
+               w.geometry.packed_bytes() ? double(w.packed_offset) + w.geometry.packed_bytes() : 0);
   check_buffer(rt, who, "scales", w.scales,
                w.geometry.scale_count() ? 4.0 * (double(w.scales_offset) + w.geometry.scale_count()) : 0);
   if (w.codebook == nullptr) throw invalid(who + ": buffer codebook is null (16 f32 values are always required)");
@@ -159,9 +139,8 @@ void check_weights(Runtime& rt, const std::string& who, const Nf4Weights& w) {
 
 // Shared by both directions: rows, activations in (width in_width), out (width out_width).
 void check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, std::int64_t rows, cl_mem in,
-                     const char* in_name, std::size_t in_esize, std::int64_t in_width, cl_mem out,
-                     const char* out_name, std::size_t out_esize, std::int64_t out_width, cl_mem offsets,
-                     bool validate_offsets) {
+                     const char* in_name, std::size_t in_esize, std::int64_t in_width, cl_mem out, const char* out_name,
+                     std::size_t out_esize, std::int64_t out_width, cl_mem offsets, bool validate_offsets) {
   check_weights(rt, who, w);
   const Nf4Geometry& g = w.geometry;
   if (rows < 0) throw invalid(who + ": rows = " + std::to_string(rows) + " is negative");
@@ -175,9 +154,9 @@ void check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, s
   check_buffer(rt, who, out_name, out, double(rows) * out_width * out_esize);
   if (validate_offsets) {
     std::vector<std::uint32_t> host(std::size_t(g.experts + 1));
-    check_cl(clEnqueueReadBuffer(rt.queue().get(), offsets, CL_TRUE, 0, host.size() * 4, host.data(), 0, nullptr,
-                                 nullptr),
-             who + ": reading the offsets back");
+    check_cl(
+        clEnqueueReadBuffer(rt.queue().get(), offsets, CL_TRUE, 0, host.size() * 4, host.data(), 0, nullptr, nullptr),
+        who + ": reading the offsets back");
     validate_nf4_offsets(host.data(), host.size(), g.experts, rows, who);
   }
 }
@@ -194,8 +173,7 @@ struct Direction {
 void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& choice, const Nf4Weights& w,
                        std::int64_t rows, cl_mem offsets, const Direction& d, const Launch& launch_options) {
   const AlgorithmSpec* algorithm = family.find_algorithm(choice.algorithm);
-  if (algorithm == nullptr)
-    throw invalid(family.name + " has no algorithm '" + choice.algorithm + "'");
+  if (algorithm == nullptr) throw invalid(family.name + " has no algorithm '" + choice.algorithm + "'");
   Choice used = choice;
   used.kernel = family.name;
   used.params = algorithm->complete(choice.params);
@@ -230,15 +208,16 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
     std::size_t local[2], groups0;
     std::int64_t groups1;
     if (tiled) {
-      local[0] = std::size_t(at(p, "NDIMC"));
-      local[1] = std::size_t(at(p, "MDIMC"));
+      local[0] = std::size_t(param(p, "NDIMC"));
+      local[1] = std::size_t(param(p, "MDIMC"));
       const std::int64_t cols = d.forward ? g.out_features : g.in_features;
-      groups0 = std::size_t(ceil_div(cols, at(p, "NWG")));
-      groups1 = ceil_div(rows, at(p, "MWG")) + g.experts;  // upper bound on (expert, row tile) pairs
+      groups0 = std::size_t(ceil_div(cols, param(p, "NWG")));
+      groups1 = ceil_div(rows, param(p, "MWG")) + g.experts;  // upper bound on (expert, row tile) pairs
     } else {
-      local[0] = std::size_t(at(p, "WGS"));
+      local[0] = std::size_t(param(p, "WGS"));
       local[1] = 1;
-      const std::int64_t per_group = d.forward ? at(p, "WGS") / at(p, "RW") : at(p, "WGS") / at(p, "RW") * at(p, "VW");
+      const std::int64_t per_group =
+          d.forward ? param(p, "WGS") / param(p, "RW") : param(p, "WGS") / param(p, "RW") * param(p, "VW");
       groups0 = std::size_t(ceil_div(d.forward ? g.out_features : g.in_features, per_group));
       groups1 = g.experts;
     }
@@ -343,16 +322,14 @@ Nf4Problem nf4_class_problem(const std::string& shape_class, bool cpu_device) {
 Status check_nf4_forward(Runtime& rt, const Nf4ForwardArgs& a) {
   return guard([&] {
     check_segmented(rt, "nf4_forward", a.w, a.rows, a.input, "input", element_size(a.type), a.w.geometry.in_features,
-                    a.output, "output", element_size(a.type), a.w.geometry.out_features, a.offsets,
-                    a.validate_offsets);
+                    a.output, "output", element_size(a.type), a.w.geometry.out_features, a.offsets, a.validate_offsets);
   });
 }
 
 Status check_nf4_backward(Runtime& rt, const Nf4BackwardArgs& a) {
   return guard([&] {
-    check_segmented(rt, "nf4_backward", a.w, a.rows, a.grad, "grad", element_size(a.type),
-                    a.w.geometry.out_features, a.grad_input, "grad_input", 4, a.w.geometry.in_features, a.offsets,
-                    a.validate_offsets);
+    check_segmented(rt, "nf4_backward", a.w, a.rows, a.grad, "grad", element_size(a.type), a.w.geometry.out_features,
+                    a.grad_input, "grad_input", 4, a.w.geometry.in_features, a.offsets, a.validate_offsets);
   });
 }
 

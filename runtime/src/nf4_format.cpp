@@ -8,17 +8,31 @@
 
 namespace ocltk {
 
-const std::array<float, 16> kNf4Codebook = {
-    -1.0f,        -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
-    -0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
-    0.07958029955625534f,  0.16093020141124725f,  0.24611230194568634f,  0.33791524171829224f,
-    0.44070982933044434f,  0.5626170039176941f,   0.7229568362236023f,   1.0f};
+const std::array<float, 16> kNf4Codebook = {-1.0f,
+                                            -0.6961928009986877f,
+                                            -0.5250730514526367f,
+                                            -0.39491748809814453f,
+                                            -0.28444138169288635f,
+                                            -0.18477343022823334f,
+                                            -0.09105003625154495f,
+                                            0.0f,
+                                            0.07958029955625534f,
+                                            0.16093020141124725f,
+                                            0.24611230194568634f,
+                                            0.33791524171829224f,
+                                            0.44070982933044434f,
+                                            0.5626170039176941f,
+                                            0.7229568362236023f,
+                                            1.0f};
 
 const char* to_string(ElementType type) {
   switch (type) {
-    case ElementType::f32: return "f32";
-    case ElementType::f16: return "f16";
-    case ElementType::bf16: return "bf16";
+    case ElementType::f32:
+      return "f32";
+    case ElementType::f16:
+      return "f16";
+    case ElementType::bf16:
+      return "bf16";
   }
   return "?";
 }
@@ -48,8 +62,8 @@ void Nf4Geometry::validate(const std::string& who) const {
     return;
   }
   if (out_features < 1 || in_features < 1)
-    fail("out_features (N) = " + std::to_string(out_features) + " and in_features (K) = " +
-         std::to_string(in_features) + " must be at least 1");
+    fail("out_features (N) = " + std::to_string(out_features) +
+         " and in_features (K) = " + std::to_string(in_features) + " must be at least 1");
   if (out_features >= kNf4MaxDim || in_features >= kNf4MaxDim)
     fail("N = " + std::to_string(out_features) + ", K = " + std::to_string(in_features) +
          ": each must be below 2^30 (32-bit indexing within a row)");
@@ -124,8 +138,10 @@ Nf4Packed quantize_nf4(const float* w, std::size_t count, std::int64_t block_siz
 }
 
 Nf4Packed quantize_nf4(const std::uint16_t* w, ElementType type, std::size_t count, std::int64_t block_size) {
-  if (type == ElementType::f16) return quantize_with(count, block_size, [w](std::size_t i) { return half_to_float(w[i]); });
-  if (type == ElementType::bf16) return quantize_with(count, block_size, [w](std::size_t i) { return bf16_to_float(w[i]); });
+  if (type == ElementType::f16)
+    return quantize_with(count, block_size, [w](std::size_t i) { return half_to_float(w[i]); });
+  if (type == ElementType::bf16)
+    return quantize_with(count, block_size, [w](std::size_t i) { return bf16_to_float(w[i]); });
   throw Error(ErrorCode::kInvalidArgument, "quantize_nf4: 16-bit input must be f16 or bf16");
 }
 
@@ -167,9 +183,9 @@ std::uint16_t float_to_half(float f) {
   const std::uint32_t ax = x & 0x7FFFFFFFu;
   if (ax >= 0x7F800000u) return sign | (ax > 0x7F800000u ? 0x7E00 : 0x7C00);
   if (ax >= 0x477FF000u) return sign | 0x7C00;  // rounds to >= 65520: infinity
-  if (ax < 0x38800000u) {                        // below 2^-14: subnormal or zero
+  if (ax < 0x38800000u) {                       // below 2^-14: subnormal or zero
     const float a = std::fabs(f);
-    const float scaled = a * 16777216.0f;  // units of 2^-24, exact
+    const float scaled = a * 16777216.0f;                 // units of 2^-24, exact
     return sign | std::uint16_t(std::nearbyint(scaled));  // default rounding: nearest even
   }
   const std::uint32_t mant = ax & 0x7FFFFFu;

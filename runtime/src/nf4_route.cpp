@@ -15,7 +15,7 @@ const AlgorithmSpec& route_algorithm() {
     a.name = "route";
     a.source_name = "nf4_route.cl";
     a.local_mem_bytes = [](const Params&) -> std::uint64_t { return 0; };
-    a.work_group_size = [](const Params&) -> std::size_t { return 1; };
+    a.local_size = [](const Params&) -> std::array<std::size_t, 2> { return {1, 1}; };
     return a;
   }();
   return spec;
@@ -61,8 +61,8 @@ class Sequence {
       const cl_uint waits = last_ ? 1 : cl_uint(options_.wait_for.size());
       const cl_event* list = last_ ? &last_ : (options_.wait_for.empty() ? nullptr : options_.wait_for.data());
       cl_event event = nullptr;
-      const cl_int status = clEnqueueNDRangeKernel(queue_, kernel, g1 > 1 ? 2 : 1, nullptr, global, nullptr, waits,
-                                                   list, &event);
+      const cl_int status =
+          clEnqueueNDRangeKernel(queue_, kernel, g1 > 1 ? 2 : 1, nullptr, global, nullptr, waits, list, &event);
       if (last_) clReleaseEvent(last_);
       last_ = event;
       check_cl(status, "clEnqueueNDRangeKernel(" + name + ")");
@@ -131,8 +131,8 @@ Status scatter_rows(Runtime& rt, const ScatterArgs& a, const Launch& launch) {
     const cl_int N = cl_int(a.features), T = cl_int(a.tokens), top_k = cl_int(a.top_k), y_rows = cl_int(a.y_rows),
                  type = cl_int(a.type);
     Sequence seq(rt, launch);
-    seq.run("nf4_route_scatter", std::size_t(N), std::size_t(T), N, T, top_k, y_rows, type, a.y, a.pair_row,
-            a.weights, a.output);
+    seq.run("nf4_route_scatter", std::size_t(N), std::size_t(T), N, T, top_k, y_rows, type, a.y, a.pair_row, a.weights,
+            a.output);
     seq.finish();
   });
 }

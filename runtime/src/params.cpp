@@ -45,11 +45,28 @@ Params AlgorithmSpec::complete(const Params& partial) const {
   return out;
 }
 
+std::size_t AlgorithmSpec::work_group_size(const Params& p) const {
+  const std::array<std::size_t, 2> local = local_size(p);
+  return local[0] * local[1];
+}
+
 std::optional<std::string> AlgorithmSpec::violation(const Params& p, const DeviceLimits* limits) const {
-  for (const Constraint& c : constraints) {
-    if (c.needs_device && limits == nullptr) continue;
-    if (!c.holds(p, limits ? *limits : DeviceLimits{})) return c.name;
+  for (const Constraint& c : constraints)
+    if (!c.holds(p)) return c.name;
+  if (limits == nullptr) return std::nullopt;
+  const std::array<std::size_t, 2> local = local_size(p);
+  if (local[0] * local[1] > limits->max_work_group_size)
+    return "workgroup of " + std::to_string(local[0] * local[1]) + " work-items exceeds the device's " +
+           std::to_string(limits->max_work_group_size);
+  for (std::size_t d = 0; d < local.size(); ++d) {
+    const std::size_t max_d = d < limits->max_work_item_sizes.size() ? limits->max_work_item_sizes[d] : 1;
+    if (local[d] > max_d)
+      return "workgroup dimension " + std::to_string(d) + " of " + std::to_string(local[d]) + " exceeds the device's " +
+             std::to_string(max_d);
   }
+  if (local_mem_bytes && local_mem_bytes(p) > limits->local_mem_bytes)
+    return "local memory of " + std::to_string(local_mem_bytes(p)) + " bytes exceeds the device's " +
+           std::to_string(limits->local_mem_bytes);
   return std::nullopt;
 }
 

@@ -1,5 +1,6 @@
 #include "ocltk/profile.hpp"
 
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -9,7 +10,6 @@
 #include <iomanip>
 #include <set>
 #include <sstream>
-#include <unistd.h>
 
 #include "ocltk/device.hpp"
 #include "ocltk/family.hpp"
@@ -57,8 +57,8 @@ class Decoder {
   explicit Decoder(std::string name) : name_(std::move(name)) {}
 
   [[noreturn]] void fail(const YAML::Mark& mark, const std::string& message) const {
-    throw Error(ErrorCode::kProfile, name_ + ":" + std::to_string(mark.line + 1) + ":" +
-                                         std::to_string(mark.column + 1) + ": " + message);
+    throw Error(ErrorCode::kProfile,
+                name_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) + ": " + message);
   }
   [[noreturn]] void fail(const YAML::Node& node, const std::string& message) const { fail(node.Mark(), message); }
 
@@ -306,11 +306,16 @@ void write_profile_atomically(const std::string& path, const Profile& profile) {
 
 const char* to_string(MatchLevel level) {
   switch (level) {
-    case MatchLevel::kExact: return "device+driver";
-    case MatchLevel::kDevice: return "device";
-    case MatchLevel::kArchitecture: return "architecture";
-    case MatchLevel::kVendor: return "vendor";
-    case MatchLevel::kNone: return "none";
+    case MatchLevel::kExact:
+      return "device+driver";
+    case MatchLevel::kDevice:
+      return "device";
+    case MatchLevel::kArchitecture:
+      return "architecture";
+    case MatchLevel::kVendor:
+      return "vendor";
+    case MatchLevel::kNone:
+      return "none";
   }
   return "none";
 }

@@ -1,12 +1,13 @@
 #include "ocltk/program_cache.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "ocltk/status.hpp"
 
@@ -132,9 +133,8 @@ std::string ProgramCache::entry_path(const boost::compute::device& device, const
   return (fs::path(directory_) / (hex64(fnv1a64(key_text(device, source, options))) + ".bin")).string();
 }
 
-boost::compute::program ProgramCache::get(const boost::compute::context& context,
-                                          const boost::compute::device& device, const std::string& source,
-                                          const std::string& options) {
+boost::compute::program ProgramCache::get(const boost::compute::context& context, const boost::compute::device& device,
+                                          const std::string& source, const std::string& options) {
   const std::string key = key_text(device, source, options);
   const auto memory_key = std::make_tuple(context.get(), device.id(), fnv1a64(key));
   std::lock_guard<std::mutex> lock(mutex_);

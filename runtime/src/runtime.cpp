@@ -162,8 +162,8 @@ struct Runtime::Impl {
     for (const std::string& w : profiles.warnings) std::cerr << "ocltk: warning: " << w << "\n";
     if (verbose) {
       for (const ProfileCandidate& c : profiles.candidates)
-        std::cerr << "ocltk: profile " << c.profile.path << " fits " << device.name
-                  << " (match: " << to_string(c.level) << ", from " << c.tier << ")\n";
+        std::cerr << "ocltk: profile " << c.profile.path << " fits " << device.name << " (match: " << to_string(c.level)
+                  << ", from " << c.tier << ")\n";
       if (profiles.candidates.empty()) std::cerr << "ocltk: no profile fits " << device.name << "; built-in defaults\n";
     }
   }
@@ -263,7 +263,8 @@ Status Runtime::check_gemm_nt(const GemmNtArgs& args) const {
   auto invalid = [](const std::string& message) { return Status(ErrorCode::kInvalidArgument, message); };
   const std::pair<const char*, std::int64_t> dims[] = {{"M", p.m}, {"N", p.n}, {"K", p.k}};
   for (const auto& [name, value] : dims) {
-    if (value < 1) return invalid(std::string("gemm_nt: ") + name + " = " + std::to_string(value) + " must be at least 1");
+    if (value < 1)
+      return invalid(std::string("gemm_nt: ") + name + " = " + std::to_string(value) + " must be at least 1");
     if (value > INT_MAX)
       return invalid(std::string("gemm_nt: ") + name + " = " + std::to_string(value) + " exceeds the kernel limit " +
                      std::to_string(INT_MAX));
@@ -280,8 +281,8 @@ Status Runtime::check_gemm_nt(const GemmNtArgs& args) const {
     const std::int64_t ld = o.m.ld == 0 ? o.cols : std::int64_t(o.m.ld);
     if (ld < o.cols)
       return invalid("gemm_nt: leading dimension ld" + std::string(1, char(std::tolower(o.name[0]))) + " = " +
-                     std::to_string(ld) + " is smaller than the row length of " + name + " (" +
-                     std::to_string(o.cols) + ")");
+                     std::to_string(ld) + " is smaller than the row length of " + name + " (" + std::to_string(o.cols) +
+                     ")");
     if (ld > INT_MAX) return invalid("gemm_nt: leading dimension of " + name + " exceeds " + std::to_string(INT_MAX));
     cl_context ctx = nullptr;
     std::size_t bytes = 0;
@@ -329,7 +330,7 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
       const std::int64_t ldc = args.c.ld ? std::int64_t(args.c.ld) : p.n;
       const LaunchGeometry whole = gemm_nt_geometry(choice.algorithm, params, p);
       const std::int64_t cap = impl_->options.max_groups_per_dispatch > 0 ? impl_->options.max_groups_per_dispatch
-                                                                           : kDefaultMaxGroupsPerDispatch;
+                                                                          : kDefaultMaxGroupsPerDispatch;
       // Dispatches cover at most `cap` workgroups per dimension; each addresses its own
       // block of C through the offsets, so the kernel never sees the split.
       const std::int64_t rows_per_dispatch = cap * whole.tile_m;

@@ -28,7 +28,7 @@ std::size_t element_size(ElementType type);
 extern const std::array<float, 16> kNf4Codebook;
 
 // Indexing limits of the kernels, named in the errors that enforce them.
-constexpr std::int64_t kNf4MaxDim = (std::int64_t(1) << 30);      // K, N and rows each below 2^30
+constexpr std::int64_t kNf4MaxDim = (std::int64_t(1) << 30);           // K, N and rows each below 2^30
 constexpr std::int64_t kNf4MaxCoefficients = (std::int64_t(1) << 62);  // element_offset + E·N·K
 
 // The shape of a window of an NF4 payload: what lies where, independent of buffers.
@@ -47,11 +47,11 @@ struct Nf4Geometry {
 // A window of a packed NF4 payload on the device.
 struct Nf4Weights {
   Nf4Geometry geometry;
-  cl_mem packed = nullptr;  // u8, at least packed_bytes() from packed_offset
+  cl_mem packed = nullptr;        // u8, at least packed_bytes() from packed_offset
   std::size_t packed_offset = 0;  // bytes into `packed`
-  cl_mem scales = nullptr;  // f32, at least scale_count() from scales_offset
+  cl_mem scales = nullptr;        // f32, at least scale_count() from scales_offset
   std::size_t scales_offset = 0;  // elements into `scales`
-  cl_mem codebook = nullptr;  // 16 f32 (always required, even for an empty owner)
+  cl_mem codebook = nullptr;      // 16 f32 (always required, even for an empty owner)
 };
 
 // y[r, n] = Σ_k x[r, k] · W[e, n, k] for offsets[e] <= r < offsets[e+1].

@@ -3,6 +3,7 @@
 // these tables; nothing else lists a kernel's parameters.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -33,13 +34,16 @@ struct DeviceLimits {
   static DeviceLimits of(const DeviceInfo& device);
 };
 
-// A named predicate over parameter names, e.g. "MWG % MDIMC == 0". Device-independent
-// constraints ignore the limits; the others are checked only where a device is known.
+// A named predicate over parameter names, e.g. "MWG % MDIMC == 0". The device limits
+// (workgroup shape, local memory) are not constraints of a table: every algorithm is
+// checked against them from its local_size and local_mem_bytes functions.
 struct Constraint {
   std::string name;  // human-readable, shown in rejections
-  bool needs_device;
-  std::function<bool(const Params&, const DeviceLimits&)> holds;
+  std::function<bool(const Params&)> holds;
 };
+
+// The value of a parameter by name, for writing constraints and geometry.
+inline int param(const Params& p, const char* name) { return p.at(name); }
 
 // One algorithm of a kernel family: one .cl file, its parameters and constraints.
 struct AlgorithmSpec {
@@ -48,15 +52,17 @@ struct AlgorithmSpec {
   std::vector<ParamSpec> params;
   std::vector<Constraint> constraints;
   std::function<std::uint64_t(const Params&)> local_mem_bytes;
-  std::function<std::size_t(const Params&)> work_group_size;
+  // Workgroup shape: dimension 0 first; the product is the workgroup size.
+  std::function<std::array<std::size_t, 2>(const Params&)> local_size;
 
+  std::size_t work_group_size(const Params& params) const;
   const ParamSpec* find(const std::string& param) const;
   Params defaults() const;
   // Fills parameters missing from `partial` with defaults; throws Error(kProfile) for
   // an unknown name or a value outside the allowed list, naming the parameter.
   Params complete(const Params& partial) const;
-  // The first violated constraint, or nullopt when all hold. Device constraints are
-  // checked only when `limits` is given.
+  // The first violated constraint, or nullopt when all hold. With `limits`, also the
+  // device's: workgroup size and shape, and local memory.
   std::optional<std::string> violation(const Params& params, const DeviceLimits* limits) const;
   // "-DNAME=value ..." in table order.
   std::string build_options(const Params& params) const;

@@ -22,12 +22,12 @@ struct ProfileDevice {
 };
 
 struct ProfileEntry {
-  std::string kernel;       // family, e.g. "gemm_nt"
-  std::string shape_class;  // e.g. "large"
-  std::string algorithm;    // e.g. "tiled"
-  Params params;            // complete (every parameter of the algorithm)
+  std::string kernel;                           // family, e.g. "gemm_nt"
+  std::string shape_class;                      // e.g. "large"
+  std::string algorithm;                        // e.g. "tiled"
+  Params params;                                // complete (every parameter of the algorithm)
   std::map<std::string, std::int64_t> problem;  // the problem it was measured on
-  double time_ms = 0;       // median kernel time measured by the tuner
+  double time_ms = 0;                           // median kernel time measured by the tuner
   double gflops = 0;
   double default_time_ms = 0;  // the built-in default on the same problem, 0 if unknown
 };

@@ -19,7 +19,7 @@ namespace ocltk {
 struct ProgramCacheStats {
   std::uint64_t memory_hits = 0;
   std::uint64_t disk_hits = 0;
-  std::uint64_t builds = 0;          // compiled from source
+  std::uint64_t builds = 0;            // compiled from source
   std::uint64_t rejected_entries = 0;  // disk entries found corrupt or stale
 };
 

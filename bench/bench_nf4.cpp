@@ -1,0 +1,802 @@
+// NF4 segmented expert GEMMs (docs/nf4.md) against what OpenCL users run today, on one
+// queue and one set of buffers per shape:
+//   ours                      nf4_forward_segmented / nf4_input_backward_segmented with the
+//                             runtime's choice (--ocltk_profile=FILE, else the normal search)
+//   baseline_dequant_clblast  per expert with at least one row: an OpenCL dequantize of
+//                             that expert to f32, then clblast::Gemm<float>; timed from the
+//                             marker before the first dequantize to the end of the last GEMM
+//   baseline_clblast_only     the same GEMMs on f32 weights dequantized beforehand (not
+//                             timed): the dense product alone, for context
+// Forward: Y_e = X_e · W_eᵀ (row-major, B transposed). Backward (input gradient):
+// DX_e = G_e · W_e (no transpose). Rows are spread evenly over the experts as the tuner
+// spreads them (offsets[e] = rows·e / E), so 1 row lands on the last expert alone.
+// Rows are named DIRECTION/SHAPE/rowsR/CLASS/IMPLEMENTATION, e.g.
+// nf4_forward/mixtral_8x14336x4096/rows1/decode/ours; CLASS is nf4_shape_class of rows/E.
+//
+// The floor. A launch needs, at least once: the 4-bit payload and the scales of every
+// expert that has a row (experts without rows need not be read), the input activations
+// and the output. `GB/s` is those bytes over the measured time, for every implementation
+// alike (so ratios of GB/s are ratios of speed); `floor_fraction` is the time those bytes
+// take at the device's copy bandwidth over the measured time, i.e. GB/s / copy GB/s,
+// where the copy bandwidth counts bytes read plus written by clEnqueueCopyBuffer (measured
+// at start in the same run, or --ocltk_copy_gbps).
+//
+// Weights are random bytes and random positive scales, not quantized from real weights:
+// the kernels never look at how codes were chosen, and quantizing 470M coefficients on
+// the host would take longer than the suite. Each row is run once and checked against
+// nf4_forward_reference / nf4_backward_reference (double) on weights dequantized by
+// dequantize_nf4, on a sample of rows × every column, before timing.
+#include <benchmark/benchmark.h>
+#include <clblast.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "common.hpp"
+#include "ocltk/nf4.hpp"
+
+namespace {
+
+using namespace ocltk;
+using namespace ocltk::bench;
+
+// What an output holds before the checked call, so an unwritten element fails. Finite:
+// a BLAS that computes beta · C with beta = 0 must still produce the right answer.
+constexpr float kPoison = 1e30f;
+constexpr int kSampleRows = 8;  // checked rows per (shape, rows, direction): first, last, random
+
+struct Nf4Shape {
+  const char* name;
+  std::int64_t experts, n, k, block_size;
+  std::int64_t cpu_max_rows;  // larger row counts are skipped with --ocltk_sizes=cpu
+  std::string id() const {
+    return std::string(name) + "_" + std::to_string(experts) + "x" + std::to_string(n) + "x" + std::to_string(k);
+  }
+  std::int64_t coefficients_per_expert() const { return n * k; }
+};
+
+// From the issue: a Mixtral-like layer and a fine-grained one. On a CPU the prefill rows
+// of the big shape are minutes of arithmetic per iteration, so the cpu set stops earlier.
+const Nf4Shape kShapes[] = {
+    {"mixtral", 8, 14336, 4096, 64, 64},
+    {"fine_grained", 64, 1408, 2048, 64, 512},
+};
+const std::int64_t kRows[] = {1, 8, 64, 512, 4096};
+
+enum class Impl { kOurs, kDequantClblast, kClblastOnly };
+constexpr Impl kImpls[] = {Impl::kOurs, Impl::kDequantClblast, Impl::kClblastOnly};
+
+const char* name_of(Impl impl) {
+  switch (impl) {
+    case Impl::kOurs:
+      return "ours";
+    case Impl::kDequantClblast:
+      return "baseline_dequant_clblast";
+    case Impl::kClblastOnly:
+      return "baseline_clblast_only";
+  }
+  return "?";
+}
+
+// ---- flags of this benchmark, beside common.hpp's ----
+
+struct Nf4Flags {
+  double copy_gbps = 0;  // --ocltk_copy_gbps=X; 0: measure
+};
+
+Nf4Flags& nf4_flags() {
+  static Nf4Flags f;
+  return f;
+}
+
+const char* kNf4FlagsHelp =
+    "ocltk_bench_nf4 flags (besides the ocltk_bench flags above):\n"
+    "  --ocltk_copy_gbps=X       device copy bandwidth in GB/s (bytes read + written) for floor_fraction;\n"
+    "                            default: measured at start with clEnqueueCopyBuffer (1 GiB, 256 MiB on a CPU)\n"
+    "  --ocltk_sizes=cpu         skips rows above 64 for the Mixtral-like shape and above 512 for the\n"
+    "                            fine-grained one\n"
+    "Save results with --benchmark_out=results/DEVICE-nf4.json --benchmark_out_format=json.\n";
+
+// Removes this benchmark's own --ocltk_* flags before common.hpp's take_flags sees them.
+bool take_nf4_flags(int* argc, char** argv) {
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    const std::string arg = argv[i];
+    const std::string prefix = "--ocltk_copy_gbps=";
+    if (arg.compare(0, prefix.size(), prefix) == 0) {
+      const std::string v = arg.substr(prefix.size());
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(x > 0) || !std::isfinite(x)) {
+        std::fprintf(stderr, "ocltk_bench_nf4: --ocltk_copy_gbps=%s: expected a positive number of GB/s\n",
+                     v.c_str());
+        return false;
+      }
+      nf4_flags().copy_gbps = x;
+      continue;
+    }
+    if (arg == "--help" || arg == "-h") std::fputs(kNf4FlagsHelp, stdout);
+    argv[out++] = argv[i];
+  }
+  *argc = out;
+  argv[out] = nullptr;
+  return true;
+}
+
+std::string cl_error(const std::string& what, cl_int status) {
+  return what + " failed with OpenCL status " + std::to_string(status);
+}
+
+// ---- the baseline's dequantize kernel ----
+
+// What a user without ocltk writes: one work-item expands one u32 of the payload (8
+// codes, high nibble first within a byte) to 8 floats. `first` is the stream position
+// of the window (a multiple of the block size, so 8 codes never straddle a scale).
+const char* kDequantizeSource = R"CL(
+__kernel void dequantize_nf4_f32(__global const uchar* packed, __global const float* scales,
+                                 __constant float* codebook, const ulong first, const uint log2_block,
+                                 const ulong groups, __global float* out) {
+  const ulong i = get_global_id(0);
+  if (i >= groups) return;
+  const ulong c = first + i * 8;
+  const uchar4 b = vload4(0, packed + c / 2);
+  const float s = scales[c >> log2_block];
+  const float8 v = (float8)(codebook[b.s0 >> 4], codebook[b.s0 & 15], codebook[b.s1 >> 4], codebook[b.s1 & 15],
+                            codebook[b.s2 >> 4], codebook[b.s2 & 15], codebook[b.s3 >> 4], codebook[b.s3 & 15]);
+  vstore8(v * s, i, out);
+}
+)CL";
+
+class DequantizeKernel {
+ public:
+  ~DequantizeKernel() {
+    if (kernel_ != nullptr) clReleaseKernel(kernel_);
+    if (program_ != nullptr) clReleaseProgram(program_);
+  }
+  // Builds on first use; returns an error sentence or "".
+  std::string ready() {
+    if (kernel_ != nullptr) return "";
+    Session& session = Session::get();
+    cl_int status = CL_SUCCESS;
+    cl_device_id id = session.device().handle.id();
+    cl_context ctx = session.context();
+    program_ = clCreateProgramWithSource(ctx, 1, &kDequantizeSource, nullptr, &status);
+    if (status == CL_SUCCESS) status = clBuildProgram(program_, 1, &id, "", nullptr, nullptr);
+    if (status == CL_SUCCESS) kernel_ = clCreateKernel(program_, "dequantize_nf4_f32", &status);
+    return status == CL_SUCCESS ? "" : cl_error("building the baseline's dequantize kernel", status);
+  }
+  // Expands expert e of `shape` into `out` (N·K floats). *event may be null.
+  std::string enqueue(const Nf4Shape& shape, cl_mem packed, cl_mem scales, cl_mem codebook, std::int64_t e,
+                      cl_mem out, cl_event* event) {
+    const cl_ulong first = cl_ulong(e * shape.coefficients_per_expert());
+    cl_uint log2_block = 0;
+    while ((std::int64_t(1) << log2_block) < shape.block_size) ++log2_block;
+    const cl_ulong groups = cl_ulong(shape.coefficients_per_expert() / 8);
+    cl_int status = clSetKernelArg(kernel_, 0, sizeof packed, &packed);
+    if (status == CL_SUCCESS) status = clSetKernelArg(kernel_, 1, sizeof scales, &scales);
+    if (status == CL_SUCCESS) status = clSetKernelArg(kernel_, 2, sizeof codebook, &codebook);
+    if (status == CL_SUCCESS) status = clSetKernelArg(kernel_, 3, sizeof first, &first);
+    if (status == CL_SUCCESS) status = clSetKernelArg(kernel_, 4, sizeof log2_block, &log2_block);
+    if (status == CL_SUCCESS) status = clSetKernelArg(kernel_, 5, sizeof groups, &groups);
+    if (status == CL_SUCCESS) status = clSetKernelArg(kernel_, 6, sizeof out, &out);
+    if (status != CL_SUCCESS) return cl_error("clSetKernelArg(dequantize_nf4_f32)", status);
+    const std::size_t local = 256;
+    const std::size_t global = (std::size_t(groups) + local - 1) / local * local;
+    status = clEnqueueNDRangeKernel(Session::get().queue(), kernel_, 1, nullptr, &global, &local, 0, nullptr, event);
+    return status == CL_SUCCESS ? "" : cl_error("clEnqueueNDRangeKernel(dequantize_nf4_f32)", status);
+  }
+
+ private:
+  cl_program program_ = nullptr;
+  cl_kernel kernel_ = nullptr;
+};
+
+DequantizeKernel& dequantize_kernel() {
+  static DequantizeKernel k;
+  return k;
+}
+
+// ---- device copy bandwidth ----
+
+struct CopyBandwidth {
+  double gbps = 0;
+  std::string how;
+};
+
+// Best of 5 clEnqueueCopyBuffer calls of `bytes` after one warm-up, counting bytes read
+// plus bytes written (2 × bytes), as GB/s counts the bytes a launch needs.
+CopyBandwidth measure_copy_bandwidth(std::size_t bytes) {
+  Session& session = Session::get();
+  CopyBandwidth result;
+  cl_int status = CL_SUCCESS;
+  cl_mem src = clCreateBuffer(session.context(), CL_MEM_READ_WRITE, bytes, nullptr, &status);
+  cl_mem dst = status == CL_SUCCESS ? clCreateBuffer(session.context(), CL_MEM_READ_WRITE, bytes, nullptr, &status)
+                                    : nullptr;
+  const cl_uchar pattern = 0x5a;
+  if (status == CL_SUCCESS)
+    status = clEnqueueFillBuffer(session.queue(), src, &pattern, 1, 0, bytes, 0, nullptr, nullptr);
+  if (status == CL_SUCCESS)
+    status = clEnqueueFillBuffer(session.queue(), dst, &pattern, 1, 0, bytes, 0, nullptr, nullptr);
+  double best = 0;
+  for (int i = 0; i < 6 && status == CL_SUCCESS; ++i) {
+    cl_event event = nullptr;
+    status = clEnqueueCopyBuffer(session.queue(), src, dst, 0, 0, bytes, 0, nullptr, &event);
+    if (status == CL_SUCCESS) status = clWaitForEvents(1, &event);
+    cl_ulong start = 0, end = 0;
+    if (status == CL_SUCCESS)
+      status = clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
+    if (status == CL_SUCCESS)
+      status = clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
+    if (event != nullptr) clReleaseEvent(event);
+    if (status == CL_SUCCESS && i > 0 && end > start) best = std::max(best, 2.0 * double(bytes) / double(end - start));
+  }
+  if (src != nullptr) clReleaseMemObject(src);
+  if (dst != nullptr) clReleaseMemObject(dst);
+  if (status != CL_SUCCESS || best <= 0) {
+    result.how = cl_error("measuring clEnqueueCopyBuffer", status) + "; floor_fraction is 0";
+    return result;
+  }
+  result.gbps = best;  // bytes per ns = GB/s
+  result.how = "measured in this run: clEnqueueCopyBuffer of " + std::to_string(bytes >> 20) +
+               " MiB, best of 5 after a warm-up, bytes read + written over the event's START..END";
+  return result;
+}
+
+CopyBandwidth& copy_bandwidth() {
+  static CopyBandwidth b;
+  return b;
+}
+
+// ---- operands ----
+
+// One shape's weights on the device (random payload and scales, host copies kept for the
+// reference) and, when a baseline needs them, each expert's f32 weights.
+struct Weights {
+  Nf4Shape shape{};
+  std::vector<std::uint8_t> packed;
+  std::vector<float> scales;
+  cl_mem d_packed = nullptr, d_scales = nullptr, d_codebook = nullptr;
+  std::vector<cl_mem> f32;          // per expert, N·K floats; allocated on first use
+  std::vector<bool> f32_current;    // expert e's f32 weights hold dequantize(e)
+  cl_mem clblast_temp = nullptr;    // CLBlast's scratch for padded/transposed copies
+  std::size_t clblast_temp_bytes = 0;
+
+  Weights() = default;
+  Weights(const Weights&) = delete;
+  Weights& operator=(const Weights&) = delete;
+  ~Weights() {
+    for (cl_mem m : {d_packed, d_scales, d_codebook, clblast_temp})
+      if (m != nullptr) clReleaseMemObject(m);
+    for (cl_mem m : f32)
+      if (m != nullptr) clReleaseMemObject(m);
+  }
+  Nf4Geometry geometry() const { return {shape.experts, shape.n, shape.k, shape.block_size, 0}; }
+  Nf4Weights device() const { return {geometry(), d_packed, 0, d_scales, 0, d_codebook}; }
+};
+
+std::uint32_t seed_of(const Nf4Shape& s) {
+  return std::uint32_t(s.experts * 73856093 ^ s.n * 19349663 ^ s.k * 83492791);
+}
+
+std::string upload(const void* data, std::size_t bytes, cl_mem* out) {
+  Session& session = Session::get();
+  cl_int status = CL_SUCCESS;
+  *out = clCreateBuffer(session.context(), CL_MEM_READ_WRITE, bytes, nullptr, &status);
+  if (status == CL_SUCCESS && data != nullptr)
+    status = clEnqueueWriteBuffer(session.queue(), *out, CL_TRUE, 0, bytes, data, 0, nullptr, nullptr);
+  return status == CL_SUCCESS ? "" : cl_error("allocating " + std::to_string(bytes) + " bytes", status);
+}
+
+// One (shape, rows) case: offsets, activations of both directions, host copies and the
+// reference of the sampled rows, computed once and shared by the three implementations.
+struct Activations {
+  std::int64_t rows = 0;
+  std::vector<std::uint32_t> offsets;
+  std::vector<float> x, g;  // rows × K (forward input), rows × N (backward input)
+  cl_mem d_offsets = nullptr, d_x = nullptr, d_y = nullptr, d_g = nullptr, d_dx = nullptr;
+  std::vector<std::int64_t> sample;  // checked rows
+  // Per direction (0 forward, 1 backward): expected values and bounds of the sampled
+  // rows, sample.size() × output width; empty until first needed.
+  std::vector<double> expected[2], bound[2];
+
+  Activations() = default;
+  Activations(const Activations&) = delete;
+  Activations& operator=(const Activations&) = delete;
+  ~Activations() {
+    for (cl_mem m : {d_offsets, d_x, d_y, d_g, d_dx})
+      if (m != nullptr) clReleaseMemObject(m);
+  }
+  std::int64_t expert_of(std::int64_t row) const {
+    std::int64_t e = 0;
+    while (std::int64_t(offsets[std::size_t(e + 1)]) <= row) ++e;
+    return e;
+  }
+  std::int64_t rows_of(std::int64_t e) const { return offsets[std::size_t(e + 1)] - offsets[std::size_t(e)]; }
+};
+
+std::vector<std::uint32_t> spread_rows(std::int64_t rows, std::int64_t experts) {
+  std::vector<std::uint32_t> offsets(std::size_t(experts + 1));
+  for (std::int64_t e = 0; e <= experts; ++e) offsets[std::size_t(e)] = std::uint32_t(rows * e / experts);
+  return offsets;
+}
+
+std::int64_t active_experts(const std::vector<std::uint32_t>& offsets) {
+  std::int64_t n = 0;
+  for (std::size_t e = 0; e + 1 < offsets.size(); ++e) n += offsets[e + 1] > offsets[e];
+  return n;
+}
+
+// The bytes a launch needs at least once (see the top of the file).
+double needed_bytes(const Nf4Shape& s, std::int64_t rows, std::int64_t active) {
+  const double per_expert = double(s.n * s.k) / 2 + 4.0 * double(s.n * s.k / s.block_size);
+  return double(active) * per_expert + 4.0 * double(rows) * double(s.n + s.k);
+}
+
+// Only one shape's weights and one row count's activations are resident at a time:
+// rows of a case are registered together.
+struct Resident {
+  std::unique_ptr<Weights> weights;
+  std::unique_ptr<Activations> activations;
+};
+
+Resident& resident() {
+  static Resident r;
+  return r;
+}
+
+Weights* weights_for(const Nf4Shape& s, std::string* error) {
+  Resident& r = resident();
+  if (r.weights && r.weights->shape.name == s.name) return r.weights.get();
+  r.activations.reset();
+  r.weights.reset();  // free the previous shape before allocating the next
+  auto w = std::make_unique<Weights>();
+  w->shape = s;
+  const Nf4Geometry geo = w->geometry();
+  w->packed.resize(std::size_t(geo.packed_bytes()));
+  w->scales.resize(std::size_t(geo.scale_count()));
+  std::mt19937_64 gen(seed_of(s));
+  for (std::size_t i = 0; i < w->packed.size(); i += 8) {
+    const std::uint64_t bits = gen();
+    std::memcpy(w->packed.data() + i, &bits, std::min<std::size_t>(8, w->packed.size() - i));
+  }
+  // Absmax-like magnitudes of trained weights (~0.01 .. 0.1); any positive value works.
+  std::uniform_real_distribution<float> scale(0.01f, 0.1f);
+  for (float& v : w->scales) v = scale(gen);
+  *error = upload(w->packed.data(), w->packed.size(), &w->d_packed);
+  if (error->empty()) *error = upload(w->scales.data(), w->scales.size() * 4, &w->d_scales);
+  if (error->empty()) *error = upload(kNf4Codebook.data(), 64, &w->d_codebook);
+  if (!error->empty()) {
+    *error = "weights of " + s.id() + ": " + *error;
+    return nullptr;
+  }
+  w->f32.assign(std::size_t(s.experts), nullptr);
+  w->f32_current.assign(std::size_t(s.experts), false);
+  r.weights = std::move(w);
+  return r.weights.get();
+}
+
+Activations* activations_for(const Weights& w, std::int64_t rows, std::string* error) {
+  Resident& r = resident();
+  if (r.activations && r.activations->rows == rows) return r.activations.get();
+  r.activations.reset();
+  const Nf4Shape& s = w.shape;
+  auto a = std::make_unique<Activations>();
+  a->rows = rows;
+  a->offsets = spread_rows(rows, s.experts);
+  a->x = random_matrix(std::size_t(rows * s.k), seed_of(s) + std::uint32_t(rows));
+  a->g = random_matrix(std::size_t(rows * s.n), seed_of(s) + std::uint32_t(rows) + 1);
+  *error = upload(a->offsets.data(), a->offsets.size() * 4, &a->d_offsets);
+  if (error->empty()) *error = upload(a->x.data(), a->x.size() * 4, &a->d_x);
+  if (error->empty()) *error = upload(a->g.data(), a->g.size() * 4, &a->d_g);
+  if (error->empty()) *error = upload(nullptr, std::size_t(rows * s.n) * 4, &a->d_y);
+  if (error->empty()) *error = upload(nullptr, std::size_t(rows * s.k) * 4, &a->d_dx);
+  if (!error->empty()) {
+    *error = "activations of " + std::to_string(rows) + " rows: " + *error;
+    return nullptr;
+  }
+  std::set<std::int64_t> sample{0, rows - 1};
+  std::mt19937 gen(seed_of(s) + std::uint32_t(rows) + 2);
+  std::uniform_int_distribution<std::int64_t> pick(0, rows - 1);
+  while (sample.size() < std::size_t(std::min<std::int64_t>(rows, kSampleRows))) sample.insert(pick(gen));
+  a->sample.assign(sample.begin(), sample.end());
+  r.activations = std::move(a);
+  return r.activations.get();
+}
+
+// Expected values and error bounds of the sampled rows in one direction, from the
+// library's double reference on each needed expert dequantized by dequantize_nf4 (one
+// expert at a time: a Mixtral-like expert is 235 MB of f32).
+void compute_reference(const Weights& w, Activations& a, bool forward) {
+  std::vector<double>& expected = a.expected[forward ? 0 : 1];
+  std::vector<double>& bound = a.bound[forward ? 0 : 1];
+  if (!expected.empty()) return;
+  const Nf4Shape& s = w.shape;
+  const std::int64_t in_width = forward ? s.k : s.n, out_width = forward ? s.n : s.k;
+  expected.assign(a.sample.size() * std::size_t(out_width), 0);
+  bound.assign(expected.size(), 0);
+  std::map<std::int64_t, std::vector<std::size_t>> by_expert;  // expert → positions in a.sample
+  for (std::size_t i = 0; i < a.sample.size(); ++i) by_expert[a.expert_of(a.sample[i])].push_back(i);
+  const Nf4Geometry one{1, s.n, s.k, s.block_size, 0};
+  const std::uint32_t one_row[2] = {0, 1};
+  std::vector<float> we(std::size_t(s.coefficients_per_expert()));
+  for (const auto& [e, positions] : by_expert) {
+    const std::int64_t first = e * s.coefficients_per_expert();  // a multiple of the block size
+    dequantize_nf4(w.packed.data() + first / 2, w.scales.data() + first / s.block_size, kNf4Codebook, 0,
+                   s.block_size, we.size(), we.data());
+    for (std::size_t i : positions) {
+      const std::int64_t r = a.sample[i];
+      const float* in = (forward ? a.x.data() : a.g.data()) + r * in_width;
+      double* want = expected.data() + i * std::size_t(out_width);
+      if (forward) {
+        nf4_forward_reference(one, we.data(), in, one_row, 1, want);
+      } else {
+        nf4_backward_reference(one, we.data(), in, one_row, 1, want);
+      }
+      // Σ|in·w| per output, for the f32 accumulation bound of a sum of in_width terms.
+      double* mag = bound.data() + i * std::size_t(out_width);
+      for (std::int64_t n = 0; n < s.n; ++n) {
+        const float* wn = we.data() + n * s.k;
+        if (forward) {
+          double sum = 0;
+          for (std::int64_t k = 0; k < s.k; ++k) sum += std::fabs(double(in[k]) * double(wn[k]));
+          mag[n] = sum;
+        } else {
+          const double gn = std::fabs(double(in[n]));
+          for (std::int64_t k = 0; k < s.k; ++k) mag[k] += gn * std::fabs(double(wn[k]));
+        }
+      }
+      for (std::int64_t j = 0; j < out_width; ++j) mag[j] = gemm_nt_error_bound(in_width, mag[j], 1.0, 0);
+    }
+  }
+}
+
+// ---- implementations ----
+
+struct Case {
+  Nf4Shape shape;
+  std::int64_t rows;
+  bool forward;
+};
+
+Nf4ForwardArgs forward_args(const Weights& w, const Activations& a, bool validate_offsets) {
+  return {w.device(), a.d_x, ElementType::f32, a.rows, a.d_offsets, a.d_y, validate_offsets};
+}
+
+Nf4BackwardArgs backward_args(const Weights& w, const Activations& a, bool validate_offsets) {
+  return {w.device(), a.d_g, ElementType::f32, a.rows, a.d_offsets, a.d_dx, validate_offsets};
+}
+
+// One expert's GEMM through CLBlast on its f32 weights; *event may be null.
+std::string enqueue_gemm(Weights& w, Activations& a, bool forward, std::int64_t e, cl_event* event) {
+  const Nf4Shape& s = w.shape;
+  cl_command_queue queue = Session::get().queue();
+  const std::size_t m = std::size_t(a.rows_of(e)), row0 = a.offsets[std::size_t(e)];
+  const std::size_t N = std::size_t(s.n), K = std::size_t(s.k);
+  clblast::StatusCode code;
+  if (forward) {  // Y_e (m × N) = X_e (m × K) · W_eᵀ, W_e N × K
+    code = clblast::Gemm<float>(clblast::Layout::kRowMajor, clblast::Transpose::kNo, clblast::Transpose::kYes, m, N, K,
+                                1.0f, a.d_x, row0 * K, K, w.f32[std::size_t(e)], 0, K, 0.0f, a.d_y, row0 * N, N,
+                                &queue, event, w.clblast_temp);
+  } else {  // DX_e (m × K) = G_e (m × N) · W_e
+    code = clblast::Gemm<float>(clblast::Layout::kRowMajor, clblast::Transpose::kNo, clblast::Transpose::kNo, m, K, N,
+                                1.0f, a.d_g, row0 * N, N, w.f32[std::size_t(e)], 0, K, 0.0f, a.d_dx, row0 * K, K,
+                                &queue, event, w.clblast_temp);
+  }
+  return code == clblast::StatusCode::kSuccess ? "" : "clblast::Gemm returned status " + std::to_string(int(code));
+}
+
+// Allocates the f32 weights of the experts that have rows, and CLBlast's scratch for the
+// largest of this case's calls: an engine would hold both, so neither is timed.
+std::string prepare_baseline(Weights& w, Activations& a, bool forward) {
+  Session& session = Session::get();
+  if (std::string error = dequantize_kernel().ready(); !error.empty()) return error;
+  const Nf4Shape& s = w.shape;
+  const DeviceInfo& d = session.device();
+  const double f32_bytes = 4.0 * double(s.experts) * double(s.coefficients_per_expert());
+  if (d.global_mem_bytes > 0 && f32_bytes > 0.8 * double(d.global_mem_bytes))
+    return "the f32 weights (" + std::to_string(std::int64_t(f32_bytes / 1e6)) +
+           " MB) do not fit comfortably in the device's " + std::to_string(d.global_mem_bytes >> 20) + " MiB";
+  std::size_t temp = 0;
+  cl_command_queue queue = session.queue();
+  for (std::int64_t e = 0; e < s.experts; ++e) {
+    if (a.rows_of(e) == 0) continue;
+    if (w.f32[std::size_t(e)] == nullptr)
+      if (std::string error = upload(nullptr, std::size_t(s.coefficients_per_expert()) * 4, &w.f32[std::size_t(e)]);
+          !error.empty())
+        return "f32 weights of expert " + std::to_string(e) + ": " + error;
+    const std::size_t m = std::size_t(a.rows_of(e)), N = std::size_t(s.n), K = std::size_t(s.k);
+    std::size_t bytes = 0;
+    const clblast::StatusCode code =
+        forward ? clblast::GemmTempBufferSize<float>(clblast::Layout::kRowMajor, clblast::Transpose::kNo,
+                                                     clblast::Transpose::kYes, m, N, K, 0, K, 0, K, 0, N, &queue, bytes)
+                : clblast::GemmTempBufferSize<float>(clblast::Layout::kRowMajor, clblast::Transpose::kNo,
+                                                     clblast::Transpose::kNo, m, K, N, 0, N, 0, K, 0, K, &queue, bytes);
+    if (code != clblast::StatusCode::kSuccess)
+      return "clblast::GemmTempBufferSize returned status " + std::to_string(int(code));
+    temp = std::max(temp, bytes);
+  }
+  if (temp > w.clblast_temp_bytes) {
+    if (w.clblast_temp != nullptr) clReleaseMemObject(w.clblast_temp);
+    w.clblast_temp = nullptr;
+    w.clblast_temp_bytes = 0;
+    if (std::string error = upload(nullptr, temp, &w.clblast_temp); !error.empty())
+      return "CLBlast's scratch buffer: " + error;
+    w.clblast_temp_bytes = temp;
+  }
+  return "";
+}
+
+// Dequantizes (untimed) every expert with rows whose f32 weights are not current.
+std::string make_f32_current(Weights& w, Activations& a) {
+  for (std::int64_t e = 0; e < w.shape.experts; ++e) {
+    if (a.rows_of(e) == 0 || w.f32_current[std::size_t(e)]) continue;
+    if (std::string error =
+            dequantize_kernel().enqueue(w.shape, w.d_packed, w.d_scales, w.d_codebook, e, w.f32[std::size_t(e)], nullptr);
+        !error.empty())
+      return error;
+    w.f32_current[std::size_t(e)] = true;
+  }
+  const cl_int status = clFinish(Session::get().queue());
+  return status == CL_SUCCESS ? "" : cl_error("clFinish after dequantizing the f32 weights", status);
+}
+
+// Enqueues one call of `impl`; *event receives the event of its last command.
+std::string enqueue_call(Impl impl, const Case& c, Weights& w, Activations& a, bool validate_offsets,
+                         cl_event* event) {
+  if (impl == Impl::kOurs) {
+    Runtime& rt = Session::get().tuned();
+    Launch launch;
+    launch.event = event;
+    const Status status = c.forward ? nf4_forward_segmented(rt, forward_args(w, a, validate_offsets), launch)
+                                    : nf4_input_backward_segmented(rt, backward_args(w, a, validate_offsets), launch);
+    return status.ok() ? "" : status.message();
+  }
+  std::int64_t last = -1;
+  for (std::int64_t e = 0; e < w.shape.experts; ++e)
+    if (a.rows_of(e) > 0) last = e;
+  for (std::int64_t e = 0; e <= last; ++e) {
+    if (a.rows_of(e) == 0) continue;
+    if (impl == Impl::kDequantClblast)
+      if (std::string error =
+              dequantize_kernel().enqueue(w.shape, w.d_packed, w.d_scales, w.d_codebook, e, w.f32[std::size_t(e)], nullptr);
+          !error.empty())
+        return error;
+    if (std::string error = enqueue_gemm(w, a, c.forward, e, e == last ? event : nullptr); !error.empty())
+      return error;
+  }
+  return "";
+}
+
+// Runs `impl` once on a poisoned output (and, for the dequantizing baseline, poisoned f32
+// weights, so a dequantize that writes nothing fails) and checks the sampled rows.
+std::string verify(Impl impl, const Case& c, Weights& w, Activations& a) {
+  Session& session = Session::get();
+  cl_command_queue queue = session.queue();
+  const Nf4Shape& s = w.shape;
+  const std::int64_t out_width = c.forward ? s.n : s.k;
+  cl_mem out = c.forward ? a.d_y : a.d_dx;
+  const std::size_t out_count = std::size_t(a.rows * out_width);
+  cl_int status = clEnqueueFillBuffer(queue, out, &kPoison, sizeof kPoison, 0, out_count * 4, 0, nullptr, nullptr);
+  if (impl == Impl::kDequantClblast) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (std::int64_t e = 0; e < s.experts && status == CL_SUCCESS; ++e) {
+      if (a.rows_of(e) == 0) continue;
+      status = clEnqueueFillBuffer(queue, w.f32[std::size_t(e)], &nan, sizeof nan, 0,
+                                   std::size_t(s.coefficients_per_expert()) * 4, 0, nullptr, nullptr);
+      w.f32_current[std::size_t(e)] = false;
+    }
+  }
+  if (status == CL_SUCCESS) status = clFinish(queue);
+  if (status != CL_SUCCESS) return cl_error("poisoning before the check", status);
+
+  cl_event event = nullptr;
+  if (std::string error = enqueue_call(impl, c, w, a, true, &event); !error.empty()) {
+    clFinish(queue);
+    if (event != nullptr) clReleaseEvent(event);
+    return error;
+  }
+  status = clFinish(queue);
+  cl_int execution = CL_COMPLETE;
+  if (event != nullptr) {
+    clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof execution, &execution, nullptr);
+    clReleaseEvent(event);
+  }
+  if (status != CL_SUCCESS) return cl_error("clFinish after the checked call", status);
+  if (execution < 0) return "the checked call ended with OpenCL status " + std::to_string(execution);
+  if (impl == Impl::kDequantClblast)
+    for (std::int64_t e = 0; e < s.experts; ++e) w.f32_current[std::size_t(e)] = w.f32_current[std::size_t(e)] || a.rows_of(e) > 0;
+
+  compute_reference(w, a, c.forward);
+  const std::vector<double>& expected = a.expected[c.forward ? 0 : 1];
+  const std::vector<double>& bound = a.bound[c.forward ? 0 : 1];
+  std::vector<float> got(static_cast<std::size_t>(out_width));
+  for (std::size_t i = 0; i < a.sample.size(); ++i) {
+    const std::int64_t r = a.sample[i];
+    status = clEnqueueReadBuffer(queue, out, CL_TRUE, std::size_t(r * out_width) * 4, got.size() * 4, got.data(), 0,
+                                 nullptr, nullptr);
+    if (status != CL_SUCCESS) return cl_error("reading the output back", status);
+    for (std::int64_t j = 0; j < out_width; ++j) {
+      const double want = expected[i * std::size_t(out_width) + std::size_t(j)];
+      const double margin = bound[i * std::size_t(out_width) + std::size_t(j)];
+      if (!(std::fabs(double(got[std::size_t(j)]) - want) <= margin)) {
+        std::ostringstream text;
+        text.precision(9);
+        text << "wrong result: " << (c.forward ? "y[" : "dx[") << r << "][" << j << "] (expert " << a.expert_of(r)
+             << ") = " << got[std::size_t(j)] << ", expected " << want << " within " << margin;
+        return text.str();
+      }
+    }
+  }
+  return "";
+}
+
+std::string choice_label(const Choice& c) {
+  std::string where = c.source == "built-in" ? "built-in" : c.source + " (match: " + to_string(c.level) + ")";
+  return "choice=" + where + " " + c.algorithm + " {" + format_params(c.params) + "}";
+}
+
+std::string clblast_version() {
+  return std::to_string(CLBLAST_VERSION_MAJOR) + "." + std::to_string(CLBLAST_VERSION_MINOR) + "." +
+         std::to_string(CLBLAST_VERSION_PATCH);
+}
+
+std::string shape_class_of(const Case& c) { return nf4_shape_class(double(c.rows) / double(c.shape.experts)); }
+
+void run_row(benchmark::State& state, Case c, Impl impl) {
+  std::string error;
+  Weights* w = weights_for(c.shape, &error);
+  Activations* a = w != nullptr ? activations_for(*w, c.rows, &error) : nullptr;
+  if (a != nullptr && impl != Impl::kOurs) error = prepare_baseline(*w, *a, c.forward);
+  if (error.empty() && impl == Impl::kClblastOnly) error = make_f32_current(*w, *a);
+  // The checked call is also the warm-up: it builds the programs and touches the pages.
+  if (error.empty()) error = verify(impl, c, *w, *a);
+  if (!error.empty()) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  Session& session = Session::get();
+  const std::int64_t active = active_experts(a->offsets);
+  if (impl == Impl::kOurs) {
+    state.SetLabel(choice_label(session.tuned().last_choice()));
+  } else {
+    state.SetLabel("CLBlast " + clblast_version() + ", " + std::to_string(active) + " GEMM(s)" +
+                   (impl == Impl::kDequantClblast ? " after as many dequantize kernels" : " on f32 weights"));
+  }
+
+  // The timed calls skip the offsets read-back (validate_offsets = false), as an engine's
+  // hot path does; the checked call above validated them.
+  const int calls = flags().calls;
+  double timed = 0, wall = 0;
+  for (auto _ : state) {
+    const IterationTime t =
+        time_calls(session, calls, [&](cl_event* event) { return enqueue_call(impl, c, *w, *a, false, event); });
+    if (!t.error.empty()) {
+      state.SkipWithError(t.error.c_str());
+      break;
+    }
+    state.SetIterationTime(t.seconds);
+    timed += t.seconds;
+    wall += t.wall_seconds;
+  }
+  if (state.error_occurred()) return;
+  const double iterations = double(state.iterations());
+  const double bytes = needed_bytes(c.shape, c.rows, active);
+  const double flops = 2.0 * double(c.rows) * double(c.shape.n) * double(c.shape.k);
+  using benchmark::Counter;
+  state.counters["GFLOP/s"] = Counter(flops * iterations * 1e-9, Counter::kIsRate);
+  state.counters["GB/s"] = Counter(bytes * iterations * 1e-9, Counter::kIsRate);
+  const double copy_gbps = copy_bandwidth().gbps;
+  const double seconds = timed / iterations;
+  state.counters["floor_fraction"] = copy_gbps > 0 && seconds > 0 ? bytes * 1e-9 / copy_gbps / seconds : 0;
+  state.counters["floor_ms"] = copy_gbps > 0 ? bytes * 1e-9 / copy_gbps * 1e3 : 0;
+  state.counters["needed_MB"] = bytes * 1e-6;
+  state.counters["active_experts"] = double(active);
+  state.counters["verified"] = 1;
+  // Near 1 when the timer covers the call; well below 1 where host work (CLBlast's
+  // per-call setup, one call per expert) falls outside it; above 1 only with bad timestamps.
+  state.counters["timer/wall"] = wall > 0 ? timed / wall : 0;
+}
+
+// Rows whose one iteration is long on a CPU device get a fixed small count.
+int iterations_for(const Case& c, Impl impl, bool cpu) {
+  if (!cpu) return 0;
+  const double flops = 2.0 * double(c.rows) * double(c.shape.n) * double(c.shape.k);
+  const double f32_bytes = 4.0 * double(active_experts(spread_rows(c.rows, c.shape.experts))) *
+                           double(c.shape.coefficients_per_expert());
+  if (flops > 2e9 || (impl != Impl::kOurs && f32_bytes > 5e8)) return 3;
+  return 0;
+}
+
+void add_context(bool gpu_sizes) {
+  Session& session = Session::get();
+  const DeviceInfo& d = session.device();
+  benchmark::AddCustomContext("ocltk_version", version());
+  benchmark::AddCustomContext("clblast_version", clblast_version());
+  benchmark::AddCustomContext("device", d.name);
+  benchmark::AddCustomContext("device_vendor", d.vendor);
+  benchmark::AddCustomContext("device_driver", d.driver);
+  benchmark::AddCustomContext("device_version", d.version);
+  benchmark::AddCustomContext("device_platform", d.platform + " (" + d.platform_version + ")");
+  benchmark::AddCustomContext("device_type", d.type);
+  benchmark::AddCustomContext("device_compute_units", std::to_string(d.compute_units));
+  benchmark::AddCustomContext("device_global_mem_MiB", std::to_string(d.global_mem_bytes >> 20));
+
+  const ProfileSelection& profiles = session.tuned().profiles();
+  std::string used;
+  for (const ProfileCandidate& c : profiles.candidates)
+    used += (used.empty() ? "" : ", ") + c.profile.path + " (" + c.tier + ", match: " + to_string(c.level) + ")";
+  benchmark::AddCustomContext("ocltk_profile", used.empty() ? "none: ours runs the built-in defaults" : used);
+  std::string warnings;
+  for (const std::string& w : profiles.warnings) warnings += (warnings.empty() ? "" : "; ") + w;
+  if (!warnings.empty()) benchmark::AddCustomContext("ocltk_profile_warnings", warnings);
+  for (const char* family : {"nf4_forward", "nf4_backward"})
+    for (const char* shape_class : {"decode", "small_batch", "prefill"})
+      benchmark::AddCustomContext(std::string("ocltk_choice/") + family + "/" + shape_class,
+                                  session.tuned().choose(family, shape_class).describe());
+
+  benchmark::AddCustomContext("ocltk_sizes", gpu_sizes ? "gpu" : "cpu");
+  const char* timer =
+      flags().timer == Timer::kMarker   ? "marker: END of a marker before the call to END of its last event"
+      : flags().timer == Timer::kKernel ? "kernel: END of an empty kernel before the call to END of its last event"
+                                        : "wall: host clock around enqueue and clFinish";
+  benchmark::AddCustomContext("ocltk_timer", timer);
+  benchmark::AddCustomContext("ocltk_calls_per_iteration", std::to_string(flags().calls));
+  const CopyBandwidth& copy = copy_bandwidth();
+  std::ostringstream gbps;
+  gbps.precision(4);
+  gbps << copy.gbps;
+  benchmark::AddCustomContext("copy_gbps", gbps.str());
+  benchmark::AddCustomContext("copy_gbps_source", copy.how);
+  benchmark::AddCustomContext(
+      "floor", "needed bytes = payload + scales of the experts with >= 1 row + f32 activations in and out; "
+               "floor_fraction = needed bytes / copy_gbps / measured time");
+  benchmark::AddCustomContext("weights", "random payload bytes and random scales in [0.01, 0.1), block 64, "
+                                         "codebook NF4; not quantized from real weights");
+  benchmark::AddCustomContext("rows_spread", "offsets[e] = rows * e / experts (1 row: the last expert alone)");
+  benchmark::AddCustomContext("activations", "f32 in and out");
+  benchmark::AddCustomContext("ours_timed_calls", "validate_offsets = false (checked call: true)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!take_nf4_flags(&argc, argv)) return 2;
+  if (!take_flags(&argc, argv)) return 2;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+
+  Session& session = Session::get();
+  const bool cpu = session.device().type == "cpu";
+  const bool gpu_sizes = flags().sizes.empty() ? !cpu : flags().sizes == "gpu";
+  if (nf4_flags().copy_gbps > 0) {
+    copy_bandwidth() = {nf4_flags().copy_gbps, "--ocltk_copy_gbps (given on the command line)"};
+  } else {
+    copy_bandwidth() = measure_copy_bandwidth(cpu ? (std::size_t(256) << 20) : (std::size_t(1) << 30));
+  }
+  for (const Nf4Shape& shape : kShapes) {
+    for (std::int64_t rows : kRows) {
+      if (!gpu_sizes && rows > shape.cpu_max_rows) continue;
+      for (bool forward : {true, false}) {
+        const Case c{shape, rows, forward};
+        for (Impl impl : kImpls) {
+          const std::string name = std::string(forward ? "nf4_forward" : "nf4_backward") + "/" + shape.id() +
+                                   "/rows" + std::to_string(rows) + "/" + shape_class_of(c) + "/" + name_of(impl);
+          auto* b = benchmark::RegisterBenchmark(name.c_str(), run_row, c, impl)
+                        ->UseManualTime()
+                        ->Unit(benchmark::kMillisecond);
+          if (const int n = iterations_for(c, impl, cpu); n > 0) b->Iterations(n);
+        }
+      }
+    }
+  }
+  add_context(gpu_sizes);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
