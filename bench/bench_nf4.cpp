@@ -114,8 +114,7 @@ bool take_nf4_flags(int* argc, char** argv) {
       char* end = nullptr;
       const double x = std::strtod(v.c_str(), &end);
       if (v.empty() || *end != '\0' || !(x > 0) || !std::isfinite(x)) {
-        std::fprintf(stderr, "ocltk_bench_nf4: --ocltk_copy_gbps=%s: expected a positive number of GB/s\n",
-                     v.c_str());
+        std::fprintf(stderr, "ocltk_bench_nf4: --ocltk_copy_gbps=%s: expected a positive number of GB/s\n", v.c_str());
         return false;
       }
       nf4_flags().copy_gbps = x;
@@ -172,8 +171,8 @@ class DequantizeKernel {
     return status == CL_SUCCESS ? "" : cl_error("building the baseline's dequantize kernel", status);
   }
   // Expands expert e of `shape` into `out` (N·K floats). *event may be null.
-  std::string enqueue(const Nf4Shape& shape, cl_mem packed, cl_mem scales, cl_mem codebook, std::int64_t e,
-                      cl_mem out, cl_event* event) {
+  std::string enqueue(const Nf4Shape& shape, cl_mem packed, cl_mem scales, cl_mem codebook, std::int64_t e, cl_mem out,
+                      cl_event* event) {
     const cl_ulong first = cl_ulong(e * shape.coefficients_per_expert());
     cl_uint log2_block = 0;
     while ((std::int64_t(1) << log2_block) < shape.block_size) ++log2_block;
@@ -216,8 +215,8 @@ CopyBandwidth measure_copy_bandwidth(std::size_t bytes) {
   CopyBandwidth result;
   cl_int status = CL_SUCCESS;
   cl_mem src = clCreateBuffer(session.context(), CL_MEM_READ_WRITE, bytes, nullptr, &status);
-  cl_mem dst = status == CL_SUCCESS ? clCreateBuffer(session.context(), CL_MEM_READ_WRITE, bytes, nullptr, &status)
-                                    : nullptr;
+  cl_mem dst =
+      status == CL_SUCCESS ? clCreateBuffer(session.context(), CL_MEM_READ_WRITE, bytes, nullptr, &status) : nullptr;
   const cl_uchar pattern = 0x5a;
   if (status == CL_SUCCESS)
     status = clEnqueueFillBuffer(session.queue(), src, &pattern, 1, 0, bytes, 0, nullptr, nullptr);
@@ -262,9 +261,9 @@ struct Weights {
   std::vector<std::uint8_t> packed;
   std::vector<float> scales;
   cl_mem d_packed = nullptr, d_scales = nullptr, d_codebook = nullptr;
-  std::vector<cl_mem> f32;          // per expert, N·K floats; allocated on first use
-  std::vector<bool> f32_current;    // expert e's f32 weights hold dequantize(e)
-  cl_mem clblast_temp = nullptr;    // CLBlast's scratch for padded/transposed copies
+  std::vector<cl_mem> f32;        // per expert, N·K floats; allocated on first use
+  std::vector<bool> f32_current;  // expert e's f32 weights hold dequantize(e)
+  cl_mem clblast_temp = nullptr;  // CLBlast's scratch for padded/transposed copies
   std::size_t clblast_temp_bytes = 0;
 
   Weights() = default;
@@ -427,8 +426,8 @@ void compute_reference(const Weights& w, Activations& a, bool forward) {
   std::vector<float> we(std::size_t(s.coefficients_per_expert()));
   for (const auto& [e, positions] : by_expert) {
     const std::int64_t first = e * s.coefficients_per_expert();  // a multiple of the block size
-    dequantize_nf4(w.packed.data() + first / 2, w.scales.data() + first / s.block_size, kNf4Codebook, 0,
-                   s.block_size, we.size(), we.data());
+    dequantize_nf4(w.packed.data() + first / 2, w.scales.data() + first / s.block_size, kNf4Codebook, 0, s.block_size,
+                   we.size(), we.data());
     for (std::size_t i : positions) {
       const std::int64_t r = a.sample[i];
       const float* in = (forward ? a.x.data() : a.g.data()) + r * in_width;
@@ -481,8 +480,8 @@ std::string enqueue_gemm(Weights& w, Activations& a, bool forward, std::int64_t 
   clblast::StatusCode code;
   if (forward) {  // Y_e (m × N) = X_e (m × K) · W_eᵀ, W_e N × K
     code = clblast::Gemm<float>(clblast::Layout::kRowMajor, clblast::Transpose::kNo, clblast::Transpose::kYes, m, N, K,
-                                1.0f, a.d_x, row0 * K, K, w.f32[std::size_t(e)], 0, K, 0.0f, a.d_y, row0 * N, N,
-                                &queue, event, w.clblast_temp);
+                                1.0f, a.d_x, row0 * K, K, w.f32[std::size_t(e)], 0, K, 0.0f, a.d_y, row0 * N, N, &queue,
+                                event, w.clblast_temp);
   } else {  // DX_e (m × K) = G_e (m × N) · W_e
     code = clblast::Gemm<float>(clblast::Layout::kRowMajor, clblast::Transpose::kNo, clblast::Transpose::kNo, m, K, N,
                                 1.0f, a.d_g, row0 * N, N, w.f32[std::size_t(e)], 0, K, 0.0f, a.d_dx, row0 * K, K,
@@ -536,8 +535,8 @@ std::string prepare_baseline(Weights& w, Activations& a, bool forward) {
 std::string make_f32_current(Weights& w, Activations& a) {
   for (std::int64_t e = 0; e < w.shape.experts; ++e) {
     if (a.rows_of(e) == 0 || w.f32_current[std::size_t(e)]) continue;
-    if (std::string error =
-            dequantize_kernel().enqueue(w.shape, w.d_packed, w.d_scales, w.d_codebook, e, w.f32[std::size_t(e)], nullptr);
+    if (std::string error = dequantize_kernel().enqueue(w.shape, w.d_packed, w.d_scales, w.d_codebook, e,
+                                                        w.f32[std::size_t(e)], nullptr);
         !error.empty())
       return error;
     w.f32_current[std::size_t(e)] = true;
@@ -547,8 +546,7 @@ std::string make_f32_current(Weights& w, Activations& a) {
 }
 
 // Enqueues one call of `impl`; *event receives the event of its last command.
-std::string enqueue_call(Impl impl, const Case& c, Weights& w, Activations& a, bool validate_offsets,
-                         cl_event* event) {
+std::string enqueue_call(Impl impl, const Case& c, Weights& w, Activations& a, bool validate_offsets, cl_event* event) {
   if (impl == Impl::kOurs) {
     Runtime& rt = Session::get().tuned();
     Launch launch;
@@ -563,12 +561,11 @@ std::string enqueue_call(Impl impl, const Case& c, Weights& w, Activations& a, b
   for (std::int64_t e = 0; e <= last; ++e) {
     if (a.rows_of(e) == 0) continue;
     if (impl == Impl::kDequantClblast)
-      if (std::string error =
-              dequantize_kernel().enqueue(w.shape, w.d_packed, w.d_scales, w.d_codebook, e, w.f32[std::size_t(e)], nullptr);
+      if (std::string error = dequantize_kernel().enqueue(w.shape, w.d_packed, w.d_scales, w.d_codebook, e,
+                                                          w.f32[std::size_t(e)], nullptr);
           !error.empty())
         return error;
-    if (std::string error = enqueue_gemm(w, a, c.forward, e, e == last ? event : nullptr); !error.empty())
-      return error;
+    if (std::string error = enqueue_gemm(w, a, c.forward, e, e == last ? event : nullptr); !error.empty()) return error;
   }
   return "";
 }
@@ -610,7 +607,8 @@ std::string verify(Impl impl, const Case& c, Weights& w, Activations& a) {
   if (status != CL_SUCCESS) return cl_error("clFinish after the checked call", status);
   if (execution < 0) return "the checked call ended with OpenCL status " + std::to_string(execution);
   if (impl == Impl::kDequantClblast)
-    for (std::int64_t e = 0; e < s.experts; ++e) w.f32_current[std::size_t(e)] = w.f32_current[std::size_t(e)] || a.rows_of(e) > 0;
+    for (std::int64_t e = 0; e < s.experts; ++e)
+      w.f32_current[std::size_t(e)] = w.f32_current[std::size_t(e)] || a.rows_of(e) > 0;
 
   compute_reference(w, a, c.forward);
   const std::vector<double>& expected = a.expected[c.forward ? 0 : 1];
@@ -703,14 +701,14 @@ void run_row(benchmark::State& state, Case c, Impl impl) {
   state.counters["timer/wall"] = wall > 0 ? timed / wall : 0;
 }
 
-// Rows whose one iteration is long on a CPU device get a fixed small count.
-int iterations_for(const Case& c, Impl impl, bool cpu) {
+// On a CPU device a row that decodes more than 1e8 coefficients per call (two
+// Mixtral-like experts, or 35 fine-grained ones) takes seconds per iteration: it gets a
+// fixed 3 iterations instead of Google Benchmark's adaptive count.
+int iterations_for(const Case& c, bool cpu) {
   if (!cpu) return 0;
-  const double flops = 2.0 * double(c.rows) * double(c.shape.n) * double(c.shape.k);
-  const double f32_bytes = 4.0 * double(active_experts(spread_rows(c.rows, c.shape.experts))) *
-                           double(c.shape.coefficients_per_expert());
-  if (flops > 2e9 || (impl != Impl::kOurs && f32_bytes > 5e8)) return 3;
-  return 0;
+  const double decoded =
+      double(active_experts(spread_rows(c.rows, c.shape.experts))) * double(c.shape.coefficients_per_expert());
+  return decoded > 1e8 ? 3 : 0;
 }
 
 void add_context(bool gpu_sizes) {
@@ -754,10 +752,12 @@ void add_context(bool gpu_sizes) {
   benchmark::AddCustomContext("copy_gbps", gbps.str());
   benchmark::AddCustomContext("copy_gbps_source", copy.how);
   benchmark::AddCustomContext(
-      "floor", "needed bytes = payload + scales of the experts with >= 1 row + f32 activations in and out; "
-               "floor_fraction = needed bytes / copy_gbps / measured time");
-  benchmark::AddCustomContext("weights", "random payload bytes and random scales in [0.01, 0.1), block 64, "
-                                         "codebook NF4; not quantized from real weights");
+      "floor",
+      "needed bytes = payload + scales of the experts with >= 1 row + f32 activations in and out; "
+      "floor_fraction = needed bytes / copy_gbps / measured time");
+  benchmark::AddCustomContext("weights",
+                              "random payload bytes and random scales in [0.01, 0.1), block 64, "
+                              "codebook NF4; not quantized from real weights");
   benchmark::AddCustomContext("rows_spread", "offsets[e] = rows * e / experts (1 row: the last expert alone)");
   benchmark::AddCustomContext("activations", "f32 in and out");
   benchmark::AddCustomContext("ours_timed_calls", "validate_offsets = false (checked call: true)");
@@ -785,12 +785,12 @@ int main(int argc, char** argv) {
       for (bool forward : {true, false}) {
         const Case c{shape, rows, forward};
         for (Impl impl : kImpls) {
-          const std::string name = std::string(forward ? "nf4_forward" : "nf4_backward") + "/" + shape.id() +
-                                   "/rows" + std::to_string(rows) + "/" + shape_class_of(c) + "/" + name_of(impl);
+          const std::string name = std::string(forward ? "nf4_forward" : "nf4_backward") + "/" + shape.id() + "/rows" +
+                                   std::to_string(rows) + "/" + shape_class_of(c) + "/" + name_of(impl);
           auto* b = benchmark::RegisterBenchmark(name.c_str(), run_row, c, impl)
                         ->UseManualTime()
                         ->Unit(benchmark::kMillisecond);
-          if (const int n = iterations_for(c, impl, cpu); n > 0) b->Iterations(n);
+          if (const int n = iterations_for(c, cpu); n > 0) b->Iterations(n);
         }
       }
     }

@@ -79,11 +79,14 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
 #pragma unroll
       for (int i = 0; i < VW; ++i) acc[t][i] = 0.0f;
 
+    // Rows of this tile that exist: a segment shorter than TR stages and multiplies only
+    // those, so one TR serves 1 to 16 rows per expert.
+    const int live = min(TR, seg_end - r0);
     for (int n0 = 0; n0 < N; n0 += NWG) {
-      for (int idx = lid; idx < TR * NWG; idx += WGS) {
+      for (int idx = lid; idx < live * NWG; idx += WGS) {
         const int r = r0 + idx / NWG;
         const int n = n0 + idx % NWG;
-        gs[idx] = (r < seg_end && n < N) ? nf4_load(g, (long)r * N + n, type) : 0.0f;
+        gs[idx] = n < N ? nf4_load(g, (long)r * N + n, type) : 0.0f;
       }
       barrier(CLK_LOCAL_MEM_FENCE);
       for (int j = lane; j < NWG && n0 + j < N; j += RW) {
@@ -91,15 +94,17 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
         nf4_decode_run(w, packed, packed_offset, scales, expert_pos + (long)(n0 + j) * K, valid, log2_block, cb);
 #pragma unroll
         for (int t = 0; t < TR; ++t) {
-          const float gv = gs[t * NWG + j];
+          if (t < live) {  // uniform over the workgroup
+            const float gv = gs[t * NWG + j];
 #pragma unroll
-          for (int i = 0; i < VW; ++i) acc[t][i] = mad(gv, w[i], acc[t][i]);
+            for (int i = 0; i < VW; ++i) acc[t][i] = mad(gv, w[i], acc[t][i]);
+          }
         }
       }
       barrier(CLK_LOCAL_MEM_FENCE);
     }
 
-    for (int t = 0; t < TR; ++t) {
+    for (int t = 0; t < live; ++t) {
 #pragma unroll
       for (int i = 0; i < VW; ++i) partial[lid * VW + i] = acc[t][i];
       barrier(CLK_LOCAL_MEM_FENCE);

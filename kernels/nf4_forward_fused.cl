@@ -81,11 +81,14 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
 #pragma unroll
     for (int t = 0; t < TR; ++t) acc[t] = 0.0f;
 
+    // Rows of this tile that exist: a segment shorter than TR (decode: often one row)
+    // stages and multiplies only those, so one TR serves 1 to 16 rows per expert.
+    const int live = min(TR, seg_end - r0);
     for (int k0 = 0; k0 < K; k0 += KWG) {
-      for (int idx = lid; idx < TR * KWG; idx += WGS) {
+      for (int idx = lid; idx < live * KWG; idx += WGS) {
         const int r = r0 + idx / KWG;
         const int k = k0 + idx % KWG;
-        xs[idx] = (r < seg_end && k < K) ? nf4_load(x, (long)r * K + k, type) : 0.0f;
+        xs[idx] = k < K ? nf4_load(x, (long)r * K + k, type) : 0.0f;
       }
       barrier(CLK_LOCAL_MEM_FENCE);
       for (int kk = lane * VW; kk < KWG && k0 + kk < K; kk += RW * VW) {
@@ -93,10 +96,12 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
         nf4_decode_run(w, packed, packed_offset, scales, row_pos + k0 + kk, K - (k0 + kk), log2_block, cb);
 #pragma unroll
         for (int t = 0; t < TR; ++t) {
-          float sum = 0.0f;
+          if (t < live) {  // uniform over the workgroup
+            float sum = 0.0f;
 #pragma unroll
-          for (int i = 0; i < VW; ++i) sum = mad(w[i], xs[t * KWG + kk + i], sum);
-          acc[t] += sum;
+            for (int i = 0; i < VW; ++i) sum = mad(w[i], xs[t * KWG + kk + i], sum);
+            acc[t] += sum;
+          }
         }
       }
       barrier(CLK_LOCAL_MEM_FENCE);
@@ -109,7 +114,8 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
     for (int s = RW / 2; s > 0; s >>= 1) {
       if (lane < s) {
 #pragma unroll
-        for (int t = 0; t < TR; ++t) partial[t * WGS + lid] += partial[t * WGS + lid + s];
+        for (int t = 0; t < TR; ++t)
+          if (t < live) partial[t * WGS + lid] += partial[t * WGS + lid + s];
       }
       barrier(CLK_LOCAL_MEM_FENCE);
     }

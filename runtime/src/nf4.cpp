@@ -307,7 +307,12 @@ std::string nf4_shape_class(double rpe) {
 Nf4Problem nf4_class_problem(const std::string& shape_class, bool cpu_device) {
   // Fine-grained MoE geometry (64 experts, N=1408, K=2048) on GPUs; smaller on a CPU.
   Nf4Problem p = cpu_device ? Nf4Problem{8, 512, 1024, 8, 64} : Nf4Problem{64, 1408, 2048, 64, 64};
-  if (shape_class == "decode") return p;  // 1 row per expert
+  if (shape_class == "decode") {
+    // 4 rows per expert: the middle of the class (1 to 16), so the tuned tile rows
+    // serve both ends (a tile skips the rows a segment does not have).
+    p.rows = p.experts * 4;
+    return p;
+  }
   if (shape_class == "small_batch") {
     p.rows = p.experts * 64;
     return p;
