@@ -80,6 +80,8 @@ Options:
                       lora_expand, small_batch, large)
   --repeats N         timed runs per candidate, median taken (default 5)
   --seed N            random seed of the search (default 1)
+  --cold              do not start from the profiles that already fit the device (by default their
+                      choices are measured first, so running tune again refines its last answer)
   --quiet             no progress output
 )";
 

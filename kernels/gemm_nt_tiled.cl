@@ -154,26 +154,24 @@ inline void gemm_nt_tiled_body(const int M, const int N, const int K, const floa
   }
 #endif
 
-  // When accumulating, every old C value is loaded before the first store: C may alias
-  // nothing, but the compiler cannot know, and interleaved load-store pairs would each
-  // wait a full memory round trip.
-  float old[MWI][NWI];
-  if (accumulate) {
-#pragma unroll
-    for (int i = 0; i < MWI; ++i)
-#pragma unroll
-      for (int j = 0; j < NWI; ++j) {
-        const int m = m0 + tm + i * MDIMC, n = n0 + tn + j * NDIMC;
-        old[i][j] = (m < M && n < N) ? C[(long)m * ldc + n] : 0.0f;
-      }
-  }
+  // Row by row: the NWI old C values of a row are loaded together before its stores
+  // (the compiler cannot prove C aliases nothing, and interleaved load-store pairs would
+  // each wait a memory round trip), without holding a second MWI×NWI array in registers.
 #pragma unroll
   for (int i = 0; i < MWI; ++i) {
     const int m = m0 + tm + i * MDIMC;
+    float old[NWI];
+    if (accumulate) {
+#pragma unroll
+      for (int j = 0; j < NWI; ++j) {
+        const int n = n0 + tn + j * NDIMC;
+        old[j] = (m < M && n < N) ? C[(long)m * ldc + n] : 0.0f;
+      }
+    }
 #pragma unroll
     for (int j = 0; j < NWI; ++j) {
       const int n = n0 + tn + j * NDIMC;
-      if (m < M && n < N) C[(long)m * ldc + n] = accumulate ? mad(alpha, sum[i][j], old[i][j]) : alpha * sum[i][j];
+      if (m < M && n < N) C[(long)m * ldc + n] = accumulate ? mad(alpha, sum[i][j], old[j]) : alpha * sum[i][j];
     }
   }
 }

@@ -155,24 +155,24 @@ inline void gemm_nt_xgemm_body(const int M, const int N, const int K, const floa
   // of the tile for accumulator [i * VWM + vi][j * VWN + vj].
 #define ROW_OF(r) (m0 + ((r) / VWM * MDIMC + tm) * VWM + (r) % VWM)
 #define COL_OF(c) (n0 + ((c) / VWN * NDIMC + tn) * VWN + (c) % VWN)
-  // When accumulating, every old C value is loaded before the first store (the compiler
-  // cannot prove C aliases nothing, and load-store pairs would serialise).
-  if (accumulate) {
-#pragma unroll
-    for (int r = 0; r < MWI; ++r)
-#pragma unroll
-      for (int c = 0; c < NWI; ++c) {
-        const int m = ROW_OF(r), n = COL_OF(c);
-        acc[r][c] = (m < M && n < N) ? mad(alpha, acc[r][c], C[(long)m * ldc + n]) : 0.0f;
-      }
-  }
+  // Row by row: a row's NWI old C values are loaded together before its stores (the
+  // compiler cannot prove C aliases nothing; load-store pairs would serialise), without
+  // keeping a second tile of values live in registers.
 #pragma unroll
   for (int r = 0; r < MWI; ++r) {
     const int m = ROW_OF(r);
+    float old[NWI];
+    if (accumulate) {
+#pragma unroll
+      for (int c = 0; c < NWI; ++c) {
+        const int n = COL_OF(c);
+        old[c] = (m < M && n < N) ? C[(long)m * ldc + n] : 0.0f;
+      }
+    }
 #pragma unroll
     for (int c = 0; c < NWI; ++c) {
       const int n = COL_OF(c);
-      if (m < M && n < N) C[(long)m * ldc + n] = accumulate ? acc[r][c] : alpha * acc[r][c];
+      if (m < M && n < N) C[(long)m * ldc + n] = accumulate ? mad(alpha, acc[r][c], old[c]) : alpha * acc[r][c];
     }
   }
 #undef ROW_OF

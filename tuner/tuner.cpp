@@ -161,6 +161,15 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
         jobs.push_back({&f, c.name});
   }
 
+  ProfileSelection prior;
+  if (options.warm_start) {
+    try {
+      prior = find_profiles(device, RuntimeOptions{});
+    } catch (const std::exception&) {
+      // An unreadable profile only costs the warm start.
+    }
+  }
+
   TuneResult result;
   result.profile.device = profile_device_of(device);
   result.profile.tuner_version = version();
@@ -220,6 +229,16 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     const BuiltinChoice builtin = family.builtin_for(shape_class);
     const AlgorithmSpec* builtin_algorithm = family.find_algorithm(builtin.algorithm);
     cr.builtin = *evaluate({builtin_algorithm, builtin_algorithm->complete(builtin.params)});
+
+    // Warm start: the choices of the profiles that already fit this device (an earlier
+    // run's, or a shipped one for the same device or vendor) are measured next, so a
+    // repeated `tune` starts from its last answer instead of from scratch.
+    for (const ProfileCandidate& candidate : prior.candidates) {
+      const ProfileEntry* entry = candidate.profile.find(family.name, shape_class);
+      const AlgorithmSpec* algorithm = entry ? family.find_algorithm(entry->algorithm) : nullptr;
+      if (algorithm == nullptr || algorithm->violation(entry->params, &limits) || out_of_budget()) continue;
+      evaluate({algorithm, entry->params});
+    }
 
     std::vector<std::size_t> order(space.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;

@@ -31,6 +31,9 @@ struct TuneOptions {
   std::int64_t max_evals = 0;   // per class; 0 = no limit besides the budget
   int repeats = 5;              // timed runs per candidate (median), after one warm-up
   std::uint64_t seed = 1;
+  // Measure the choices of profiles that already fit the device (OCLTK_PROFILE_PATH, the
+  // user folder, installed configs) right after the built-in default.
+  bool warm_start = true;
   std::vector<std::string> kernels;  // empty: every tunable family
   std::vector<std::string> classes;  // empty: every class; else only these (where a family has them)
   // Receives progress: a live line on a terminal, plain lines otherwise.
