@@ -3,6 +3,7 @@
 // OpenCL failure.
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -370,16 +371,27 @@ int cmd_profile(const std::vector<std::string>& tokens) {
             << " compute units\n"
             << "tuner   " << p.tuner_version << ", " << p.date << ", " << std::fixed << std::setprecision(1)
             << p.tuning_seconds << " s\n\n";
-  std::cout << std::left << std::setw(10) << "kernel" << std::setw(13) << "class" << std::setw(20) << "problem"
-            << std::setw(9) << "algo" << std::right << std::setw(10) << "ms" << std::setw(10) << "GFLOP/s"
-            << std::setw(10) << "vs dflt"
+  auto problem_text = [](const ocltk::ProfileEntry& e) {
+    std::ostringstream text;
+    for (const auto& [key, value] : e.problem) text << (text.tellp() ? " " : "") << key << "=" << value;
+    return text.str();
+  };
+  std::size_t kernel_w = 8, class_w = 7, problem_w = 9, algo_w = 6;
+  for (const ocltk::ProfileEntry& e : p.entries) {
+    kernel_w = std::max(kernel_w, e.kernel.size() + 2);
+    class_w = std::max(class_w, e.shape_class.size() + 2);
+    problem_w = std::max(problem_w, problem_text(e).size() + 2);
+    algo_w = std::max(algo_w, e.algorithm.size() + 2);
+  }
+  std::cout << std::left << std::setw(int(kernel_w)) << "kernel" << std::setw(int(class_w)) << "class"
+            << std::setw(int(problem_w)) << "problem" << std::setw(int(algo_w)) << "algo" << std::right << std::setw(10)
+            << "ms" << std::setw(10) << "GFLOP/s" << std::setw(10) << "vs dflt"
             << "  params\n";
   for (const ocltk::ProfileEntry& e : p.entries) {
-    std::ostringstream problem;
-    for (const auto& [key, value] : e.problem) problem << (problem.tellp() ? " " : "") << key << "=" << value;
-    std::cout << std::left << std::setw(10) << e.kernel << std::setw(13) << e.shape_class << std::setw(20)
-              << problem.str() << std::setw(9) << e.algorithm << std::right << std::setprecision(3) << std::setw(10)
-              << e.time_ms << std::setprecision(1) << std::setw(10) << e.gflops << std::setprecision(2) << std::setw(9)
+    std::cout << std::left << std::setw(int(kernel_w)) << e.kernel << std::setw(int(class_w)) << e.shape_class
+              << std::setw(int(problem_w)) << problem_text(e) << std::setw(int(algo_w)) << e.algorithm << std::right
+              << std::setprecision(3) << std::setw(10) << e.time_ms << std::setprecision(1) << std::setw(10) << e.gflops
+              << std::setprecision(2) << std::setw(9)
               << (e.default_time_ms > 0 && e.time_ms > 0 ? e.default_time_ms / e.time_ms : 0.0) << "x  "
               << ocltk::format_params(e.params) << "\n";
   }
