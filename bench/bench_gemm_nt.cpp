@@ -229,16 +229,6 @@ std::string verify(Impl impl, bool accumulate, Operands& ops) {
   return "";
 }
 
-std::string choice_label(const Choice& c) {
-  std::string where = c.source == "built-in" ? "built-in" : c.source + " (match: " + to_string(c.level) + ")";
-  return "choice=" + where + " " + c.algorithm + " {" + format_params(c.params) + "}";
-}
-
-std::string clblast_version() {
-  return std::to_string(CLBLAST_VERSION_MAJOR) + "." + std::to_string(CLBLAST_VERSION_MINOR) + "." +
-         std::to_string(CLBLAST_VERSION_PATCH);
-}
-
 void run_row(benchmark::State& state, GemmProblem p, bool accumulate, Impl impl) {
   std::string error;
   Operands* ops = operands_for(p, &error);

@@ -634,16 +634,6 @@ std::string verify(Impl impl, const Case& c, Weights& w, Activations& a) {
   return "";
 }
 
-std::string choice_label(const Choice& c) {
-  std::string where = c.source == "built-in" ? "built-in" : c.source + " (match: " + to_string(c.level) + ")";
-  return "choice=" + where + " " + c.algorithm + " {" + format_params(c.params) + "}";
-}
-
-std::string clblast_version() {
-  return std::to_string(CLBLAST_VERSION_MAJOR) + "." + std::to_string(CLBLAST_VERSION_MINOR) + "." +
-         std::to_string(CLBLAST_VERSION_PATCH);
-}
-
 std::string shape_class_of(const Case& c) { return nf4_shape_class(double(c.rows) / double(c.shape.experts)); }
 
 void run_row(benchmark::State& state, Case c, Impl impl) {

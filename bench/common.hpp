@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CL/cl.h>
+#include <clblast.h>
 
 #include <chrono>
 #include <cstdint>
@@ -280,6 +281,17 @@ inline std::vector<float> random_matrix(std::size_t count, std::uint32_t seed) {
   std::vector<float> v(count);
   for (float& x : v) x = dist(gen);
   return v;
+}
+
+// The label of an ocltk row: which algorithm and parameters served it, and from where.
+inline std::string choice_label(const Choice& c) {
+  std::string where = c.source == "built-in" ? "built-in" : c.source + " (match: " + to_string(c.level) + ")";
+  return "choice=" + where + " " + c.algorithm + " {" + format_params(c.params) + "}";
+}
+
+inline std::string clblast_version() {
+  return std::to_string(CLBLAST_VERSION_MAJOR) + "." + std::to_string(CLBLAST_VERSION_MINOR) + "." +
+         std::to_string(CLBLAST_VERSION_PATCH);
 }
 
 }  // namespace ocltk::bench

@@ -9,10 +9,6 @@
 namespace ocltk {
 namespace {
 
-Constraint constraint(std::string name, std::function<bool(const Params&)> holds) {
-  return {std::move(name), std::move(holds)};
-}
-
 AlgorithmSpec tiled_algorithm() {
   AlgorithmSpec a;
   a.name = "tiled";

@@ -11,10 +11,6 @@
 namespace ocltk {
 namespace {
 
-Constraint constraint(std::string name, std::function<bool(const Params&)> holds) {
-  return {std::move(name), std::move(holds)};
-}
-
 AlgorithmSpec forward_fused_algorithm() {
   AlgorithmSpec a;
   a.name = "fused";

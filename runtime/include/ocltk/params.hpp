@@ -42,6 +42,10 @@ struct Constraint {
   std::function<bool(const Params&)> holds;
 };
 
+inline Constraint constraint(std::string name, std::function<bool(const Params&)> holds) {
+  return {std::move(name), std::move(holds)};
+}
+
 // The value of a parameter by name, for writing constraints and geometry.
 inline int param(const Params& p, const char* name) { return p.at(name); }
 
