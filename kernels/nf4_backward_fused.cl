@@ -45,6 +45,14 @@
 #error "NWG must be a multiple of RW"
 #endif
 
+#ifndef CBR
+#define CBR 1  // codebook copies in local memory (32: one per lane, no bank conflicts)
+#endif
+#if CBR != 1 && CBR != 32
+#error "CBR must be 1 or 32"
+#endif
+#define NF4_CB_REPLICAS CBR
+
 #include "nf4_common.clh"
 
 __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
@@ -52,7 +60,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
     const int log2_block, const __global uchar* packed, const long packed_offset, const __global float* scales,
     const long scales_offset, const __global float* codebook, const __global uchar* g, const int type,
     const __global uint* offsets, __global float* dx) {
-  __local float cb[16];
+  __local float cb[16 * CBR];
   __local float gs[TR * NWG];
   __local float partial[WGS * VW];
 
@@ -61,7 +69,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
   const int lane = lid / CPW;
   const int k_first = (get_group_id(0) * CPW + col) * VW;
   const int e = expert_base + get_group_id(1);
-  if (lid < 16) cb[lid] = codebook[lid];
+  for (int i = lid; i < 16 * CBR; i += WGS) cb[i] = codebook[i / CBR];
   const int seg_end = (int)min(offsets[e + 1], (uint)rows);
   const int seg_begin = (int)min(offsets[e], (uint)seg_end);
   barrier(CLK_LOCAL_MEM_FENCE);

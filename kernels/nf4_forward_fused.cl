@@ -48,6 +48,14 @@
 #error "KWG must be a multiple of RW * VW"
 #endif
 
+#ifndef CBR
+#define CBR 1  // codebook copies in local memory (32: one per lane, no bank conflicts)
+#endif
+#if CBR != 1 && CBR != 32
+#error "CBR must be 1 or 32"
+#endif
+#define NF4_CB_REPLICAS CBR
+
 #include "nf4_common.clh"
 
 // Offsets into the buffers are in bytes (packed) and elements (scales).
@@ -56,7 +64,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
     const int log2_block, const __global uchar* packed, const long packed_offset, const __global float* scales,
     const long scales_offset, const __global float* codebook, const __global uchar* x, const int type,
     const __global uint* offsets, __global uchar* y) {
-  __local float cb[16];
+  __local float cb[16 * CBR];
   __local float xs[TR * KWG];
   __local float partial[TR * WGS];
 
@@ -64,7 +72,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const int lane = lid % RW;
   const int n = get_group_id(0) * CPW + lid / RW;
   const int e = expert_base + get_group_id(1);
-  if (lid < 16) cb[lid] = codebook[lid];
+  for (int i = lid; i < 16 * CBR; i += WGS) cb[i] = codebook[i / CBR];
   // Clamped so that bad offsets can never address rows outside [0, rows).
   const int seg_end = (int)min(offsets[e + 1], (uint)rows);
   const int seg_begin = (int)min(offsets[e], (uint)seg_end);

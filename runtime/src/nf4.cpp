@@ -21,6 +21,7 @@ AlgorithmSpec forward_fused_algorithm() {
       {"TR", 4, {1, 2, 4, 8, 16}, "tile rows: segment rows accumulated at once (weight reuse)"},
       {"VW", 8, {8, 16, 32}, "codes decoded per lane step along K (8 per u32 load)"},
       {"KWG", 512, {256, 512, 1024, 2048}, "input columns staged in local memory per step"},
+      {"CBR", 1, {1, 32}, "codebook copies in local memory (32: one per lane, no bank conflicts)"},
   };
   a.constraints = {
       constraint("WGS % RW == 0", [](const Params& p) { return param(p, "WGS") % param(p, "RW") == 0; }),
@@ -29,7 +30,7 @@ AlgorithmSpec forward_fused_algorithm() {
       constraint("TR * VW <= 256 (registers)", [](const Params& p) { return param(p, "TR") * param(p, "VW") <= 256; }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
-    return 4ull * (16 + param(p, "TR") * (param(p, "KWG") + param(p, "WGS")));
+    return 4ull * (16 * param(p, "CBR") + param(p, "TR") * (param(p, "KWG") + param(p, "WGS")));
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
   return a;
@@ -45,6 +46,7 @@ AlgorithmSpec backward_fused_algorithm() {
       {"TR", 4, {1, 2, 4, 8}, "tile rows: segment rows accumulated at once (weight reuse)"},
       {"VW", 8, {8, 16, 32}, "consecutive k per work-item (8 codes per u32 load)"},
       {"NWG", 64, {32, 64, 128, 256}, "values of n of the gradient rows staged in local memory per step"},
+      {"CBR", 1, {1, 32}, "codebook copies in local memory (32: one per lane, no bank conflicts)"},
   };
   a.constraints = {
       constraint("WGS % RW == 0", [](const Params& p) { return param(p, "WGS") % param(p, "RW") == 0; }),
@@ -53,7 +55,7 @@ AlgorithmSpec backward_fused_algorithm() {
                  [](const Params& p) { return param(p, "TR") * param(p, "VW") <= 128; }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
-    return 4ull * (16 + param(p, "TR") * param(p, "NWG") + param(p, "WGS") * param(p, "VW"));
+    return 4ull * (16 * param(p, "CBR") + param(p, "TR") * param(p, "NWG") + param(p, "WGS") * param(p, "VW"));
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
   return a;
