@@ -44,10 +44,13 @@
 #if VW != 8 && VW != 16 && VW != 32
 #error "VW must be 8, 16 or 32"
 #endif
-#if KWG % (RW * VW) != 0
-#error "KWG must be a multiple of RW * VW"
+#if KWG % (RW * VW * UNROLL) != 0
+#error "KWG must be a multiple of RW * VW * UNROLL"
 #endif
 
+#ifndef UNROLL
+#define UNROLL 1  // runs of VW codes each lane loads before decoding any (loads in flight)
+#endif
 #ifndef CBR
 #define CBR 1  // codebook copies in local memory (32: one per lane, no bank conflicts)
 #endif
@@ -83,6 +86,9 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   scales += scales_offset;
   // Columns past N decode the last valid row; their results are dropped at the store.
   const long row_pos = element_offset + ((long)e * N + min(n, N - 1)) * (long)K;
+  // Uniform: whole KWG chunks, and every run of VW codes starts on a VW/2-byte boundary
+  // inside one block (blocks hold >= 32 coefficients and runs at most 32).
+  const int streamed = (K % KWG == 0) && (element_offset % 32 == 0) && (packed_offset % 16 == 0);
 
   for (int r0 = seg_begin; r0 < seg_end; r0 += TR) {
     float acc[TR];
@@ -99,6 +105,37 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
         xs[idx] = k < K ? nf4_load(x, (long)r * K + k, type) : 0.0f;
       }
       barrier(CLK_LOCAL_MEM_FENCE);
+      if (streamed) {
+        // Whole chunk, every run aligned and inside one block: UNROLL wide loads are issued
+        // before any decoding, so each work-item keeps several in flight.
+        for (int kk = lane * VW; kk < KWG; kk += RW * VW * UNROLL) {
+          NF4_RUN raw[UNROLL];
+          float sc[UNROLL];
+#pragma unroll
+          for (int u = 0; u < UNROLL; ++u) {
+            const long pos = row_pos + k0 + kk + u * RW * VW;
+            raw[u] = *(const __global NF4_RUN*)(packed + (pos >> 1));
+            sc[u] = scales[pos >> log2_block];
+          }
+#pragma unroll
+          for (int u = 0; u < UNROLL; ++u) {
+            float w[VW];
+            nf4_decode_words(w, (const uint*)&raw[u], sc[u], cb);
+            const int base = kk + u * RW * VW;
+#pragma unroll
+            for (int t = 0; t < TR; ++t) {
+              if (t < live) {
+                float sum = 0.0f;
+#pragma unroll
+                for (int i = 0; i < VW; ++i) sum = mad(w[i], xs[t * KWG + base + i], sum);
+                acc[t] += sum;
+              }
+            }
+          }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        continue;
+      }
       for (int kk = lane * VW; kk < KWG && k0 + kk < K; kk += RW * VW) {
         float w[VW];
         nf4_decode_run(w, packed, packed_offset, scales, row_pos + k0 + kk, K - (k0 + kk), log2_block, cb);

@@ -323,12 +323,12 @@ class Nf4Device : public RuntimeTest {
 // Parameter points per algorithm (one program build each on PoCL; kept few).
 const std::vector<std::pair<Params, Params>> kFusedPoints = {
     {{}, {}},  // defaults
-    {{{"WGS", 64}, {"RW", 8}, {"TR", 2}, {"VW", 16}, {"KWG", 256}},
+    {{{"WGS", 64}, {"RW", 8}, {"TR", 2}, {"VW", 16}, {"KWG", 256}, {"UNROLL", 2}},
      {{"WGS", 64}, {"RW", 8}, {"TR", 2}, {"VW", 16}, {"NWG", 32}}},
     {{{"WGS", 32}, {"RW", 1}, {"TR", 1}, {"VW", 32}, {"KWG", 256}},
      {{"WGS", 32}, {"RW", 1}, {"TR", 1}, {"VW", 32}, {"NWG", 32}}},
-    // One codebook copy per lane, 16-byte code loads (VW 32) and tiles of several rows.
-    {{{"WGS", 64}, {"RW", 4}, {"TR", 4}, {"VW", 32}, {"KWG", 512}, {"CBR", 32}},
+    // One codebook copy per lane, 16-byte code loads (VW 32), four in flight, several rows.
+    {{{"WGS", 64}, {"RW", 4}, {"TR", 4}, {"VW", 32}, {"KWG", 512}, {"CBR", 32}, {"UNROLL", 4}},
      {{"WGS", 64}, {"RW", 4}, {"TR", 4}, {"VW", 32}, {"NWG", 64}, {"CBR", 32}}},
 };
 const std::vector<Params> kTiledPoints = {

@@ -22,11 +22,14 @@ AlgorithmSpec forward_fused_algorithm() {
       {"VW", 8, {8, 16, 32}, "codes decoded per lane step along K (8 per u32 load)"},
       {"KWG", 512, {256, 512, 1024, 2048}, "input columns staged in local memory per step"},
       {"CBR", 1, {1, 32}, "codebook copies in local memory (32: one per lane, no bank conflicts)"},
+      {"UNROLL", 1, {1, 2, 4}, "runs of VW codes each lane loads before decoding (loads in flight)"},
   };
   a.constraints = {
       constraint("WGS % RW == 0", [](const Params& p) { return param(p, "WGS") % param(p, "RW") == 0; }),
-      constraint("KWG % (RW * VW) == 0",
-                 [](const Params& p) { return param(p, "KWG") % (param(p, "RW") * param(p, "VW")) == 0; }),
+      constraint("KWG % (RW * VW * UNROLL) == 0",
+                 [](const Params& p) {
+                   return param(p, "KWG") % (param(p, "RW") * param(p, "VW") * param(p, "UNROLL")) == 0;
+                 }),
       constraint("TR * VW <= 256 (registers)", [](const Params& p) { return param(p, "TR") * param(p, "VW") <= 256; }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
