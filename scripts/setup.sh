@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake pkg-config
   ocl-icd-opencl-dev opencl-c-headers ocl-icd-libopencl1 pocl-opencl-icd clinfo
-  libclblast-dev libboost-dev libyaml-cpp-dev libbenchmark-dev libgtest-dev
+  libclblast-dev libboost-dev libyaml-cpp-dev zlib1g-dev libbenchmark-dev libgtest-dev
 )
 
 missing=()

@@ -1,7 +1,11 @@
 // The nf4 format on the host: geometry of windows, the bitsandbytes-identical quantizer,
 // the dequantizer, half-type conversions and the CPU reference of the products.
+#include <zlib.h>
+
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "ocltk/nf4.hpp"
 #include "ocltk/status.hpp"
@@ -98,6 +102,46 @@ std::uint8_t nf4_code_of(float x) {
   return x > -0.8480964004993439f ? 1 : 0;
 }
 
+namespace detail {
+extern const unsigned char kFastRcpTable[];  // generated from runtime/data/nvidia-fast-rcp.bin.z
+extern const std::size_t kFastRcpTable_size;
+}  // namespace detail
+
+namespace {
+
+// Per mantissa of x in [1, 2): how the GPU's fast reciprocal differs from IEEE 1/x
+// (0 same, 1 one ulp up, 2 one ulp down), four mantissas per byte. Inflated once.
+const std::vector<std::uint8_t>& fast_rcp_table() {
+  static const std::vector<std::uint8_t> table = [] {
+    std::vector<std::uint8_t> out(std::size_t(1) << 21);
+    uLongf size = uLongf(out.size());
+    if (uncompress(out.data(), &size, detail::kFastRcpTable, uLong(detail::kFastRcpTable_size)) != Z_OK ||
+        size != out.size())
+      throw Error(ErrorCode::kIo, "the embedded fast-reciprocal table is damaged");
+    return out;
+  }();
+  return table;
+}
+
+}  // namespace
+
+float bitsandbytes_reciprocal(float absmax) {
+  // Flush-to-zero, as --use_fast_math compiles it: a subnormal divisor is zero.
+  if (!(std::fabs(absmax) >= std::numeric_limits<float>::min())) return std::copysign(INFINITY, absmax);
+  volatile float exact = 1.0f / absmax;
+  if (!std::isfinite(exact) || std::fabs(exact) < std::numeric_limits<float>::min()) return exact;
+  std::uint32_t x, y;
+  const float divisor = absmax, result = exact;
+  std::memcpy(&x, &divisor, 4);
+  std::memcpy(&y, &result, 4);
+  const std::uint32_t mantissa = x & 0x7FFFFFu;
+  const int code = (fast_rcp_table()[mantissa >> 2] >> (2 * (mantissa & 3))) & 3;
+  y += code == 1 ? 1u : code == 2 ? 0xFFFFFFFFu : 0u;  // one ulp in magnitude, sign kept
+  float out;
+  std::memcpy(&out, &y, 4);
+  return out;
+}
+
 namespace {
 
 template <class Load>
@@ -114,8 +158,9 @@ Nf4Packed quantize_with(std::size_t count, std::int64_t block_size, Load load) {
     float absmax = 0.0f;  // fmaxf ignores NaN, as bitsandbytes' reduction does
     for (std::size_t i = begin; i < end; ++i) absmax = std::fmax(absmax, std::fabs(load(i)));
     out.scales[b] = absmax;
-    // bitsandbytes multiplies by the f32 reciprocal (not a division): it matters at ties.
-    volatile float inv = 1.0f / absmax;
+    // bitsandbytes multiplies by its GPU's f32 reciprocal (not a division, and not the
+    // IEEE reciprocal either): both matter at the decision thresholds.
+    volatile float inv = bitsandbytes_reciprocal(absmax);
     for (std::size_t i = begin; i < end; ++i) {
       volatile float normalized = load(i) * inv;
       const std::uint8_t code = nf4_code_of(normalized);

@@ -105,6 +105,12 @@ struct Nf4Packed {
   std::vector<std::uint8_t> packed;  // (count + 1) / 2 bytes
   std::vector<float> scales;         // ceil(count / block_size) absmax values
 };
+// 1/absmax as bitsandbytes computes it: its CUDA library is built with --use_fast_math,
+// so the reciprocal is the GPU's approximate one, which differs from IEEE division by one
+// ulp for 13 % of mantissas. Replayed from a table measured on an NVIDIA H200
+// (tests/data/nf4/measure_fast_rcp.py); subnormal divisors flush to zero (+inf).
+float bitsandbytes_reciprocal(float absmax);
+
 // bitsandbytes' nearest-code decision tree for a value already normalised by absmax.
 std::uint8_t nf4_code_of(float normalized);
 bool nf4_block_size_valid(std::int64_t block_size);
