@@ -213,7 +213,7 @@ const ProfileSelection& Runtime::profiles() const { return impl_->profiles; }
 ProgramCache& Runtime::program_cache() { return impl_->cache; }
 const RuntimeOptions& Runtime::options() const { return impl_->options; }
 
-const Choice& Runtime::last_choice() const {
+Choice Runtime::last_choice() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->last_choice;
 }
@@ -301,14 +301,10 @@ Status Runtime::check_gemm_nt(const GemmNtArgs& args) const {
 }
 
 Status Runtime::gemm_nt(const GemmNtArgs& args, const Launch& launch) {
-  Status status = check_gemm_nt(args);
-  if (!status) return status;
   return gemm_nt_with(choose_gemm_nt(args.problem), false, args, launch);
 }
 
 Status Runtime::gemm_nt_accum(const GemmNtArgs& args, const Launch& launch) {
-  Status status = check_gemm_nt(args);
-  if (!status) return status;
   return gemm_nt_with(choose_gemm_nt(args.problem), true, args, launch);
 }
 

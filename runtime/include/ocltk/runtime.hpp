@@ -104,7 +104,7 @@ class Runtime {
   Choice choose(const std::string& kernel, const std::string& shape_class) const;
   Choice choose_gemm_nt(const GemmProblem& problem) const;
   // The choice behind the most recent launch of this runtime.
-  const Choice& last_choice() const;
+  Choice last_choice() const;
 
   const ProfileSelection& profiles() const;
   ProgramCache& program_cache();
