@@ -11,7 +11,8 @@
 namespace ocltk::cli {
 namespace {
 
-const char* const kForwardHelp = R"(Usage: ocltk run nf4-forward --packed P.npy --scales S.npy --experts E --out-features N
+const char* const kForwardHelp =
+    R"(Usage: ocltk run nf4-forward --packed P.npy --scales S.npy --experts E --out-features N
        --in-features K --block-size B --input X.npy --offsets OFF.npy --out Y.npy [OPTIONS]
 
 Segmented grouped GEMM over NF4 expert weights: rows OFF[e] .. OFF[e+1]-1 of X multiply
@@ -29,20 +30,23 @@ expert e, Y[r, n] = sum_k X[r, k] * W[e, n, k], accumulated in f32.
   --device SEL --profile FILE
 )";
 
-const char* const kBackwardHelp = R"(Usage: ocltk run nf4-backward [weight flags as nf4-forward] --grad G.npy --offsets OFF.npy
+const char* const kBackwardHelp =
+    R"(Usage: ocltk run nf4-backward [weight flags as nf4-forward] --grad G.npy --offsets OFF.npy
        --out DX.npy [--dtype f32|f16|bf16] [--device SEL] [--profile FILE]
 
 Input gradient of nf4-forward: DX[r, k] = sum_n G[r, n] * W[e, n, k]; G is rows x N,
 DX is rows x K float32.
 )";
 
-const char* const kQuantizeHelp = R"(Usage: ocltk quantize nf4 --weights W.npy --block-size B --packed P.npy --scales S.npy [--dtype f32|f16|bf16]
+const char* const kQuantizeHelp =
+    R"(Usage: ocltk quantize nf4 --weights W.npy --block-size B --packed P.npy --scales S.npy [--dtype f32|f16|bf16]
 
 Quantizes W (any shape, flattened in C order; E x N x K or N x K) exactly as bitsandbytes'
 quantize_4bit(quant_type="nf4"): P uint8 ((count+1)/2 bytes), S float32 (one absmax per block).
 )";
 
-const char* const kDequantizeHelp = R"(Usage: ocltk dequantize nf4 --packed P.npy --scales S.npy [--codebook C.npy] [--experts E]
+const char* const kDequantizeHelp =
+    R"(Usage: ocltk dequantize nf4 --packed P.npy --scales S.npy [--codebook C.npy] [--experts E]
        --out-features N --in-features K --block-size B [--element-offset O] --out W.npy [--dtype f32|f16|bf16]
 
 Writes W = codebook[code] * scale as E x N x K (N x K without --experts), in --dtype (default f32).
@@ -108,8 +112,12 @@ ElementType activation_type(const npy::Array& a, const std::string& path, const 
                             std::optional<ElementType> dtype) {
   ElementType file;
   switch (a.dtype) {
-    case npy::DType::f32: file = ElementType::f32; break;
-    case npy::DType::f16: file = ElementType::f16; break;
+    case npy::DType::f32:
+      file = ElementType::f32;
+      break;
+    case npy::DType::f16:
+      file = ElementType::f16;
+      break;
     case npy::DType::u16:
     case npy::DType::bf16_as_u16:
       if (dtype != ElementType::bf16)
@@ -194,10 +202,10 @@ boost::compute::buffer upload(Runtime& rt, const void* data, std::size_t bytes) 
 int run_product(const std::string& sub, const std::vector<std::string>& args) {
   const bool forward = sub == "nf4-forward";
   const std::string command = "ocltk run " + sub;
-  const Flags f = parse(command, args,
-                        {"--packed", "--scales", "--codebook", "--experts", "--out-features", "--in-features",
-                         "--block-size", "--element-offset", forward ? "--input" : "--grad", "--offsets", "--out",
-                         "--dtype", "--device", "--profile"});
+  const Flags f = parse(
+      command, args,
+      {"--packed", "--scales", "--codebook", "--experts", "--out-features", "--in-features", "--block-size",
+       "--element-offset", forward ? "--input" : "--grad", "--offsets", "--out", "--dtype", "--device", "--profile"});
   LoadedWeights w = load_weights(f, command, false);
   const Nf4Geometry& g = w.geometry;
   const char* in_flag = forward ? "--input" : "--grad";
@@ -207,8 +215,8 @@ int run_product(const std::string& sub, const std::vector<std::string>& args) {
   const ElementType type = activation_type(in, in_path, in_flag, dtype_flag(f));
   const std::int64_t width = forward ? g.in_features : g.out_features;
   if (in.shape.size() != 2 || std::int64_t(in.shape[1]) != width)
-    throw Nf4UsageError(in_path + ": " + in_flag + " must be rows x " + std::string(forward ? "K" : "N") + " = (rows, " +
-                        std::to_string(width) + "), got " + npy::shape_str(in.shape));
+    throw Nf4UsageError(in_path + ": " + in_flag + " must be rows x " + std::string(forward ? "K" : "N") +
+                        " = (rows, " + std::to_string(width) + "), got " + npy::shape_str(in.shape));
   const std::int64_t rows = std::int64_t(in.shape[0]);
   if (g.experts == 0 && rows > 0)
     throw Nf4UsageError(in_path + ": " + std::to_string(rows) + " rows given to an empty owner (--experts 0)");
