@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -179,6 +182,21 @@ double parse_double(const std::string& text, const std::string& option) {
   throw UsageError(option + " expects a number, got '" + text + "'");
 }
 
+// Fails now, with a usage error, if `path` could not be written later: its folder is
+// created if missing and a probe file is made and removed beside it.
+void check_writable(const std::string& path, const std::string& option) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target(path);
+  if (fs::is_directory(target, ec)) throw UsageError(option + " " + path + " is a folder, not a file");
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  const std::string probe = path + ".probe." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  if (f == nullptr) throw UsageError(option + " " + path + " cannot be written (" + std::strerror(errno) + ")");
+  std::fclose(f);
+  fs::remove(probe, ec);
+}
+
 bool wants_help(const std::vector<std::string>& tokens) {
   for (const std::string& t : tokens)
     if (t == "--help" || t == "-h") return true;
@@ -281,6 +299,7 @@ int cmd_tune(const std::vector<std::string>& tokens) {
   rt_options.use_profiles = false;  // the tuner measures explicit choices only
   ocltk::Runtime rt = open_runtime(rt_options);
   const std::string out = args.get("--out").value_or(ocltk::tuner::default_profile_path(rt.device()));
+  check_writable(out, "--out");  // before minutes of tuning, not after
   if (!args.flag("--quiet")) {
     options.progress = &std::cerr;
     options.progress_is_terminal = ::isatty(STDERR_FILENO) != 0;

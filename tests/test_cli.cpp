@@ -812,6 +812,19 @@ TEST_F(CliTest, TuneRejectsBadOptionsAndWritesNothing) {
   }
 }
 
+// An --out that cannot be written is refused before any tuning, not after it.
+TEST_F(CliTest, TuneRefusesAnUnwritableOutBeforeTuning) {
+  std::filesystem::create_directory(work_ / "folder");
+  for (const std::string& out : {std::string("/proc/ocltk-no-such/p.yaml"), (work_ / "folder").string()}) {
+    SCOPED_TRACE(out);
+    const CliResult r = run_cli({"tune", "--classes", "gemv", "--budget", "5", "--quiet", "--out", out});
+    EXPECT_TRUE(is_usage_error(r, {"--out"}));
+    EXPECT_EQ(r.out.find("Tuning on"), std::string::npos) << "tuning started: " << r.out;
+  }
+  EXPECT_TRUE(names_in(work_).empty()) << joined(names_in(work_));
+  EXPECT_TRUE(std::filesystem::is_empty(work_ / "folder"));
+}
+
 // --repeats is an int inside the tuner; a count beyond its range must be refused, not
 // wrapped to a negative number of timed runs.
 TEST_F(CliTest, TuneRejectsARepeatCountBeyondRange) {
