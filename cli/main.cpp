@@ -86,6 +86,7 @@ Options:
   --seed N            random seed of the search (default 1)
   --cold              do not start from the profiles that already fit the device (by default their
                       choices are measured first, so running tune again refines its last answer)
+  --json              print the summary as JSON on stdout (progress and messages go to stderr)
   --quiet             no progress output
 )";
 
@@ -269,10 +270,11 @@ int cmd_tune(const std::vector<std::string>& tokens) {
   Args args(
       tokens, command,
       {"--device", "--out", "--budget", "--strategy", "--max-evals", "--kernels", "--classes", "--repeats", "--seed"},
-      {"--quiet"});
+      {"--quiet", "--cold", "--json"});
   if (!args.positional().empty())
     throw UsageError("unexpected argument '" + args.positional()[0] + "' for `ocltk tune`");
   ocltk::tuner::TuneOptions options;
+  options.warm_start = !args.flag("--cold");
   if (auto v = args.get("--budget")) {
     options.budget_seconds = parse_double(*v, "--budget");
     if (!(options.budget_seconds > 0)) throw UsageError("--budget must be a positive number of seconds");
@@ -304,14 +306,19 @@ int cmd_tune(const std::vector<std::string>& tokens) {
     options.progress = &std::cerr;
     options.progress_is_terminal = ::isatty(STDERR_FILENO) != 0;
   }
-  std::cout << "Tuning on " << rt.device().name << " (" << rt.device().platform << ", driver " << rt.device().driver
-            << "), strategy " << ocltk::tuner::to_string(options.strategy) << ", budget " << options.budget_seconds
-            << " s\n"
-            << std::flush;
+  const bool json = args.flag("--json");
+  std::ostream& log = json ? std::cerr : std::cout;  // with --json, stdout holds only the JSON
+  log << "Tuning on " << rt.device().name << " (" << rt.device().platform << ", driver " << rt.device().driver
+      << "), strategy " << ocltk::tuner::to_string(options.strategy) << ", budget " << options.budget_seconds << " s\n"
+      << std::flush;
   const ocltk::tuner::TuneResult result = ocltk::tuner::tune(rt, options);
-  ocltk::tuner::print_summary(std::cout, result);
+  if (!json) ocltk::tuner::print_summary(std::cout, result);
   ocltk::write_profile_atomically(out, result.profile);
-  std::cout << "profile written to " << out << "\n";
+  if (json) {
+    ocltk::tuner::print_summary_json(std::cout, result, out);
+  } else {
+    std::cout << "profile written to " << out << "\n";
+  }
   return kExitOk;
 }
 

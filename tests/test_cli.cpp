@@ -768,6 +768,33 @@ TEST_F(CliTest, TuneWritesAValidProfileAndASummary) {
   EXPECT_TRUE(names_in(config_).empty()) << "--out given: nothing under XDG_CONFIG_HOME";
 }
 
+// A profile that fits the device seeds the search: its choice is measured right after
+// the built-in default, unless --cold. --json puts only a JSON object on stdout.
+TEST_F(CliTest, TuneWarmStartsFromAFittingProfileAndPrintsJson) {
+  const ocltk::Params seed = {{"MWG", 8}, {"NWG", 16}, {"MDIMC", 2}, {"NDIMC", 4}, {"VW", 4}, {"USE_LOCAL", 0}};
+  const fs::path prior = root_ / "prior.yaml";
+  write_text(prior, profile_text(ocltk::profile_device_of(default_device()), {{"gemv", "tiled", seed}}));
+  const std::string seed_text =
+      "tiled " + ocltk::format_params(ocltk::gemm_nt_family().find_algorithm("tiled")->complete(seed));
+  const std::vector<std::string> base = {"tune", "--classes", "gemv", "--max-evals", "2",      "--budget",
+                                         "20",   "--repeats", "1",    "--out",       "p.yaml", "--json"};
+
+  const CliResult warm = run_cli(base, {{"OCLTK_PROFILE_PATH", prior.string()}});
+  ASSERT_EQ(warm.status, 0) << warm.describe();
+  EXPECT_NE(warm.err.find(seed_text), std::string::npos) << "the seed was not measured; " << warm.describe();
+  ASSERT_FALSE(warm.out.empty());
+  EXPECT_EQ(warm.out.front(), '{') << warm.describe();
+  EXPECT_NE(warm.out.find("\"kernel\": \"gemm_nt\", \"class\": \"gemv\""), std::string::npos) << warm.describe();
+  EXPECT_NE(warm.out.find("\"evaluations\": 2"), std::string::npos) << warm.describe();
+  EXPECT_EQ(warm.out.find("profile written"), std::string::npos) << "stdout must hold only JSON";
+
+  std::vector<std::string> cold_args = base;
+  cold_args.push_back("--cold");
+  const CliResult cold = run_cli(cold_args, {{"OCLTK_PROFILE_PATH", prior.string()}});
+  ASSERT_EQ(cold.status, 0) << cold.describe();
+  EXPECT_EQ(cold.err.find(seed_text), std::string::npos) << "--cold still measured the seed; " << cold.describe();
+}
+
 TEST_F(CliTest, TuneDefaultOutGoesUnderXdgConfigHomeAndDevicesFindsIt) {
   const CliResult r =
       run_cli({"tune", "--classes", "gemv", "--max-evals", "1", "--budget", "20", "--repeats", "1", "--quiet"});

@@ -352,4 +352,62 @@ void print_summary(std::ostream& out, const TuneResult& result) {
   out << "tuned in " << std::fixed << std::setprecision(1) << result.seconds << " s\n";
 }
 
+namespace {
+
+std::string json_string(const std::string& text) {
+  std::ostringstream out;
+  out << '"';
+  for (const unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out << '\\' << c;
+    } else if (c < 0x20) {
+      out << "\\u" << std::hex << std::setw(4) << std::setfill('0') << int(c) << std::dec << std::setfill(' ');
+    } else {
+      out << c;
+    }
+  }
+  out << '"';
+  return out.str();
+}
+
+std::string json_choice(const Evaluation& e) {
+  std::ostringstream out;
+  out << "{\"algorithm\": " << json_string(e.algorithm) << ", \"params\": {";
+  bool first = true;
+  for (const auto& [name, value] : e.params) {
+    out << (first ? "" : ", ") << json_string(name) << ": " << value;
+    first = false;
+  }
+  out << "}, \"ok\": " << (e.ok ? "true" : "false");
+  if (e.ok) out << ", \"time_ms\": " << std::setprecision(6) << e.time_ms;
+  if (!e.ok) out << ", \"rejected\": " << json_string(e.rejected);
+  out << "}";
+  return out.str();
+}
+
+}  // namespace
+
+void print_summary_json(std::ostream& out, const TuneResult& result, const std::string& profile_path) {
+  const ProfileDevice& d = result.profile.device;
+  out << "{\n  \"device\": {\"name\": " << json_string(d.name) << ", \"vendor\": " << json_string(d.vendor)
+      << ", \"driver\": " << json_string(d.driver) << ", \"platform\": " << json_string(d.platform) << "},\n"
+      << "  \"profile\": " << json_string(profile_path) << ",\n  \"seconds\": " << std::setprecision(6)
+      << result.seconds << ",\n  \"classes\": [";
+  for (std::size_t i = 0; i < result.classes.size(); ++i) {
+    const ClassResult& c = result.classes[i];
+    out << (i ? "," : "") << "\n    {\"kernel\": " << json_string(c.kernel)
+        << ", \"class\": " << json_string(c.shape_class) << ", \"problem\": {";
+    bool first = true;
+    for (const auto& [key, value] : c.problem) {
+      out << (first ? "" : ", ") << json_string(key) << ": " << value;
+      first = false;
+    }
+    out << "}, \"space_size\": " << c.space_size << ", \"evaluations\": " << c.evaluations
+        << ", \"rejected\": " << c.rejected << ", \"seconds\": " << std::setprecision(6) << c.seconds
+        << ", \"speedup\": " << c.speedup() << ",\n     \"default\": " << json_choice(c.builtin)
+        << ",\n     \"best\": " << json_choice(c.best) << "}";
+  }
+  out << "\n  ]\n}\n";
+}
+
 }  // namespace ocltk::tuner

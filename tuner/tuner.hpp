@@ -76,6 +76,9 @@ TuneResult tune(Runtime& runtime, const TuneOptions& options);
 
 // The best-vs-default table printed at the end of a run.
 void print_summary(std::ostream& out, const TuneResult& result);
+// The same as one JSON object: device, seconds, and per kernel and class the problem, the
+// space size, evaluations, rejections, seconds, the built-in default and the best choice.
+void print_summary_json(std::ostream& out, const TuneResult& result, const std::string& profile_path);
 
 // The default profile location for a device: <user profile folder>/<device>.yaml.
 std::string default_profile_path(const DeviceInfo& device);
