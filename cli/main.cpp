@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -86,6 +87,8 @@ Options:
   --seed N            random seed of the search (default 1)
   --cold              do not start from the profiles that already fit the device (by default their
                       choices are measured first, so running tune again refines its last answer)
+  --record FILE       append every measured point to FILE as JSON lines (parameters, time or the
+                      reason it was rejected), written as they are measured
   --json              print the summary as JSON on stdout (progress and messages go to stderr)
   --quiet             no progress output
 )";
@@ -267,10 +270,10 @@ int cmd_devices(const std::vector<std::string>& tokens) {
 
 int cmd_tune(const std::vector<std::string>& tokens) {
   const std::string command = "ocltk tune";
-  Args args(
-      tokens, command,
-      {"--device", "--out", "--budget", "--strategy", "--max-evals", "--kernels", "--classes", "--repeats", "--seed"},
-      {"--quiet", "--cold", "--json"});
+  Args args(tokens, command,
+            {"--device", "--out", "--budget", "--strategy", "--max-evals", "--kernels", "--classes", "--repeats",
+             "--seed", "--record"},
+            {"--quiet", "--cold", "--json"});
   if (!args.positional().empty())
     throw UsageError("unexpected argument '" + args.positional()[0] + "' for `ocltk tune`");
   ocltk::tuner::TuneOptions options;
@@ -302,6 +305,15 @@ int cmd_tune(const std::vector<std::string>& tokens) {
   ocltk::Runtime rt = open_runtime(rt_options);
   const std::string out = args.get("--out").value_or(ocltk::tuner::default_profile_path(rt.device()));
   check_writable(out, "--out");  // before minutes of tuning, not after
+  std::ofstream record;
+  if (auto path = args.get("--record")) {
+    record.open(*path, std::ios::app);
+    if (!record)
+      throw UsageError("--record " + *path + " cannot be opened for appending (" + std::strerror(errno) + ")");
+    // One header line per run, then one line per measured point (appended as measured).
+    ocltk::tuner::write_record_header(record, rt.device());
+    options.record = &record;
+  }
   if (!args.flag("--quiet")) {
     options.progress = &std::cerr;
     options.progress_is_terminal = ::isatty(STDERR_FILENO) != 0;

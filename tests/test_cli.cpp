@@ -795,6 +795,30 @@ TEST_F(CliTest, TuneWarmStartsFromAFittingProfileAndPrintsJson) {
   EXPECT_EQ(cold.err.find(seed_text), std::string::npos) << "--cold still measured the seed; " << cold.describe();
 }
 
+// --record appends a header and one JSON line per measured point, across runs.
+TEST_F(CliTest, TuneRecordAppendsEveryMeasuredPoint) {
+  const std::vector<std::string> args = {"tune",     "--classes", "gemv",      "--max-evals", "3",
+                                         "--budget", "20",        "--repeats", "1",           "--quiet",
+                                         "--out",    "p.yaml",    "--record",  "points.jsonl"};
+  for (int run = 1; run <= 2; ++run) {
+    const CliResult r = run_cli(args);
+    ASSERT_EQ(r.status, 0) << r.describe();
+    const std::vector<std::string> lines = lines_of(read_text(path("points.jsonl")));
+    ASSERT_EQ(lines.size(), std::size_t(4 * run)) << "one header and three points per run";
+    EXPECT_EQ(lines[4 * (run - 1)].rfind("{\"record\": 1, \"ocltk\": ", 0), 0u) << lines[4 * (run - 1)];
+    for (int i = 1; i <= 3; ++i) {
+      const std::string& line = lines[4 * (run - 1) + i];
+      EXPECT_EQ(line.rfind("{\"kernel\": \"gemm_nt\", \"class\": \"gemv\", \"problem\": {", 0), 0u) << line;
+      EXPECT_NE(line.find("\"params\": {"), std::string::npos) << line;
+      EXPECT_TRUE(line.find("\"time_ms\": ") != std::string::npos || line.find("\"rejected\": ") != std::string::npos)
+          << line;
+    }
+  }
+  const CliResult bad = run_cli({"tune", "--classes", "gemv", "--budget", "5", "--quiet", "--out", "q.yaml", "--record",
+                                 "/proc/ocltk-no-such/points.jsonl"});
+  EXPECT_TRUE(is_usage_error(bad, {"--record"}));
+}
+
 TEST_F(CliTest, TuneDefaultOutGoesUnderXdgConfigHomeAndDevicesFindsIt) {
   const CliResult r =
       run_cli({"tune", "--classes", "gemv", "--max-evals", "1", "--budget", "20", "--repeats", "1", "--quiet"});

@@ -18,6 +18,37 @@
 namespace ocltk::tuner {
 namespace {
 
+std::string json_string(const std::string& text) {
+  std::ostringstream out;
+  out << '"';
+  for (const unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out << '\\' << c;
+    } else if (c < 0x20) {
+      out << "\\u" << std::hex << std::setw(4) << std::setfill('0') << int(c) << std::dec << std::setfill(' ');
+    } else {
+      out << c;
+    }
+  }
+  out << '"';
+  return out.str();
+}
+
+std::string json_choice(const Evaluation& e) {
+  std::ostringstream out;
+  out << "{\"algorithm\": " << json_string(e.algorithm) << ", \"params\": {";
+  bool first = true;
+  for (const auto& [name, value] : e.params) {
+    out << (first ? "" : ", ") << json_string(name) << ": " << value;
+    first = false;
+  }
+  out << "}, \"ok\": " << (e.ok ? "true" : "false");
+  if (e.ok) out << ", \"time_ms\": " << std::setprecision(6) << e.time_ms;
+  if (!e.ok) out << ", \"rejected\": " << json_string(e.rejected);
+  out << "}";
+  return out.str();
+}
+
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -222,6 +253,14 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
            << format_params(point.params) << ": "
            << (e.ok ? std::to_string(e.time_ms) + " ms" : "rejected: " + e.rejected);
       progress.update(line.str());
+      if (options.record != nullptr) {
+        std::ostringstream problem;
+        for (const auto& [key, value] : cr.problem)
+          problem << (problem.tellp() ? ", " : "") << json_string(key) << ": " << value;
+        *options.record << "{\"kernel\": " << json_string(family.name) << ", \"class\": " << json_string(shape_class)
+                        << ", \"problem\": {" << problem.str() << "}, \"choice\": " << json_choice(e) << "}\n"
+                        << std::flush;
+      }
       return &seen.emplace(key, std::move(e)).first->second;
     };
 
@@ -352,40 +391,11 @@ void print_summary(std::ostream& out, const TuneResult& result) {
   out << "tuned in " << std::fixed << std::setprecision(1) << result.seconds << " s\n";
 }
 
-namespace {
-
-std::string json_string(const std::string& text) {
-  std::ostringstream out;
-  out << '"';
-  for (const unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out << '\\' << c;
-    } else if (c < 0x20) {
-      out << "\\u" << std::hex << std::setw(4) << std::setfill('0') << int(c) << std::dec << std::setfill(' ');
-    } else {
-      out << c;
-    }
-  }
-  out << '"';
-  return out.str();
+void write_record_header(std::ostream& out, const DeviceInfo& device) {
+  out << "{\"record\": 1, \"ocltk\": " << json_string(version()) << ", \"device\": " << json_string(device.name)
+      << ", \"vendor\": " << json_string(device.vendor) << ", \"driver\": " << json_string(device.driver) << "}\n"
+      << std::flush;
 }
-
-std::string json_choice(const Evaluation& e) {
-  std::ostringstream out;
-  out << "{\"algorithm\": " << json_string(e.algorithm) << ", \"params\": {";
-  bool first = true;
-  for (const auto& [name, value] : e.params) {
-    out << (first ? "" : ", ") << json_string(name) << ": " << value;
-    first = false;
-  }
-  out << "}, \"ok\": " << (e.ok ? "true" : "false");
-  if (e.ok) out << ", \"time_ms\": " << std::setprecision(6) << e.time_ms;
-  if (!e.ok) out << ", \"rejected\": " << json_string(e.rejected);
-  out << "}";
-  return out.str();
-}
-
-}  // namespace
 
 void print_summary_json(std::ostream& out, const TuneResult& result, const std::string& profile_path) {
   const ProfileDevice& d = result.profile.device;

@@ -38,6 +38,9 @@ struct TuneOptions {
   std::vector<std::string> classes;  // empty: every class; else only these (where a family has them)
   // Receives progress: a live line on a terminal, plain lines otherwise.
   std::ostream* progress = nullptr;
+  // Receives every measured point as one JSON line (kernel, class, problem, algorithm,
+  // parameters, and the time or why it was rejected), flushed as it is measured.
+  std::ostream* record = nullptr;
   bool progress_is_terminal = false;
 };
 
@@ -79,6 +82,9 @@ void print_summary(std::ostream& out, const TuneResult& result);
 // The same as one JSON object: device, seconds, and per kernel and class the problem, the
 // space size, evaluations, rejections, seconds, the built-in default and the best choice.
 void print_summary_json(std::ostream& out, const TuneResult& result, const std::string& profile_path);
+
+// The first line a run appends to a --record file: format version, ocltk version, device.
+void write_record_header(std::ostream& out, const DeviceInfo& device);
 
 // The default profile location for a device: <user profile folder>/<device>.yaml.
 std::string default_profile_path(const DeviceInfo& device);
