@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "dispatch.hpp"
 #include "ocltk/status.hpp"
 
 namespace ocltk {
@@ -105,11 +106,6 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 Error invalid(const std::string& message) { return Error(ErrorCode::kInvalidArgument, message); }
 
-void check_cl(cl_int status, const std::string& what) {
-  if (status != CL_SUCCESS)
-    throw Error(ErrorCode::kDevice, what + " failed with OpenCL status " + std::to_string(status), status);
-}
-
 // Throws unless `buffer` is a valid buffer of this runtime's context holding `needed`
 // bytes. A null buffer passes only when nothing is needed from it (an empty owner).
 void check_buffer(Runtime& rt, const std::string& who, const char* name, cl_mem buffer, double needed) {
@@ -155,7 +151,7 @@ void check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, s
   check_buffer(rt, who, out_name, out, double(rows) * out_width * out_esize);
   if (validate_offsets) {
     std::vector<std::uint32_t> host(std::size_t(g.experts + 1));
-    check_cl(
+    detail::check_cl(
         clEnqueueReadBuffer(rt.queue().get(), offsets, CL_TRUE, 0, host.size() * 4, host.data(), 0, nullptr, nullptr),
         who + ": reading the offsets back");
     validate_nf4_offsets(host.data(), host.size(), g.experts, rows, who);
@@ -184,10 +180,11 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
     // Nothing to compute; still honour the event contract with a marker.
     if (launch_options.event) {
       cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
-      check_cl(clEnqueueMarkerWithWaitList(queue, cl_uint(launch_options.wait_for.size()),
-                                           launch_options.wait_for.empty() ? nullptr : launch_options.wait_for.data(),
-                                           launch_options.event),
-               "clEnqueueMarkerWithWaitList");
+      detail::check_cl(
+          clEnqueueMarkerWithWaitList(queue, cl_uint(launch_options.wait_for.size()),
+                                      launch_options.wait_for.empty() ? nullptr : launch_options.wait_for.data(),
+                                      launch_options.event),
+          "clEnqueueMarkerWithWaitList");
     }
     return;
   }
@@ -222,14 +219,10 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
       groups0 = std::size_t(ceil_div(d.forward ? g.out_features : g.in_features, per_group));
       groups1 = g.experts;
     }
-    cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
-    const cl_uint wait_count = cl_uint(launch_options.wait_for.size());
-    const cl_event* wait_list = launch_options.wait_for.empty() ? nullptr : launch_options.wait_for.data();
-    cl_event last = nullptr;
+    detail::DispatchChain chain(rt.queue().get(), launch_options);
     for (std::int64_t base = 0; base < groups1; base += cap) {
       const cl_int base_i = cl_int(base);
-      std::vector<std::pair<std::size_t, const void*>> kargs;
-      kargs = {{sizeof N, &N}, {sizeof K, &K}, {sizeof R, &R}};
+      detail::KernelArgs kargs = {{sizeof N, &N}, {sizeof K, &K}, {sizeof R, &R}};
       if (tiled) kargs.push_back({sizeof E, &E});
       kargs.insert(kargs.end(), {{sizeof base_i, &base_i},
                                  {sizeof eoff, &eoff},
@@ -243,21 +236,11 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
                                  {sizeof type, &type},
                                  {sizeof offs, &offs},
                                  {sizeof out, &out}});
-      for (cl_uint i = 0; i < kargs.size(); ++i)
-        check_cl(clSetKernelArg(kernel, i, kargs[i].first, kargs[i].second), "clSetKernelArg(" + kernel_name + ")");
+      detail::set_kernel_args(kernel, kargs, kernel_name);
       const std::size_t global[2] = {groups0 * local[0], std::size_t(std::min(cap, groups1 - base)) * local[1]};
-      cl_event event = nullptr;
-      const cl_int status = clEnqueueNDRangeKernel(queue, kernel, 2, nullptr, global, local, last ? 1 : wait_count,
-                                                   last ? &last : wait_list, &event);
-      if (last) clReleaseEvent(last);
-      last = event;
-      check_cl(status, "clEnqueueNDRangeKernel(" + kernel_name + ")");
+      chain.enqueue(kernel, 2, global, local, kernel_name);
     }
-    if (launch_options.event) {
-      *launch_options.event = last;
-    } else if (last) {
-      clReleaseEvent(last);
-    }
+    chain.finish();
   });
 }
 

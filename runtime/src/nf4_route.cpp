@@ -3,6 +3,7 @@
 // they go through the same program cache and launch path as every family.
 #include <climits>
 
+#include "dispatch.hpp"
 #include "ocltk/nf4.hpp"
 #include "ocltk/status.hpp"
 
@@ -21,11 +22,6 @@ const AlgorithmSpec& route_algorithm() {
   return spec;
 }
 
-void check_cl(cl_int status, const std::string& what) {
-  if (status != CL_SUCCESS)
-    throw Error(ErrorCode::kDevice, what + " failed with OpenCL status " + std::to_string(status), status);
-}
-
 void need(Runtime& rt, const std::string& who, const char* name, cl_mem buffer, double bytes) {
   if (bytes <= 0) return;
   if (buffer == nullptr) throw Error(ErrorCode::kInvalidArgument, who + ": buffer " + name + " is null");
@@ -41,45 +37,26 @@ void need(Runtime& rt, const std::string& who, const char* name, cl_mem buffer, 
                                                  " bytes, needs " + std::to_string(std::uint64_t(bytes)));
 }
 
-// Enqueues kernels in order on one queue; each waits for the previous one.
+// Enqueues the routing kernels in order on one queue; each waits for the previous one.
 class Sequence {
  public:
-  Sequence(Runtime& rt, const Launch& options)
-      : rt_(rt), options_(options), queue_(options.queue ? options.queue : rt.queue().get()) {}
-  ~Sequence() {
-    if (last_) clReleaseEvent(last_);
-  }
+  Sequence(Runtime& rt, const Launch& options) : rt_(rt), chain_(rt.queue().get(), options) {}
   template <class... Args>
   void run(const std::string& name, std::size_t g0, std::size_t g1, const Args&... args) {
     Choice choice;
     choice.kernel = "nf4_route";
     choice.algorithm = "route";
     rt_.launch(choice, route_algorithm(), name, [&](cl_kernel kernel) {
-      cl_uint i = 0;
-      (check_cl(clSetKernelArg(kernel, i++, sizeof(Args), &args), "clSetKernelArg(" + name + ")"), ...);
+      detail::set_kernel_args(kernel, {{sizeof(Args), &args}...}, name);
       const std::size_t global[2] = {g0, g1};
-      const cl_uint waits = last_ ? 1 : cl_uint(options_.wait_for.size());
-      const cl_event* list = last_ ? &last_ : (options_.wait_for.empty() ? nullptr : options_.wait_for.data());
-      cl_event event = nullptr;
-      const cl_int status =
-          clEnqueueNDRangeKernel(queue_, kernel, g1 > 1 ? 2 : 1, nullptr, global, nullptr, waits, list, &event);
-      if (last_) clReleaseEvent(last_);
-      last_ = event;
-      check_cl(status, "clEnqueueNDRangeKernel(" + name + ")");
+      chain_.enqueue(kernel, g1 > 1 ? 2 : 1, global, nullptr, name);
     });
   }
-  void finish() {
-    if (options_.event) {
-      *options_.event = last_;
-      last_ = nullptr;
-    }
-  }
+  void finish() { chain_.finish(); }
 
  private:
   Runtime& rt_;
-  const Launch& options_;
-  cl_command_queue queue_;
-  cl_event last_ = nullptr;
+  detail::DispatchChain chain_;
 };
 
 }  // namespace

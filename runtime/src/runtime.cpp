@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "dispatch.hpp"
+
 namespace ocltk {
 namespace fs = std::filesystem;
 namespace {
@@ -42,11 +44,6 @@ std::vector<std::string> profile_files(const std::string& path) {
     files.push_back(path);
   }
   return files;
-}
-
-void check_cl(cl_int status, const std::string& what) {
-  if (status != CL_SUCCESS)
-    throw Error(ErrorCode::kDevice, what + " failed with OpenCL status " + std::to_string(status), status);
 }
 
 // An explicit choice with an unknown parameter or an illegal value is the caller's
@@ -331,10 +328,7 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
       // block of C through the offsets, so the kernel never sees the split.
       const std::int64_t rows_per_dispatch = cap * whole.tile_m;
       const std::int64_t cols_per_dispatch = cap * whole.tile_n;
-      cl_command_queue queue = launch_options.queue ? launch_options.queue : impl_->queue.get();
-      const cl_uint wait_count = cl_uint(launch_options.wait_for.size());
-      const cl_event* wait_list = launch_options.wait_for.empty() ? nullptr : launch_options.wait_for.data();
-      cl_event last = nullptr;
+      detail::DispatchChain chain(impl_->queue.get(), launch_options);
       for (std::int64_t m0 = 0; m0 < p.m; m0 += rows_per_dispatch) {
         for (std::int64_t n0 = 0; n0 < p.n; n0 += cols_per_dispatch) {
           const GemmProblem part{std::min(rows_per_dispatch, p.m - m0), std::min(cols_per_dispatch, p.n - n0), p.k};
@@ -344,26 +338,25 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
                         c_off = cl_long(args.c.offset + m0 * ldc + n0);
           const cl_int lda_i = cl_int(lda), ldb_i = cl_int(ldb), ldc_i = cl_int(ldc);
           cl_mem a = args.a.buffer, b = args.b.buffer, c = args.c.buffer;
-          const std::pair<std::size_t, const void*> kargs[] = {
-              {sizeof m, &m},         {sizeof n, &n},         {sizeof k, &k},         {sizeof args.alpha, &args.alpha},
-              {sizeof a, &a},         {sizeof a_off, &a_off}, {sizeof lda_i, &lda_i}, {sizeof b, &b},
-              {sizeof b_off, &b_off}, {sizeof ldb_i, &ldb_i}, {sizeof c, &c},         {sizeof c_off, &c_off},
-              {sizeof ldc_i, &ldc_i}};
-          for (cl_uint i = 0; i < std::size(kargs); ++i)
-            check_cl(clSetKernelArg(kernel, i, kargs[i].first, kargs[i].second), "clSetKernelArg");
-          cl_event event = nullptr;
-          const cl_int status = clEnqueueNDRangeKernel(queue, kernel, 2, nullptr, g.global.data(), g.local.data(),
-                                                       last ? 1 : wait_count, last ? &last : wait_list, &event);
-          if (last) clReleaseEvent(last);
-          last = event;
-          check_cl(status, "clEnqueueNDRangeKernel(" + kernel_name + ")");
+          detail::set_kernel_args(kernel,
+                                  {{sizeof m, &m},
+                                   {sizeof n, &n},
+                                   {sizeof k, &k},
+                                   {sizeof args.alpha, &args.alpha},
+                                   {sizeof a, &a},
+                                   {sizeof a_off, &a_off},
+                                   {sizeof lda_i, &lda_i},
+                                   {sizeof b, &b},
+                                   {sizeof b_off, &b_off},
+                                   {sizeof ldb_i, &ldb_i},
+                                   {sizeof c, &c},
+                                   {sizeof c_off, &c_off},
+                                   {sizeof ldc_i, &ldc_i}},
+                                  kernel_name);
+          chain.enqueue(kernel, 2, g.global.data(), g.local.data(), kernel_name);
         }
       }
-      if (launch_options.event) {
-        *launch_options.event = last;
-      } else if (last) {
-        clReleaseEvent(last);
-      }
+      chain.finish();
     });
   });
 }
@@ -385,9 +378,9 @@ void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const
 
   const std::size_t wg = algorithm.work_group_size(params);
   std::size_t kernel_wg = 0;
-  check_cl(clGetKernelWorkGroupInfo(kernel, impl_->device.handle.id(), CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_wg,
-                                    &kernel_wg, nullptr),
-           "clGetKernelWorkGroupInfo");
+  detail::check_cl(clGetKernelWorkGroupInfo(kernel, impl_->device.handle.id(), CL_KERNEL_WORK_GROUP_SIZE,
+                                            sizeof kernel_wg, &kernel_wg, nullptr),
+                   "clGetKernelWorkGroupInfo");
   if (wg > kernel_wg)
     throw Error(ErrorCode::kDevice,
                 choice.kernel + "/" + algorithm.name + ": workgroup of " + std::to_string(wg) +
