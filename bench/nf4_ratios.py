@@ -15,7 +15,10 @@ a row that failed or was not verified shows its reason. Standard library only.
 """
 import json
 import statistics
+
 import sys
+
+import benchjson  # beside this script
 
 IMPLS = ("ours", "baseline_dequant_clblast", "baseline_clblast_only")
 CPU_SPEEDUP_TARGET = 3.0
@@ -41,39 +44,13 @@ def cell_of(bench):
     return cell
 
 
+def median_cell(cells):
+    return {name: statistics.median(c[name] for c in cells if name in c) for name in cells[0]}
+
+
 def collect(benchmarks):
     """{(direction, shape, rows, class): {impl: cell}}; a failed cell is a reason (str)."""
-    runs, medians, errors, labels, order = {}, {}, {}, {}, {}
-    for b in benchmarks:
-        key = row_key(b)
-        if key is None:
-            continue
-        order.setdefault(key[:4], len(order))
-        if b.get("error_occurred"):
-            errors[key] = b.get("error_message", "error")
-            continue
-        if b.get("run_type") == "aggregate":
-            if b.get("aggregate_name") == "median":
-                medians[key] = cell_of(b)
-            continue
-        if b.get("verified") != 1:
-            errors[key] = "not verified"
-            continue
-        runs.setdefault(key, []).append(cell_of(b))
-        if b.get("label"):
-            labels[key] = b["label"]
-    table = {}
-    for key in set(runs) | set(medians) | set(errors):
-        cell = errors.get(key)
-        if cell is None:
-            if key in medians:
-                cell = medians[key]
-            else:
-                cells = runs[key]
-                cell = {name: statistics.median(c[name] for c in cells if name in c)
-                        for name in cells[0]}
-        table.setdefault(key[:4], {})[key[4]] = cell
-    return dict(sorted(table.items(), key=lambda item: order[item[0]])), labels
+    return benchjson.collect(benchmarks, row_key, cell_of, median_cell)
 
 
 def number(x):

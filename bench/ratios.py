@@ -14,7 +14,10 @@ Standard library only.
 """
 import json
 import statistics
+
 import sys
+
+import benchjson  # beside this script
 
 IMPLS = ("ours_default", "ours_tuned", "clblast")
 
@@ -29,33 +32,7 @@ def row_key(bench):
 
 def collect(benchmarks):
     """{(op, class, shape): {impl: cell}}, a cell being GFLOP/s (float) or a reason (str)."""
-    runs, medians, errors, labels, order = {}, {}, {}, {}, {}
-    for b in benchmarks:
-        key = row_key(b)
-        if key is None:
-            continue
-        order.setdefault(key[:3], len(order))
-        if b.get("error_occurred"):
-            errors[key] = b.get("error_message", "error")
-            continue
-        if b.get("run_type") == "aggregate":
-            if b.get("aggregate_name") == "median" and "GFLOP/s" in b:
-                medians[key] = b["GFLOP/s"]
-            continue
-        if b.get("verified") != 1:
-            errors[key] = "not verified"
-            continue
-        if "GFLOP/s" in b:
-            runs.setdefault(key, []).append(b["GFLOP/s"])
-        if b.get("label"):
-            labels[key] = b["label"]
-    table = {}
-    for key in set(runs) | set(medians) | set(errors):
-        cell = errors.get(key)
-        if cell is None:
-            cell = medians[key] if key in medians else statistics.median(runs[key])
-        table.setdefault(key[:3], {})[key[3]] = cell
-    return dict(sorted(table.items(), key=lambda item: order[item[0]])), labels
+    return benchjson.collect(benchmarks, row_key, lambda b: b.get("GFLOP/s"), statistics.median)
 
 
 def fmt(cell):

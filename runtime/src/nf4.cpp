@@ -250,35 +250,31 @@ double rows_per_expert(std::int64_t rows, std::int64_t experts) {
 
 }  // namespace
 
+namespace {
+
+// Forward and backward share the classes, the tiled algorithm and the built-in choices.
+KernelFamily nf4_family(const char* name, AlgorithmSpec fused) {
+  KernelFamily f;
+  f.name = name;
+  f.algorithms = {std::move(fused), tiled_algorithm()};
+  f.classes = nf4_classes();
+  f.builtin = {
+      {"fused", {}},
+      {"fused", {{"TR", 8}}},
+      {"tiled", {{"MWG", 64}, {"NWG", 64}}},
+  };
+  return f;
+}
+
+}  // namespace
+
 const KernelFamily& nf4_forward_family() {
-  static const KernelFamily family = [] {
-    KernelFamily f;
-    f.name = "nf4_forward";
-    f.algorithms = {forward_fused_algorithm(), tiled_algorithm()};
-    f.classes = nf4_classes();
-    f.builtin = {
-        {"fused", {}},
-        {"fused", {{"TR", 8}}},
-        {"tiled", {{"MWG", 64}, {"NWG", 64}}},
-    };
-    return f;
-  }();
+  static const KernelFamily family = nf4_family("nf4_forward", forward_fused_algorithm());
   return family;
 }
 
 const KernelFamily& nf4_backward_family() {
-  static const KernelFamily family = [] {
-    KernelFamily f;
-    f.name = "nf4_backward";
-    f.algorithms = {backward_fused_algorithm(), tiled_algorithm()};
-    f.classes = nf4_classes();
-    f.builtin = {
-        {"fused", {}},
-        {"fused", {{"TR", 8}}},
-        {"tiled", {{"MWG", 64}, {"NWG", 64}}},
-    };
-    return f;
-  }();
+  static const KernelFamily family = nf4_family("nf4_backward", backward_fused_algorithm());
   return family;
 }
 

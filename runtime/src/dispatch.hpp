@@ -1,0 +1,41 @@
+// Internal to the runtime: the enqueue mechanics every kernel family shares.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ocltk/runtime.hpp"
+
+namespace ocltk::detail {
+
+// Throws Error(kDevice) naming `what` and the OpenCL status when `status` is an error.
+void check_cl(cl_int status, const std::string& what);
+
+// Sets a kernel's arguments in order: (size, pointer) pairs.
+using KernelArgs = std::vector<std::pair<std::size_t, const void*>>;
+void set_kernel_args(cl_kernel kernel, const KernelArgs& args, const std::string& kernel_name);
+
+// Enqueues dispatches in order on the launch's queue (or `default_queue`): the first waits
+// for the caller's wait list, each later one for the one before it. finish() hands the
+// last event to Launch::event, or releases it; a chain left unfinished (an exception)
+// releases it too.
+class DispatchChain {
+ public:
+  DispatchChain(cl_command_queue default_queue, const Launch& launch);
+  ~DispatchChain();
+  DispatchChain(const DispatchChain&) = delete;
+  DispatchChain& operator=(const DispatchChain&) = delete;
+
+  void enqueue(cl_kernel kernel, cl_uint dims, const std::size_t* global, const std::size_t* local,
+               const std::string& kernel_name);
+  void finish();
+
+ private:
+  const Launch& launch_;
+  cl_command_queue queue_;
+  cl_event last_ = nullptr;
+};
+
+}  // namespace ocltk::detail
