@@ -15,7 +15,6 @@ a row that failed or was not verified shows its reason. Standard library only.
 """
 import json
 import statistics
-
 import sys
 
 import benchjson  # beside this script

@@ -14,7 +14,6 @@ Standard library only.
 """
 import json
 import statistics
-
 import sys
 
 import benchjson  # beside this script
