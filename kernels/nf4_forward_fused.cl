@@ -75,10 +75,9 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const int lane = lid % RW;
   const int n = get_group_id(0) * CPW + lid / RW;
   const int e = expert_base + get_group_id(1);
-  for (int i = lid; i < 16 * CBR; i += WGS) cb[i] = codebook[i / CBR];
-  // Clamped so that bad offsets can never address rows outside [0, rows).
-  const int seg_end = (int)min(offsets[e + 1], (uint)rows);
-  const int seg_begin = (int)min(offsets[e], (uint)seg_end);
+  nf4_stage_codebook(cb, codebook, lid, WGS);
+  int seg_begin, seg_end;
+  nf4_segment(offsets, e, rows, &seg_begin, &seg_end);
   barrier(CLK_LOCAL_MEM_FENCE);
   if (seg_begin >= seg_end) return;  // uniform over the workgroup
 

@@ -51,8 +51,8 @@ inline bool nf4_find_tile(const __global uint* offsets, const int experts, const
                           int* r0_out, int* end_out) {
   int seen = 0;
   for (int e = 0; e < experts; ++e) {
-    const int end = (int)min(offsets[e + 1], (uint)rows);
-    const int begin = (int)min(offsets[e], (uint)end);
+    int begin, end;
+    nf4_segment(offsets, e, rows, &begin, &end);
     const int tiles = (end - begin + MWG - 1) / MWG;
     if (tile < seen + tiles) {
       *e_out = e;
@@ -90,7 +90,7 @@ __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void nf4_forward
   __local float Bs[NWG * LSTRIDE];
   const int tn = get_local_id(0), tm = get_local_id(1);
   const int lid = tm * NDIMC + tn;
-  if (lid < 16) cb[lid] = codebook[lid];
+  nf4_stage_codebook(cb, codebook, lid, WGS);
   int e, r0, seg_end;
   if (!nf4_find_tile(offsets, experts, rows, tile_base + get_group_id(1), &e, &r0, &seg_end)) return;  // uniform
   const int n0 = get_group_id(0) * NWG;
@@ -141,7 +141,7 @@ __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void nf4_backwar
   __local float Bs[NWG * LSTRIDE];
   const int tn = get_local_id(0), tm = get_local_id(1);
   const int lid = tm * NDIMC + tn;
-  if (lid < 16) cb[lid] = codebook[lid];
+  nf4_stage_codebook(cb, codebook, lid, WGS);
   int e, r0, seg_end;
   if (!nf4_find_tile(offsets, experts, rows, tile_base + get_group_id(1), &e, &r0, &seg_end)) return;  // uniform
   const int c0 = get_group_id(0) * NWG;  // first output column (k)
