@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +25,7 @@
 #include "nf4_commands.hpp"
 #include "npy.hpp"
 #include "ocltk/ocltk.hpp"
+#include "replay.hpp"
 #include "tuner.hpp"
 
 namespace {
@@ -68,29 +71,56 @@ architecture, vendor) or that built-in defaults apply.
 )";
 
 const char* const kTuneHelp = R"(Usage: ocltk tune [OPTIONS]
+       ocltk tune --replay FILE [REPLAY OPTIONS]
 
-Measures every kernel's legal parameter space on one device, verifies each candidate
-against a CPU reference (rejecting wrong ones), and writes the fastest verified choice per
-problem-size class into a YAML profile. Ends with a table of best vs built-in default.
+Searches every kernel's parameter space on one device, verifies each candidate against a
+CPU reference (rejecting wrong ones), and writes the fastest verified choice per
+problem-size class into a YAML profile. Ends with a table per kernel and class: best,
+built-in default, speed-up, evaluations, space size and time spent.
 
 Options:
   --device SEL        device index or name substring (default: OCLTK_DEVICE, else first GPU, else first device)
   --out FILE          where to write the profile (default: ~/.config/ocltk/profiles/<device>.yaml,
                       where the runtime finds it)
-  --budget SECONDS    time budget for the whole run (default 180)
-  --strategy NAME     local (default: sample + coordinate descent), random, or exhaustive
-  --max-evals N       at most N candidates per class (default: no limit besides the budget)
-  --kernels LIST      comma-separated kernels to tune (default: all; gemm_nt)
+  --budget SECONDS    time budget for the whole run (default 180), split over the classes
+  --strategy NAME     guided (default: a Gaussian-process cost model fitted on the points measured
+                      so far picks the next ones), local (sample + coordinate descent), random, or
+                      exhaustive
+  --max-evals N|P%    at most N candidates per class, or P percent of each class's search space
+                      (default: no limit besides the budget)
+  --kernels LIST      comma-separated kernels to tune (default: all: gemm_nt, nf4_forward, nf4_backward)
   --classes LIST      comma-separated shape classes (default: all; gemm_nt has gemv, lora_shrink,
-                      lora_expand, small_batch, large)
+                      lora_expand, small_batch, large; nf4_* have decode, small_batch, prefill)
   --repeats N         timed runs per candidate, median taken (default 5)
-  --seed N            random seed of the search (default 1)
+  --seed N            random seed of the search and of the test data (default 1)
   --cold              do not start from the profiles that already fit the device (by default their
                       choices are measured first, so running tune again refines its last answer)
+  --jobs N            threads compiling candidates while others are measured (default: one per
+                      spare core on a GPU; 0 on a CPU device, where compiling would disturb timings)
+  --timeout SECONDS   a candidate still running after this long is recorded as a hang and skipped
+                      (default: max(2 s, 100 x the class's built-in default time))
+  --cache DIR         folder of the resume caches (default: $OCLTK_CACHE_DIR/tune, else
+                      ~/.cache/ocltk/tune); '-' keeps none
+  --no-resume         measure every candidate again instead of recalling the cache's measurements
   --record FILE       append every measured point to FILE as JSON lines (parameters, time or the
                       reason it was rejected), written as they are measured
+  --report DIR        write DIR/report.json (every evaluation in order, best so far) and one SVG
+                      plot per class (DIR/<kernel>-<class>.svg)
   --json              print the summary as JSON on stdout (progress and messages go to stderr)
   --quiet             no progress output
+
+Resume: every measurement is appended to a cache per device, driver, kernel and search
+space as it is made. A run stopped by Ctrl-C, a crash or its budget leaves the profile as
+it was; the same command run again recalls what was measured and goes on from there. A
+cache written on another device or for another search space is refused.
+
+Replay (no device): --replay FILE runs strategies against a recording made with --record
+(an exhaustive one gives the true optimum) and reports, per class, how close each gets to
+the recorded optimum.
+  --strategy LIST     strategies to compare (default: guided,local,random)
+  --max-evals N|P%    evaluations per run (default 15%)
+  --seeds N           runs per strategy, seeds SEED .. SEED+N-1 (default 20)
+  --seed N, --kernels LIST, --classes LIST, --json as above
 )";
 
 const char* const kRunHelp = R"(Usage: ocltk run gemm-nt --lhs A.npy --rhs B.npy --out C.npy [OPTIONS]
@@ -268,37 +298,110 @@ int cmd_devices(const std::vector<std::string>& tokens) {
   return kExitOk;
 }
 
+std::atomic<bool> g_stop_tuning{false};
+
+extern "C" void request_tune_stop(int) { g_stop_tuning.store(true); }
+
+// "N" or "P%": an evaluation count or a fraction of each class's space.
+void parse_max_evals(const std::string& text, std::int64_t& count, double& fraction) {
+  if (!text.empty() && text.back() == '%') {
+    const double percent = parse_double(text.substr(0, text.size() - 1), "--max-evals");
+    if (!(percent > 0 && percent <= 100)) throw UsageError("--max-evals P% needs 0 < P <= 100, got '" + text + "'");
+    fraction = percent / 100;
+    count = 0;
+  } else {
+    count = parse_int(text, "--max-evals", 1, 1000000000);
+    fraction = 0;
+  }
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+int cmd_tune_replay(const Args& args) {
+  ocltk::tuner::ReplayOptions options;
+  for (const char* device_only :
+       {"--device", "--out", "--budget", "--repeats", "--record", "--report", "--jobs", "--timeout", "--cache"})
+    if (args.get(device_only)) throw UsageError(std::string(device_only) + " does not apply to --replay (no device)");
+  for (const char* device_only : {"--cold", "--no-resume"})
+    if (args.flag(device_only)) throw UsageError(std::string(device_only) + " does not apply to --replay (no device)");
+  if (auto v = args.get("--strategy")) {
+    options.strategies.clear();
+    for (const std::string& name : split_list(*v)) {
+      auto s = ocltk::tuner::parse_strategy(name);
+      if (!s) throw UsageError("--strategy must list guided, local, random or exhaustive, got '" + name + "'");
+      options.strategies.push_back(*s);
+    }
+    if (options.strategies.empty()) throw UsageError("--strategy needs at least one strategy");
+  }
+  if (auto v = args.get("--max-evals")) parse_max_evals(*v, options.max_evals, options.max_evals_fraction);
+  if (auto v = args.get("--seeds")) options.seeds = int(parse_int(*v, "--seeds", 1, 100000));
+  if (auto v = args.get("--seed")) options.seed = std::uint64_t(parse_int(*v, "--seed", 0, LLONG_MAX));
+  if (auto v = args.get("--kernels")) options.kernels = split_list(*v);
+  if (auto v = args.get("--classes")) options.classes = split_list(*v);
+  const std::string path = *args.get("--replay");
+  const ocltk::tuner::Recording recording = ocltk::tuner::read_recording(path);
+  const auto results = ocltk::tuner::replay(recording, options);
+  if (args.flag("--json")) {
+    ocltk::tuner::print_replay_json(std::cout, results, options, recording);
+  } else {
+    std::cout << "Recording " << path << ": " << recording.device << " (driver " << recording.driver << ")\n";
+    ocltk::tuner::print_replay(std::cout, results, options);
+  }
+  return kExitOk;
+}
+
 int cmd_tune(const std::vector<std::string>& tokens) {
   const std::string command = "ocltk tune";
   Args args(tokens, command,
             {"--device", "--out", "--budget", "--strategy", "--max-evals", "--kernels", "--classes", "--repeats",
-             "--seed", "--record"},
-            {"--quiet", "--cold", "--json"});
+             "--seed", "--record", "--replay", "--seeds", "--jobs", "--timeout", "--cache", "--report"},
+            {"--quiet", "--cold", "--json", "--no-resume"});
   if (!args.positional().empty())
     throw UsageError("unexpected argument '" + args.positional()[0] + "' for `ocltk tune`");
+  if (args.get("--replay")) return cmd_tune_replay(args);
+  if (args.get("--seeds")) throw UsageError("--seeds applies to --replay only");
   ocltk::tuner::TuneOptions options;
   options.warm_start = !args.flag("--cold");
+  options.resume = !args.flag("--no-resume");
   if (auto v = args.get("--budget")) {
     options.budget_seconds = parse_double(*v, "--budget");
     if (!(options.budget_seconds > 0)) throw UsageError("--budget must be a positive number of seconds");
   }
   if (auto v = args.get("--strategy")) {
     auto s = ocltk::tuner::parse_strategy(*v);
-    if (!s) throw UsageError("--strategy must be local, random or exhaustive, got '" + *v + "'");
+    if (!s) throw UsageError("--strategy must be guided, local, random or exhaustive, got '" + *v + "'");
     options.strategy = *s;
   }
-  if (auto v = args.get("--max-evals")) options.max_evals = parse_int(*v, "--max-evals", 1, 1000000000);
+  if (auto v = args.get("--max-evals")) parse_max_evals(*v, options.max_evals, options.max_evals_fraction);
   if (auto v = args.get("--repeats")) options.repeats = int(parse_int(*v, "--repeats", 1, 1000));
   if (auto v = args.get("--seed")) options.seed = std::uint64_t(parse_int(*v, "--seed", 0, LLONG_MAX));
-  auto list = [](const std::string& text) {
-    std::vector<std::string> items;
-    std::stringstream in(text);
-    for (std::string item; std::getline(in, item, ',');)
-      if (!item.empty()) items.push_back(item);
-    return items;
-  };
-  if (auto v = args.get("--kernels")) options.kernels = list(*v);
-  if (auto v = args.get("--classes")) options.classes = list(*v);
+  if (auto v = args.get("--jobs")) options.compile_threads = int(parse_int(*v, "--jobs", 0, 256));
+  if (auto v = args.get("--timeout")) {
+    options.timeout_seconds = parse_double(*v, "--timeout");
+    if (!(options.timeout_seconds > 0)) throw UsageError("--timeout must be a positive number of seconds");
+  }
+  if (auto v = args.get("--cache")) {
+    if (v->empty()) throw UsageError("--cache needs a folder, or '-' for none");
+    options.cache_dir = *v;
+  }
+  if (auto v = args.get("--kernels")) options.kernels = split_list(*v);
+  if (auto v = args.get("--classes")) options.classes = split_list(*v);
+  const std::optional<std::string> report = args.get("--report");
+  if (report) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::exists(*report, ec) && !fs::is_directory(*report, ec))
+      throw UsageError("--report " + *report + " exists and is not a folder");
+    fs::create_directories(*report, ec);
+    if (ec) throw UsageError("--report " + *report + " cannot be created (" + ec.message() + ")");
+    check_writable((fs::path(*report) / "report.json").string(), "--report");
+  }
   ocltk::RuntimeOptions rt_options;
   rt_options.device = args.get("--device").value_or("");
   rt_options.use_profiles = false;  // the tuner measures explicit choices only
@@ -323,13 +426,29 @@ int cmd_tune(const std::vector<std::string>& tokens) {
   log << "Tuning on " << rt.device().name << " (" << rt.device().platform << ", driver " << rt.device().driver
       << "), strategy " << ocltk::tuner::to_string(options.strategy) << ", budget " << options.budget_seconds << " s\n"
       << std::flush;
+  // Ctrl-C stops after the current candidate; what was measured stays in the cache.
+  g_stop_tuning.store(false);
+  options.stop = &g_stop_tuning;
+  std::signal(SIGINT, request_tune_stop);
+  std::signal(SIGTERM, request_tune_stop);
   const ocltk::tuner::TuneResult result = ocltk::tuner::tune(rt, options);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (report) ocltk::tuner::write_report(*report, result);
+  if (result.interrupted) {
+    std::cerr << "ocltk tune: interrupted; " << out << " was not written. The measurements so far are kept in";
+    for (const std::string& c : result.caches) std::cerr << " " << c;
+    std::cerr << (result.caches.empty() ? " no cache (--cache -)" : "; run the same command again to resume")
+              << ".\n";
+    return 130;
+  }
   if (!json) ocltk::tuner::print_summary(std::cout, result);
   ocltk::write_profile_atomically(out, result.profile);
   if (json) {
     ocltk::tuner::print_summary_json(std::cout, result, out);
   } else {
     std::cout << "profile written to " << out << "\n";
+    if (report) std::cout << "report written to " << *report << "/report.json and one SVG plot per class\n";
   }
   return kExitOk;
 }

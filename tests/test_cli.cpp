@@ -774,14 +774,23 @@ TEST_F(CliTest, TuneWarmStartsFromAFittingProfileAndPrintsJson) {
   const ocltk::Params seed = {{"MWG", 8}, {"NWG", 16}, {"MDIMC", 2}, {"NDIMC", 4}, {"VW", 4}, {"USE_LOCAL", 0}};
   const fs::path prior = root_ / "prior.yaml";
   write_text(prior, profile_text(ocltk::profile_device_of(default_device()), {{"gemv", "tiled", seed}}));
-  const std::string seed_text =
-      "tiled " + ocltk::format_params(ocltk::gemm_nt_family().find_algorithm("tiled")->complete(seed));
-  const std::vector<std::string> base = {"tune", "--classes", "gemv", "--max-evals", "2",      "--budget",
-                                         "20",   "--repeats", "1",    "--out",       "p.yaml", "--json"};
-
-  const CliResult warm = run_cli(base, {{"OCLTK_PROFILE_PATH", prior.string()}});
+  // The measured points are read back from --record: {"algorithm": "tiled", "params": {...}.
+  std::string seed_text = "{\"algorithm\": \"tiled\", \"params\": {";
+  bool first = true;
+  for (const auto& [name, value] : ocltk::gemm_nt_family().find_algorithm("tiled")->complete(seed)) {
+    seed_text += (first ? "\"" : ", \"") + name + "\": " + std::to_string(value);
+    first = false;
+  }
+  seed_text += "}";
+  const fs::path warm_record = root_ / "warm.jsonl", cold_record = root_ / "cold.jsonl";
+  std::vector<std::string> base = {"tune", "--classes", "gemv", "--max-evals", "2",      "--budget",
+                                   "20",   "--repeats", "1",    "--out",       "p.yaml", "--json"};
+  std::vector<std::string> warm_args = base;
+  warm_args.insert(warm_args.end(), {"--record", warm_record.string()});
+  const CliResult warm = run_cli(warm_args, {{"OCLTK_PROFILE_PATH", prior.string()}});
   ASSERT_EQ(warm.status, 0) << warm.describe();
-  EXPECT_NE(warm.err.find(seed_text), std::string::npos) << "the seed was not measured; " << warm.describe();
+  EXPECT_NE(read_text(warm_record).find(seed_text), std::string::npos)
+      << "the seed was not measured; " << read_text(warm_record);
   ASSERT_FALSE(warm.out.empty());
   EXPECT_EQ(warm.out.front(), '{') << warm.describe();
   EXPECT_NE(warm.out.find("\"kernel\": \"gemm_nt\", \"class\": \"gemv\""), std::string::npos) << warm.describe();
@@ -789,10 +798,11 @@ TEST_F(CliTest, TuneWarmStartsFromAFittingProfileAndPrintsJson) {
   EXPECT_EQ(warm.out.find("profile written"), std::string::npos) << "stdout must hold only JSON";
 
   std::vector<std::string> cold_args = base;
-  cold_args.push_back("--cold");
+  cold_args.insert(cold_args.end(), {"--cold", "--no-resume", "--record", cold_record.string()});
   const CliResult cold = run_cli(cold_args, {{"OCLTK_PROFILE_PATH", prior.string()}});
   ASSERT_EQ(cold.status, 0) << cold.describe();
-  EXPECT_EQ(cold.err.find(seed_text), std::string::npos) << "--cold still measured the seed; " << cold.describe();
+  EXPECT_EQ(read_text(cold_record).find(seed_text), std::string::npos)
+      << "--cold still measured the seed; " << read_text(cold_record);
 }
 
 // --record appends a header and one JSON line per measured point, across runs.

@@ -79,15 +79,14 @@ class GemmNtWorkload : public Workload {
     Launch launch;
     launch.event = &event;
     rt_.gemm_nt_with(choice, false, args, launch).throw_if_error();
-    const cl_int status = clWaitForEvents(1, &event);
-    cl_int exec = CL_COMPLETE;
-    clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, nullptr);
+    try {
+      wait_for_event(event, timeout_seconds);
+    } catch (...) {
+      clReleaseEvent(event);
+      throw;
+    }
     const double ms = event_ms(event, event);  // the class problems fit one dispatch
     clReleaseEvent(event);
-    if (status != CL_SUCCESS || exec < 0) {
-      const cl_int code = exec < 0 ? exec : status;
-      throw Error(ErrorCode::kDevice, "launch failed with OpenCL status " + std::to_string(code), code);
-    }
     return ms;
   }
 

@@ -3,68 +3,37 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <ctime>
+#include <deque>
 #include <iomanip>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <ostream>
 #include <random>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "ocltk/family.hpp"
-#include "workload.hpp"
 
 namespace ocltk::tuner {
 namespace {
-
-std::string json_string(const std::string& text) {
-  std::ostringstream out;
-  out << '"';
-  for (const unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out << '\\' << c;
-    } else if (c < 0x20) {
-      out << "\\u" << std::hex << std::setw(4) << std::setfill('0') << int(c) << std::dec << std::setfill(' ');
-    } else {
-      out << c;
-    }
-  }
-  out << '"';
-  return out.str();
-}
-
-std::string json_choice(const Evaluation& e) {
-  std::ostringstream out;
-  out << "{\"algorithm\": " << json_string(e.algorithm) << ", \"params\": {";
-  bool first = true;
-  for (const auto& [name, value] : e.params) {
-    out << (first ? "" : ", ") << json_string(name) << ": " << value;
-    first = false;
-  }
-  out << "}, \"ok\": " << (e.ok ? "true" : "false");
-  if (e.ok) out << ", \"time_ms\": " << std::setprecision(6) << e.time_ms;
-  if (!e.ok) out << ", \"rejected\": " << json_string(e.rejected);
-  out << "}";
-  return out.str();
-}
 
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-struct Point {
-  const AlgorithmSpec* algorithm;
-  Params params;
-  std::string key() const { return algorithm->name + " " + format_params(params); }
-};
-
 // Runs, verifies, then times a candidate; stops timing early when the first timed run is
-// already three times slower than the best so far.
-Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, double best_ms) {
+// already three times slower than the best so far. `hang` is set when a run outlived the
+// workload's time limit (the device may still be busy with it).
+Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, double best_ms, bool& hang) {
   Evaluation e;
   e.algorithm = choice.algorithm;
   e.params = choice.params;
+  hang = false;
   try {
     w.poison();
     w.run(choice);
@@ -80,6 +49,9 @@ Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, do
     std::sort(times.begin(), times.end());
     e.time_ms = times[times.size() / 2];
     e.ok = true;
+  } catch (const CandidateHang& err) {
+    e.rejected = err.what();
+    hang = true;
   } catch (const BuildError& err) {
     e.rejected = std::string("build failed: ") + err.what();
   } catch (const std::exception& err) {
@@ -88,10 +60,22 @@ Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, do
   return e;
 }
 
-std::string format_problem(const std::map<std::string, std::int64_t>& problem) {
-  std::ostringstream out;
-  for (const auto& [key, value] : problem) out << (out.tellp() ? " " : "") << key << "=" << value;
-  return out.str();
+// After a hang: waits (bounded) until the device has finished the hung candidate, so the
+// next measurement starts on an idle device. Throws when it never finishes.
+void drain_after_hang(Runtime& rt, double limit_seconds, const std::string& what) {
+  cl_event marker = nullptr;
+  if (clEnqueueMarkerWithWaitList(rt.queue().get(), 0, nullptr, &marker) != CL_SUCCESS)
+    throw Error(ErrorCode::kDevice, "cannot wait for the device after " + what);
+  try {
+    wait_for_event(marker, limit_seconds);
+  } catch (const CandidateHang&) {
+    clReleaseEvent(marker);
+    throw Error(ErrorCode::kDevice, what + " and the device was still busy with it after " +
+                                        std::to_string(int(limit_seconds)) +
+                                        " s; it is recorded in the resume cache and will be skipped when you run "
+                                        "`ocltk tune` again");
+  }
+  clReleaseEvent(marker);
 }
 
 std::string now_iso8601() {
@@ -113,16 +97,91 @@ std::string sanitize(const std::string& name) {
   return out.empty() ? "device" : out;
 }
 
+// Compiles candidates on worker threads while the device measures others. The program
+// cache (thread-safe, one build per program) hands the measuring thread the built
+// program, or makes it wait for a build in flight. Build errors are left for the
+// measuring thread to meet and record.
+class CompilePool {
+ public:
+  CompilePool(Runtime& rt, int threads) : rt_(rt) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+  }
+  ~CompilePool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  void prefetch(const std::vector<const Point*>& points) {
+    if (threads_.empty()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const Point* p : points) {
+        std::string options = p->algorithm->source_name + " " + p->algorithm->build_options(p->params);
+        if (queued_.insert(options).second) queue_.push_back(*p);
+      }
+    }
+    wake_.notify_all();
+  }
+
+ private:
+  void work() {
+    while (true) {
+      Point p;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        p = queue_.front();
+        queue_.pop_front();
+      }
+      try {
+        rt_.program_for(*p.algorithm, p.params);
+      } catch (const std::exception&) {
+        // Met again, and recorded, when the candidate is measured.
+      }
+    }
+  }
+
+  Runtime& rt_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Point> queue_;
+  std::set<std::string> queued_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
 class Progress {
  public:
-  Progress(const TuneOptions& o) : out_(o.progress), tty_(o.progress_is_terminal) {}
-  void update(const std::string& line) {
+  explicit Progress(const TuneOptions& o)
+      : out_(o.progress), tty_(o.progress_is_terminal), interval_(o.progress_interval_seconds) {}
+
+  // done / planned evaluations, the best time so far, seconds left of the class budget.
+  void update(const std::string& prefix, int done, int planned, double best_ms, double gflops, double left_s,
+              const std::string& last, bool force = false) {
     if (out_ == nullptr) return;
+    std::ostringstream line;
     if (tty_) {
-      *out_ << "\r\033[K" << line << std::flush;
+      constexpr int kWidth = 20;
+      const int filled = planned > 0 ? std::min(kWidth, done * kWidth / planned) : 0;
+      line << "\r\033[K" << prefix << " [" << std::string(std::size_t(filled), '#')
+           << std::string(std::size_t(kWidth - filled), '.') << "] " << done << "/" << planned << " evals";
     } else {
-      *out_ << line << "\n" << std::flush;
+      if (!force && seconds_since(last_line_) < interval_) return;
+      line << prefix << " " << done << "/" << planned << " evals";
     }
+    line << ", best " << std::fixed << std::setprecision(3) << best_ms << " ms (" << std::setprecision(1) << gflops
+         << " GFLOP/s), " << std::setprecision(0) << std::max(0.0, left_s) << " s left";
+    if (tty_) {
+      line << " | " << last.substr(0, 60);
+      *out_ << line.str() << std::flush;
+    } else {
+      *out_ << line.str() << "\n" << std::flush;
+    }
+    last_line_ = Clock::now();
   }
   void finish_line() {
     if (out_ != nullptr && tty_) *out_ << "\n" << std::flush;
@@ -131,28 +190,112 @@ class Progress {
  private:
   std::ostream* out_;
   bool tty_;
+  double interval_;
+  Clock::time_point last_line_ = Clock::now() - std::chrono::hours(1);
 };
 
-}  // namespace
-
-const char* to_string(Strategy s) {
-  switch (s) {
-    case Strategy::kLocal:
-      return "local";
-    case Strategy::kRandom:
-      return "random";
-    case Strategy::kExhaustive:
-      return "exhaustive";
+// The Measure a strategy drives on the device: one class's workload, the resume cache,
+// the compile pool, the budget, the record and the progress line.
+class DeviceMeasure : public Measure {
+ public:
+  struct Setup {
+    Runtime& rt;
+    const TuneOptions& options;
+    const std::string& kernel;
+    ClassResult& cr;
+    Workload& workload;
+    TuneCache* cache;
+    CompilePool& pool;
+    Progress& progress;
+    std::string prefix;
+    double budget_seconds;
+    std::int64_t max_evals;
+  };
+  explicit DeviceMeasure(Setup s) : s_(std::move(s)), start_(Clock::now()) {
+    best_.time_ms = std::numeric_limits<double>::infinity();
   }
-  return "local";
+
+  bool out_of_budget() const override {
+    if (s_.options.stop != nullptr && s_.options.stop->load()) return true;
+    if (s_.max_evals > 0 && s_.cr.evaluations >= s_.max_evals) return true;
+    return seconds_since(start_) >= s_.budget_seconds;
+  }
+
+  const Evaluation* evaluate(const Point& point) override {
+    const std::string key = point.key();
+    if (auto it = seen_.find(key); it != seen_.end()) return &it->second;
+    if (out_of_budget()) return nullptr;
+    Evaluation e;
+    if (const Evaluation* hit = s_.cache != nullptr && s_.options.resume
+                                    ? s_.cache->find(s_.cr.shape_class, s_.cr.problem, key)
+                                    : nullptr) {
+      e = *hit;
+      e.cached = true;
+      ++s_.cr.cached;
+    } else {
+      Choice choice;
+      choice.kernel = s_.kernel;
+      choice.shape_class = s_.cr.shape_class;
+      choice.algorithm = point.algorithm->name;
+      choice.params = point.params;
+      bool hang = false;
+      e = evaluate_candidate(s_.workload, choice, s_.options.repeats, best_.ok ? best_.time_ms : 0, hang);
+      // Into the cache first: should waiting for the hung candidate never end, the next
+      // run still knows to skip it.
+      if (s_.cache != nullptr) s_.cache->append(s_.cr.shape_class, s_.cr.problem, e);
+      if (hang)
+        drain_after_hang(s_.rt, std::max(30.0, 10 * s_.workload.timeout_seconds),
+                         s_.kernel + "/" + s_.cr.shape_class + " candidate " + key + " hung");
+    }
+    ++s_.cr.evaluations;
+    if (!e.ok) ++s_.cr.rejected;
+    if (e.ok && e.time_ms < best_.time_ms) best_ = e;
+    s_.cr.history.push_back(e);
+    if (s_.options.record != nullptr)
+      write_record_line(*s_.options.record, s_.kernel, s_.cr.shape_class, s_.cr.problem, e);
+    const double left = s_.budget_seconds - seconds_since(start_);
+    s_.progress.update(s_.prefix, s_.cr.evaluations, planned(left), best_.ok ? best_.time_ms : 0,
+                       best_.ok ? s_.cr.flops / best_.time_ms * 1e-6 : 0, left,
+                       key + ": " + (e.ok ? std::to_string(e.time_ms) + " ms" : "rejected: " + e.rejected));
+    return &seen_.emplace(key, std::move(e)).first->second;
+  }
+
+  void will_evaluate(const std::vector<const Point*>& points) override { s_.pool.prefetch(points); }
+
+  void finish() {
+    const double left = s_.budget_seconds - seconds_since(start_);
+    s_.progress.update(s_.prefix, s_.cr.evaluations, s_.cr.evaluations, best_.ok ? best_.time_ms : 0,
+                       best_.ok ? s_.cr.flops / best_.time_ms * 1e-6 : 0, left, "done", true);
+    s_.progress.finish_line();
+  }
+  const Evaluation& best() const { return best_; }
+
+ private:
+  // Evaluations expected by the end of the class: the cap, or the pace so far over the
+  // time left, never more than the space.
+  int planned(double left) const {
+    const int done = s_.cr.evaluations;
+    const int space_left = int(s_.cr.space_size) + 2 - done;
+    int plan = done + space_left;
+    if (s_.max_evals > 0) plan = std::min<int>(plan, int(s_.max_evals));
+    const double elapsed = seconds_since(start_);
+    if (elapsed > 0.5 && done > 0) plan = std::min<int>(plan, done + int(double(done) / elapsed * std::max(0.0, left)));
+    return std::max(plan, done);
+  }
+
+  Setup s_;
+  Clock::time_point start_;
+  std::map<std::string, Evaluation> seen_;
+  Evaluation best_;
+};
+
+int default_compile_threads(const DeviceInfo& device) {
+  if (device.type == "cpu") return 0;  // the CPU both compiles and runs: keep timings clean
+  const unsigned hw = std::thread::hardware_concurrency();
+  return int(std::clamp<unsigned>(hw > 1 ? hw - 1 : 1, 1, 16));
 }
 
-std::optional<Strategy> parse_strategy(const std::string& name) {
-  if (name == "local") return Strategy::kLocal;
-  if (name == "random") return Strategy::kRandom;
-  if (name == "exhaustive") return Strategy::kExhaustive;
-  return std::nullopt;
-}
+}  // namespace
 
 std::string default_profile_path(const DeviceInfo& device) {
   const std::string dir = user_profile_dir();
@@ -166,6 +309,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   const auto start = Clock::now();
   std::mt19937_64 rng(options.seed);
   Progress progress(options);
+  const std::vector<FamilyTuning>& families = options.families ? *options.families : tunable_families();
 
   struct Job {
     const FamilyTuning* tuning;
@@ -173,16 +317,16 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   };
   std::vector<Job> jobs;
   for (const std::string& k : options.kernels) {
-    const bool known = std::any_of(tunable_families().begin(), tunable_families().end(),
+    const bool known = std::any_of(families.begin(), families.end(),
                                    [&](const FamilyTuning& f) { return f.family->name == k; });
     if (!known) throw Error(ErrorCode::kInvalidArgument, "no tunable kernel named '" + k + "'");
   }
   for (const std::string& c : options.classes) {
-    const bool known = std::any_of(tunable_families().begin(), tunable_families().end(),
+    const bool known = std::any_of(families.begin(), families.end(),
                                    [&](const FamilyTuning& f) { return f.family->find_class(c) != nullptr; });
     if (!known) throw Error(ErrorCode::kInvalidArgument, "no kernel has a shape class named '" + c + "'");
   }
-  for (const FamilyTuning& f : tunable_families()) {
+  for (const FamilyTuning& f : families) {
     if (!options.kernels.empty() &&
         std::find(options.kernels.begin(), options.kernels.end(), f.family->name) == options.kernels.end())
       continue;
@@ -190,6 +334,22 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       if (options.classes.empty() ||
           std::find(options.classes.begin(), options.classes.end(), c.name) != options.classes.end())
         jobs.push_back({&f, c.name});
+  }
+
+  // Resume caches, one per kernel; a foreign one stops the run before any measuring.
+  TuneResult result;
+  std::map<std::string, std::unique_ptr<TuneCache>> caches;
+  const std::string cache_dir = options.cache_dir.empty() ? TuneCache::default_dir() : options.cache_dir;
+  if (!cache_dir.empty() && cache_dir != "-") {
+    for (const Job& job : jobs) {
+      const KernelFamily& family = *job.tuning->family;
+      if (caches.count(family.name)) continue;
+      const std::uint64_t hash = search_space_hash(family, limits);
+      auto cache = std::make_unique<TuneCache>(TuneCache::path_for(cache_dir, device, family.name, hash), device,
+                                               family.name, hash);
+      result.caches.push_back(cache->path());
+      caches.emplace(family.name, std::move(cache));
+    }
   }
 
   ProfileSelection prior;
@@ -201,11 +361,16 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     }
   }
 
-  TuneResult result;
+  result.compile_threads = options.compile_threads >= 0 ? options.compile_threads : default_compile_threads(device);
+  CompilePool pool(rt, result.compile_threads);
   result.profile.device = profile_device_of(device);
   result.profile.tuner_version = version();
 
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
+    if (options.stop != nullptr && options.stop->load()) {
+      result.interrupted = true;
+      break;
+    }
     const KernelFamily& family = *jobs[ji].tuning->family;
     const std::string& shape_class = jobs[ji].shape_class;
     const auto class_start = Clock::now();
@@ -214,7 +379,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
 
     std::vector<Point> space;
     for (const AlgorithmSpec& algorithm : family.algorithms)
-      for (Params& p : algorithm.legal_space(&limits)) space.push_back({&algorithm, std::move(p)});
+      for (Params& p : algorithm.search_space(&limits)) space.push_back({&algorithm, std::move(p)});
 
     ClassResult cr;
     cr.kernel = family.name;
@@ -223,132 +388,47 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     std::unique_ptr<Workload> workload = jobs[ji].tuning->make(rt, shape_class, rng);
     cr.problem = workload->problem();
     cr.flops = workload->flops();
-    std::map<std::string, Evaluation> seen;
-    Evaluation best;
-    best.time_ms = std::numeric_limits<double>::infinity();
-    const std::string prefix =
-        "[" + std::to_string(ji + 1) + "/" + std::to_string(jobs.size()) + " " + family.name + "/" + shape_class + "]";
+    std::int64_t max_evals = options.max_evals;
+    if (options.max_evals_fraction > 0) {
+      const auto cap = std::max<std::int64_t>(1, std::int64_t(options.max_evals_fraction * double(space.size())));
+      max_evals = max_evals > 0 ? std::min(max_evals, cap) : cap;
+    }
+    const auto cache_it = caches.find(family.name);
+    DeviceMeasure measure({rt, options, family.name, cr, *workload,
+                           cache_it == caches.end() ? nullptr : cache_it->second.get(), pool, progress,
+                           "[" + std::to_string(ji + 1) + "/" + std::to_string(jobs.size()) + " " + family.name + "/" +
+                               shape_class + "]",
+                           class_budget, max_evals});
 
-    auto out_of_budget = [&] {
-      return seconds_since(class_start) >= class_budget ||
-             (options.max_evals > 0 && cr.evaluations >= options.max_evals);
-    };
-    auto evaluate = [&](const Point& point) -> const Evaluation* {
-      const std::string key = point.key();
-      if (auto it = seen.find(key); it != seen.end()) return &it->second;
-      Choice choice;
-      choice.kernel = family.name;
-      choice.shape_class = shape_class;
-      choice.algorithm = point.algorithm->name;
-      choice.params = point.params;
-      Evaluation e = evaluate_candidate(*workload, choice, options.repeats, best.ok ? best.time_ms : 0);
-      ++cr.evaluations;
-      if (!e.ok) ++cr.rejected;
-      if (e.ok && e.time_ms < best.time_ms) best = e;
-      std::ostringstream line;
-      line << prefix << " " << cr.evaluations << " evals (" << cr.rejected << " rejected), best " << std::fixed
-           << std::setprecision(3) << (best.ok ? best.time_ms : 0) << " ms (" << std::setprecision(1)
-           << (best.ok ? cr.flops / best.time_ms * 1e-6 : 0) << " GFLOP/s), " << std::setprecision(0)
-           << std::max(0.0, class_budget - seconds_since(class_start)) << " s left | " << point.algorithm->name << " "
-           << format_params(point.params) << ": "
-           << (e.ok ? std::to_string(e.time_ms) + " ms" : "rejected: " + e.rejected);
-      progress.update(line.str());
-      if (options.record != nullptr) {
-        std::ostringstream problem;
-        for (const auto& [key, value] : cr.problem)
-          problem << (problem.tellp() ? ", " : "") << json_string(key) << ": " << value;
-        *options.record << "{\"kernel\": " << json_string(family.name) << ", \"class\": " << json_string(shape_class)
-                        << ", \"problem\": {" << problem.str() << "}, \"choice\": " << json_choice(e) << "}\n"
-                        << std::flush;
-      }
-      return &seen.emplace(key, std::move(e)).first->second;
-    };
-
-    // The built-in default is always measured: it is the baseline of the speed-up.
+    // The built-in default is always measured: it is the baseline of the speed-up, and
+    // its time sets the hang limit of the others.
     const BuiltinChoice builtin = family.builtin_for(shape_class);
     const AlgorithmSpec* builtin_algorithm = family.find_algorithm(builtin.algorithm);
-    cr.builtin = *evaluate({builtin_algorithm, builtin_algorithm->complete(builtin.params)});
+    const Point builtin_point{builtin_algorithm, builtin_algorithm->complete(builtin.params)};
+    pool.prefetch({&builtin_point});
+    workload->timeout_seconds = options.timeout_seconds > 0 ? options.timeout_seconds : 60;
+    if (const Evaluation* e = measure.evaluate(builtin_point)) cr.builtin = *e;
+    if (options.timeout_seconds <= 0)
+      workload->timeout_seconds = std::max(2.0, 100 * (cr.builtin.ok ? cr.builtin.time_ms * 1e-3 : 0.1));
 
     // Warm start: the choices of the profiles that already fit this device (an earlier
     // run's, or a shipped one for the same device or vendor) are measured next, so a
     // repeated `tune` starts from its last answer instead of from scratch.
+    std::vector<Point> warm;
     for (const ProfileCandidate& candidate : prior.candidates) {
       const ProfileEntry* entry = candidate.profile.find(family.name, shape_class);
       const AlgorithmSpec* algorithm = entry ? family.find_algorithm(entry->algorithm) : nullptr;
-      if (algorithm == nullptr || algorithm->violation(entry->params, &limits) || out_of_budget()) continue;
-      evaluate({algorithm, entry->params});
+      if (algorithm == nullptr || algorithm->violation(entry->params, &limits)) continue;
+      warm.push_back({algorithm, entry->params});
     }
+    std::vector<const Point*> warm_hint;
+    for (const Point& p : warm) warm_hint.push_back(&p);
+    pool.prefetch(warm_hint);
+    for (const Point& p : warm) measure.evaluate(p);
 
-    std::vector<std::size_t> order(space.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    if (options.strategy != Strategy::kExhaustive) std::shuffle(order.begin(), order.end(), rng);
-
-    if (options.strategy == Strategy::kLocal) {
-      // A small random sample finds good basins; coordinate descent then walks each
-      // algorithm's best point (algorithms have different basins: a GPU's best gemv and
-      // best large square rarely share one), changing one parameter at a time and moving
-      // on the first improvement of over 1%.
-      const std::size_t sample = std::min<std::size_t>(order.size(), 8);
-      for (std::size_t i = 0; i < sample && !out_of_budget(); ++i) evaluate(space[order[i]]);
-      auto best_of = [&](const AlgorithmSpec& algorithm) -> std::optional<Evaluation> {
-        std::optional<Evaluation> found;
-        for (const auto& [key, e] : seen)
-          if (e.ok && e.algorithm == algorithm.name && (!found || e.time_ms < found->time_ms)) found = e;
-        return found;
-      };
-      // The most promising algorithm is walked first, so a short budget goes to it.
-      std::vector<const AlgorithmSpec*> walk_order;
-      for (const AlgorithmSpec& algorithm : family.algorithms) walk_order.push_back(&algorithm);
-      auto sampled_ms = [&](const AlgorithmSpec* a) {
-        const auto e = best_of(*a);
-        return e ? e->time_ms : std::numeric_limits<double>::infinity();
-      };
-      std::stable_sort(walk_order.begin(), walk_order.end(),
-                       [&](const AlgorithmSpec* x, const AlgorithmSpec* y) { return sampled_ms(x) < sampled_ms(y); });
-      for (const AlgorithmSpec* walked : walk_order) {
-        const AlgorithmSpec& algorithm = *walked;
-        std::optional<Evaluation> start_point = best_of(algorithm);
-        if (!start_point) {
-          // Never sampled (or every sample failed): start from the table's defaults.
-          const Params defaults = algorithm.defaults();
-          if (algorithm.violation(defaults, &limits) || out_of_budget()) continue;
-          evaluate({&algorithm, defaults});
-          start_point = best_of(algorithm);
-          if (!start_point) continue;
-        }
-        Evaluation current = *start_point;
-        bool improved = true;
-        while (improved && !out_of_budget()) {
-          improved = false;
-          std::vector<Point> neighbours;
-          for (const ParamSpec& spec : algorithm.params) {
-            for (int v : spec.allowed) {
-              if (v == current.params.at(spec.name)) continue;
-              Params p = current.params;
-              p[spec.name] = v;
-              if (!algorithm.violation(p, &limits)) neighbours.push_back({&algorithm, p});
-            }
-          }
-          std::shuffle(neighbours.begin(), neighbours.end(), rng);
-          for (const Point& n : neighbours) {
-            if (out_of_budget()) break;
-            const Evaluation* e = evaluate(n);
-            if (e->ok && e->time_ms < 0.99 * current.time_ms) {
-              current = *e;
-              improved = true;
-              break;
-            }
-          }
-        }
-      }
-    } else {
-      for (std::size_t i : order) {
-        if (out_of_budget()) break;
-        evaluate(space[i]);
-      }
-    }
-    progress.finish_line();
-    cr.best = best.ok ? best : cr.builtin;
+    run_strategy(options.strategy, space, measure, rng);
+    measure.finish();
+    cr.best = measure.best().ok ? measure.best() : cr.builtin;
     cr.seconds = seconds_since(class_start);
     if (cr.best.ok) {
       ProfileEntry entry;
@@ -363,6 +443,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       result.profile.entries.push_back(entry);
     }
     result.classes.push_back(std::move(cr));
+    if (options.stop != nullptr && options.stop->load()) result.interrupted = true;
   }
   result.seconds = seconds_since(start);
   result.profile.tuning_seconds = result.seconds;
@@ -377,7 +458,8 @@ void print_summary(std::ostream& out, const TuneResult& result) {
   out << "\n"
       << std::left << std::setw(14) << "kernel" << std::setw(13) << "class" << std::setw(int(problem_width))
       << "problem" << std::right << std::setw(12) << "default ms" << std::setw(12) << "best ms" << std::setw(10)
-      << "GFLOP/s" << std::setw(10) << "speed-up" << std::setw(8) << "evals" << std::setw(8) << "secs"
+      << "GFLOP/s" << std::setw(10) << "speed-up" << std::setw(8) << "evals" << std::setw(8) << "space"
+      << std::setw(8) << "secs"
       << "  best choice\n";
   for (const ClassResult& c : result.classes) {
     out << std::left << std::setw(14) << c.kernel << std::setw(13) << c.shape_class << std::setw(int(problem_width))
@@ -385,16 +467,14 @@ void print_summary(std::ostream& out, const TuneResult& result) {
         << (c.builtin.ok ? c.builtin.time_ms : 0.0) << std::setw(12) << (c.best.ok ? c.best.time_ms : 0.0)
         << std::setprecision(1) << std::setw(10) << (c.best.ok ? c.flops / c.best.time_ms * 1e-6 : 0.0)
         << std::setprecision(2) << std::setw(9) << c.speedup() << "x" << std::setw(8) << c.evaluations
-        << std::setprecision(0) << std::setw(8) << c.seconds << "  "
+        << std::setw(8) << c.space_size << std::setprecision(0) << std::setw(8) << c.seconds << "  "
         << (c.best.ok ? c.best.algorithm + " " + format_params(c.best.params) : "none verified") << "\n";
   }
-  out << "tuned in " << std::fixed << std::setprecision(1) << result.seconds << " s\n";
-}
-
-void write_record_header(std::ostream& out, const DeviceInfo& device) {
-  out << "{\"record\": 1, \"ocltk\": " << json_string(version()) << ", \"device\": " << json_string(device.name)
-      << ", \"vendor\": " << json_string(device.vendor) << ", \"driver\": " << json_string(device.driver) << "}\n"
-      << std::flush;
+  int cached = 0;
+  for (const ClassResult& c : result.classes) cached += c.cached;
+  out << "tuned in " << std::fixed << std::setprecision(1) << result.seconds << " s";
+  if (cached > 0) out << " (" << cached << " evaluations recalled from the resume cache)";
+  out << "\n";
 }
 
 void print_summary_json(std::ostream& out, const TuneResult& result, const std::string& profile_path) {
@@ -402,19 +482,17 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
   out << "{\n  \"device\": {\"name\": " << json_string(d.name) << ", \"vendor\": " << json_string(d.vendor)
       << ", \"driver\": " << json_string(d.driver) << ", \"platform\": " << json_string(d.platform) << "},\n"
       << "  \"profile\": " << json_string(profile_path) << ",\n  \"seconds\": " << std::setprecision(6)
-      << result.seconds << ",\n  \"classes\": [";
+      << result.seconds << ",\n  \"interrupted\": " << (result.interrupted ? "true" : "false")
+      << ",\n  \"compile_threads\": " << result.compile_threads << ",\n  \"caches\": [";
+  for (std::size_t i = 0; i < result.caches.size(); ++i) out << (i ? ", " : "") << json_string(result.caches[i]);
+  out << "],\n  \"classes\": [";
   for (std::size_t i = 0; i < result.classes.size(); ++i) {
     const ClassResult& c = result.classes[i];
     out << (i ? "," : "") << "\n    {\"kernel\": " << json_string(c.kernel)
-        << ", \"class\": " << json_string(c.shape_class) << ", \"problem\": {";
-    bool first = true;
-    for (const auto& [key, value] : c.problem) {
-      out << (first ? "" : ", ") << json_string(key) << ": " << value;
-      first = false;
-    }
-    out << "}, \"space_size\": " << c.space_size << ", \"evaluations\": " << c.evaluations
-        << ", \"rejected\": " << c.rejected << ", \"seconds\": " << std::setprecision(6) << c.seconds
-        << ", \"speedup\": " << c.speedup() << ",\n     \"default\": " << json_choice(c.builtin)
+        << ", \"class\": " << json_string(c.shape_class) << ", \"problem\": " << json_problem(c.problem)
+        << ", \"space_size\": " << c.space_size << ", \"evaluations\": " << c.evaluations
+        << ", \"rejected\": " << c.rejected << ", \"cached\": " << c.cached << ", \"seconds\": " << std::setprecision(6)
+        << c.seconds << ", \"speedup\": " << c.speedup() << ",\n     \"default\": " << json_choice(c.builtin)
         << ",\n     \"best\": " << json_choice(c.best) << "}";
   }
   out << "\n  ]\n}\n";

@@ -3,6 +3,7 @@
 // launch path (Runtime::program_for, Runtime::gemm_nt_with); it only adds measuring.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -14,21 +15,17 @@
 #include "ocltk/gemm_nt.hpp"
 #include "ocltk/profile.hpp"
 #include "ocltk/runtime.hpp"
+#include "record.hpp"
+#include "search.hpp"
+#include "workload.hpp"
 
 namespace ocltk::tuner {
 
-enum class Strategy {
-  kLocal,       // defaults + a random sample, then coordinate descent from the best (default)
-  kRandom,      // a seeded random sample of the legal space
-  kExhaustive,  // every legal point
-};
-const char* to_string(Strategy s);
-std::optional<Strategy> parse_strategy(const std::string& name);
-
 struct TuneOptions {
-  Strategy strategy = Strategy::kLocal;
+  Strategy strategy = Strategy::kGuided;
   double budget_seconds = 180;  // whole run; split evenly over the classes still to tune
   std::int64_t max_evals = 0;   // per class; 0 = no limit besides the budget
+  double max_evals_fraction = 0;  // per class, as a fraction of its search space; 0 = none
   int repeats = 5;              // timed runs per candidate (median), after one warm-up
   std::uint64_t seed = 1;
   // Measure the choices of profiles that already fit the device (OCLTK_PROFILE_PATH, the
@@ -36,21 +33,25 @@ struct TuneOptions {
   bool warm_start = true;
   std::vector<std::string> kernels;  // empty: every tunable family
   std::vector<std::string> classes;  // empty: every class; else only these (where a family has them)
-  // Receives progress: a live line on a terminal, plain lines otherwise.
+  // Threads compiling candidates ahead of the measurement; -1: one per spare core on a
+  // GPU, none on a CPU device (compiling there would disturb the timings).
+  int compile_threads = -1;
+  // A candidate still running after this many seconds is recorded as a hang and skipped;
+  // 0: max(2 s, 100 x the class's built-in default time).
+  double timeout_seconds = 0;
+  // Folder of the append-only resume caches ("" = TuneCache::default_dir(), "-" = none).
+  std::string cache_dir;
+  bool resume = true;  // reuse the cache's measurements (false: measure everything again)
+  // Set from a signal handler (Ctrl-C): the run stops after the current candidate.
+  const std::atomic<bool>* stop = nullptr;
+  // Receives progress: a live bar on a terminal, plain periodic lines otherwise.
   std::ostream* progress = nullptr;
-  // Receives every measured point as one JSON line (kernel, class, problem, algorithm,
-  // parameters, and the time or why it was rejected), flushed as it is measured.
-  std::ostream* record = nullptr;
   bool progress_is_terminal = false;
-};
-
-// One measured candidate.
-struct Evaluation {
-  std::string algorithm;
-  Params params;
-  bool ok = false;
-  std::string rejected;  // why not ok: build failure, launch error, wrong result
-  double time_ms = 0;    // median of the timed runs
+  double progress_interval_seconds = 5;  // plain lines: at most one per interval (and one per class)
+  // Receives every measured point as one JSON line (record.hpp), flushed as measured.
+  std::ostream* record = nullptr;
+  // The families to tune; nullptr: tunable_families(). Tests inject their own.
+  const std::vector<FamilyTuning>* families = nullptr;
 };
 
 struct ClassResult {
@@ -62,6 +63,8 @@ struct ClassResult {
   Evaluation builtin;  // the built-in default on the same problem
   int evaluations = 0;
   int rejected = 0;
+  int cached = 0;  // of the evaluations, recalled from the resume cache
+  std::vector<Evaluation> history;  // every evaluation in order (the report plots it)
   std::size_t space_size = 0;
   double seconds = 0;
   double speedup() const { return best.ok && builtin.ok ? builtin.time_ms / best.time_ms : 0; }
@@ -71,6 +74,9 @@ struct TuneResult {
   Profile profile;
   std::vector<ClassResult> classes;
   double seconds = 0;
+  bool interrupted = false;       // stopped by options.stop before every class was tuned
+  std::vector<std::string> caches;  // resume cache files used
+  int compile_threads = 0;
 };
 
 // Tunes the selected families on the runtime's device. Throws Error on failures that
@@ -83,8 +89,9 @@ void print_summary(std::ostream& out, const TuneResult& result);
 // space size, evaluations, rejections, seconds, the built-in default and the best choice.
 void print_summary_json(std::ostream& out, const TuneResult& result, const std::string& profile_path);
 
-// The first line a run appends to a --record file: format version, ocltk version, device.
-void write_record_header(std::ostream& out, const DeviceInfo& device);
+// --report DIR: report.json (every evaluation of every class in order, best so far) and
+// one SVG plot per class (time of each evaluated point and the best so far).
+void write_report(const std::string& dir, const TuneResult& result);
 
 // The default profile location for a device: <user profile folder>/<device>.yaml.
 std::string default_profile_path(const DeviceInfo& device);

@@ -12,6 +12,7 @@
 
 #include "ocltk/family.hpp"
 #include "ocltk/runtime.hpp"
+#include "ocltk/status.hpp"
 
 namespace ocltk::tuner {
 
@@ -31,7 +32,19 @@ class Workload {
   // Empty when the output of the last run matches the CPU reference within the family's
   // documented error bound; otherwise one line saying which element is wrong.
   virtual std::string verify() = 0;
+
+  // run() gives up waiting after this many seconds (0: no limit) by throwing CandidateHang.
+  double timeout_seconds = 0;
 };
+
+// A candidate still running past its time limit. The device may still be busy with it.
+struct CandidateHang : Error {
+  explicit CandidateHang(const std::string& message) : Error(ErrorCode::kDevice, message) {}
+};
+
+// Waits for `event` like clWaitForEvents, but polls, and throws CandidateHang once
+// `timeout_seconds` (> 0) have passed. Throws Error for a failed command.
+void wait_for_event(cl_event event, double timeout_seconds);
 
 struct FamilyTuning {
   const KernelFamily* family;

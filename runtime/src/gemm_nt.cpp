@@ -39,6 +39,17 @@ AlgorithmSpec tiled_algorithm() {
                  [](const Params& p) { return param(p, "USE_LOCAL") == 1 || param(p, "KWG") == 16; }),
       constraint("KWG % VW == 0", [](const Params& p) { return param(p, "KWG") % param(p, "VW") == 0; }),
   };
+  a.search_pruning = {
+      constraint("MWG <= 64 and NWG <= 64", [](const Params& p) { return param(p, "MWG") <= 64 && param(p, "NWG") <= 64; }),
+      constraint("MDIMC * NDIMC <= 64", [](const Params& p) { return param(p, "MDIMC") * param(p, "NDIMC") <= 64; }),
+      constraint("at least 4 outputs per work-item",
+                 [](const Params& p) {
+                   return (param(p, "MWG") / param(p, "MDIMC")) * (param(p, "NWG") / param(p, "NDIMC")) >= 4;
+                 }),
+      constraint("VW is 1, 4 or 16", [](const Params& p) { return param(p, "VW") != 8; }),
+      constraint("USE_LOCAL == 1 implies KWG == 32",
+                 [](const Params& p) { return param(p, "USE_LOCAL") == 0 || param(p, "KWG") == 32; }),
+  };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
     if (!param(p, "USE_LOCAL")) return 0;
     const int stride = param(p, "KWG") + (param(p, "VW") == 1 ? 1 : 0);
@@ -70,6 +81,12 @@ AlgorithmSpec reduce_algorithm() {
                  [](const Params& p) { return param(p, "USE_LOCAL") == 1 || param(p, "KWG") == 512; }),
       constraint("KWG % (RW * VW) == 0",
                  [](const Params& p) { return param(p, "KWG") % (param(p, "RW") * param(p, "VW")) == 0; }),
+  };
+  a.search_pruning = {
+      constraint("WGS >= 64", [](const Params& p) { return param(p, "WGS") >= 64; }),
+      constraint("RW is 1, 4, 8 or 32", [](const Params& p) { return param(p, "RW") != 2 && param(p, "RW") != 16; }),
+      constraint("TR <= 8 and VW <= 8", [](const Params& p) { return param(p, "TR") <= 8 && param(p, "VW") <= 8; }),
+      constraint("KWG == 512", [](const Params& p) { return param(p, "KWG") == 512; }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
     return 4ull * param(p, "TR") * (param(p, "WGS") + (param(p, "USE_LOCAL") ? param(p, "KWG") : 0));

@@ -95,6 +95,17 @@ std::vector<Params> AlgorithmSpec::legal_space(const DeviceLimits* limits) const
   }
 }
 
+std::vector<Params> AlgorithmSpec::search_space(const DeviceLimits* limits) const {
+  std::vector<Params> space = legal_space(limits);
+  space.erase(std::remove_if(space.begin(), space.end(),
+                             [&](const Params& p) {
+                               return std::any_of(search_pruning.begin(), search_pruning.end(),
+                                                  [&](const Constraint& c) { return !c.holds(p); });
+                             }),
+              space.end());
+  return space;
+}
+
 std::string format_params(const Params& params) {
   std::ostringstream out;
   bool first = true;

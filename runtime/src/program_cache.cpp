@@ -136,12 +136,33 @@ std::string ProgramCache::entry_path(const boost::compute::device& device, const
 boost::compute::program ProgramCache::get(const boost::compute::context& context, const boost::compute::device& device,
                                           const std::string& source, const std::string& options) {
   const std::string key = key_text(device, source, options);
-  const auto memory_key = std::make_tuple(context.get(), device.id(), fnv1a64(key));
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (const auto it = memory_.find(memory_key); it != memory_.end()) {
-    ++stats_.memory_hits;
-    return it->second;
+  const MemoryKey memory_key = std::make_tuple(context.get(), device.id(), fnv1a64(key));
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    built_.wait(lock, [&] { return building_.count(memory_key) == 0; });
+    if (const auto it = memory_.find(memory_key); it != memory_.end()) {
+      ++stats_.memory_hits;
+      return it->second;
+    }
+    building_.insert(memory_key);
   }
+  // Built outside the lock; whatever happens, the key leaves `building_` and waiters wake.
+  struct Done {
+    ProgramCache& cache;
+    const MemoryKey& key;
+    ~Done() {
+      {
+        std::lock_guard<std::mutex> lock(cache.mutex_);
+        cache.building_.erase(key);
+      }
+      cache.built_.notify_all();
+    }
+  } done{*this, memory_key};
+  auto remember = [&](const boost::compute::program& program, std::uint64_t ProgramCacheStats::*counter) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++(stats_.*counter);
+    memory_.emplace(memory_key, program);
+  };
   const std::string path = entry_path(device, source, options);
   if (!path.empty()) {
     bool existed = false;
@@ -150,18 +171,19 @@ boost::compute::program ProgramCache::get(const boost::compute::context& context
       try {
         boost::compute::program program = boost::compute::program::create_with_binary(binary, context);
         if (clBuildProgram(program.get(), 0, nullptr, options.c_str(), nullptr, nullptr) == CL_SUCCESS) {
-          ++stats_.disk_hits;
-          memory_.emplace(memory_key, program);
+          remember(program, &ProgramCacheStats::disk_hits);
           return program;
         }
       } catch (const std::exception&) {
         // The driver refused the binary: fall through and rebuild.
       }
     }
-    if (existed) ++stats_.rejected_entries;
+    if (existed) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.rejected_entries;
+    }
   }
   boost::compute::program program = build_from_source(context, source, options);
-  ++stats_.builds;
   if (!path.empty()) {
     try {
       write_entry(path, key, program.binary());
@@ -169,7 +191,7 @@ boost::compute::program ProgramCache::get(const boost::compute::context& context
       // No binary to store (some drivers): the in-memory cache still serves.
     }
   }
-  memory_.emplace(memory_key, program);
+  remember(program, &ProgramCacheStats::builds);
   return program;
 }
 

@@ -55,6 +55,10 @@ struct AlgorithmSpec {
   std::string source_name;  // embedded kernel file, e.g. "gemm_nt_tiled.cl"
   std::vector<ParamSpec> params;
   std::vector<Constraint> constraints;
+  // Named predicates that keep a legal point out of the tuner's search (a region that is
+  // never the best on any device measured, or that only repeats another point's code).
+  // Such points stay legal: a profile or an engine may still ask for them.
+  std::vector<Constraint> search_pruning;
   std::function<std::uint64_t(const Params&)> local_mem_bytes;
   // Workgroup shape: dimension 0 first; the product is the workgroup size.
   std::function<std::array<std::size_t, 2>(const Params&)> local_size;
@@ -72,6 +76,8 @@ struct AlgorithmSpec {
   std::string build_options(const Params& params) const;
   // Every legal point (allowed-value product filtered by the constraints).
   std::vector<Params> legal_space(const DeviceLimits* limits) const;
+  // The legal points the tuner searches: legal_space without the search_pruning regions.
+  std::vector<Params> search_space(const DeviceLimits* limits) const;
 };
 
 std::string format_params(const Params& params);  // "MWG=64 NWG=64 ..."

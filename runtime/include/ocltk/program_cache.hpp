@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <map>
+#include <condition_variable>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -30,7 +32,9 @@ class ProgramCache {
   explicit ProgramCache(std::string directory = "");
 
   // Returns a built program; throws BuildError with the log when the source does not
-  // compile. Thread-safe.
+  // compile. Thread-safe: different programs build concurrently (the tuner compiles
+  // candidates on a thread pool); a caller asking for a program another thread is
+  // building waits for that build instead of starting a second one.
   boost::compute::program get(const boost::compute::context& context, const boost::compute::device& device,
                               const std::string& source, const std::string& options);
 
@@ -46,7 +50,10 @@ class ProgramCache {
  private:
   std::string directory_;
   mutable std::mutex mutex_;
-  std::map<std::tuple<cl_context, cl_device_id, std::uint64_t>, boost::compute::program> memory_;
+  using MemoryKey = std::tuple<cl_context, cl_device_id, std::uint64_t>;
+  std::map<MemoryKey, boost::compute::program> memory_;
+  std::set<MemoryKey> building_;  // keys some thread is building now
+  std::condition_variable built_;
   ProgramCacheStats stats_;
 };
 

@@ -1,0 +1,402 @@
+// The tuner's search and bookkeeping: strategies on recorded spaces (the 5% / 15% claim
+// on the spaces shipped in results/), determinism, budgets, bad-candidate handling,
+// resume after an interrupted run, refusal of a foreign cache, the report files.
+// A mock family stands in for kernels where the behaviour under test is the tuner's
+// (an injected build failure, wrong result, hang); no OpenCL program is built here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "ocltk/ocltk.hpp"
+#include "record.hpp"
+#include "replay.hpp"
+#include "search.hpp"
+#include "tuner.hpp"
+
+namespace fs = std::filesystem;
+using namespace ocltk;
+using namespace ocltk::tuner;
+
+namespace {
+
+// ---- strategies on synthetic spaces ----------------------------------------------------
+
+// A deterministic landscape over two algorithms: a smooth bowl with noise-like ripples.
+struct Landscape {
+  std::deque<AlgorithmSpec> algorithms;
+  std::vector<Point> points;
+  std::map<std::string, Evaluation> evals;
+  double optimum = 1e30;
+};
+
+Landscape make_landscape(std::uint64_t seed) {
+  Landscape l;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> ripple(0.9, 1.1);
+  for (const std::string name : {"alpha", "beta"}) {
+    AlgorithmSpec a;
+    a.name = name;
+    a.params = {{"P", 1, {1, 2, 4, 8, 16, 32}, ""}, {"Q", 1, {1, 2, 4, 8}, ""}, {"R", 0, {0, 1, 2}, ""}};
+    l.algorithms.push_back(a);
+  }
+  for (const AlgorithmSpec& a : l.algorithms) {
+    const double base = a.name == "alpha" ? 1.0 : 1.3;
+    const double p0 = a.name == "alpha" ? 3 : 1, q0 = a.name == "alpha" ? 1 : 2;
+    for (int pi = 0; pi < 6; ++pi)
+      for (int qi = 0; qi < 4; ++qi)
+        for (int r = 0; r < 3; ++r) {
+          Point p{&a, {{"P", a.params[0].allowed[pi]}, {"Q", a.params[1].allowed[qi]}, {"R", r}}};
+          Evaluation e{a.name, p.params, true, "", 0, false};
+          e.time_ms = base * (1 + 0.3 * (pi - p0) * (pi - p0) + 0.5 * (qi - q0) * (qi - q0) + 0.2 * r) * ripple(rng);
+          if (pi == 5 && qi == 3) {
+            e.ok = false;
+            e.rejected = "build failed: injected";
+          }
+          if (e.ok) l.optimum = std::min(l.optimum, e.time_ms);
+          l.evals[p.key()] = e;
+          l.points.push_back(p);
+        }
+  }
+  return l;
+}
+
+class LookupMeasure : public Measure {
+ public:
+  LookupMeasure(const Landscape& l, std::int64_t max_evals) : l_(l), max_(max_evals) {}
+  bool out_of_budget() const override { return std::int64_t(order.size()) >= max_; }
+  const Evaluation* evaluate(const Point& p) override {
+    const std::string key = p.key();
+    const Evaluation* e = &l_.evals.at(key);
+    if (std::find(order.begin(), order.end(), key) != order.end()) return e;
+    if (out_of_budget()) return nullptr;
+    order.push_back(key);
+    if (e->ok) best = std::min(best, e->time_ms);
+    return e;
+  }
+  std::vector<std::string> order;
+  double best = 1e30;
+
+ private:
+  const Landscape& l_;
+  std::int64_t max_;
+};
+
+const Strategy kAll[] = {Strategy::kGuided, Strategy::kLocal, Strategy::kRandom, Strategy::kExhaustive};
+
+TEST(Strategies, SameSeedSameSequenceAndBudgetHeld) {
+  const Landscape l = make_landscape(7);
+  for (Strategy s : kAll) {
+    std::vector<std::string> first;
+    for (int run = 0; run < 2; ++run) {
+      LookupMeasure m(l, 20);
+      std::mt19937_64 rng(42);
+      run_strategy(s, l.points, m, rng);
+      EXPECT_EQ(m.order.size(), 20u) << to_string(s);
+      EXPECT_EQ(std::set<std::string>(m.order.begin(), m.order.end()).size(), m.order.size())
+          << to_string(s) << " measured a point twice";
+      if (run == 0) {
+        first = m.order;
+      } else {
+        EXPECT_EQ(m.order, first) << to_string(s) << " is not deterministic for a seed";
+      }
+    }
+  }
+}
+
+TEST(Strategies, ExhaustiveCoversTheSpaceAndOtherSeedsDiffer) {
+  const Landscape l = make_landscape(3);
+  LookupMeasure all(l, 1 << 20);
+  std::mt19937_64 rng(1);
+  run_strategy(Strategy::kExhaustive, l.points, all, rng);
+  EXPECT_EQ(all.order.size(), l.points.size());
+  EXPECT_DOUBLE_EQ(all.best, l.optimum);
+  LookupMeasure a(l, 15), b(l, 15);
+  std::mt19937_64 r1(1), r2(2);
+  run_strategy(Strategy::kRandom, l.points, a, r1);
+  run_strategy(Strategy::kRandom, l.points, b, r2);
+  EXPECT_NE(a.order, b.order);
+}
+
+TEST(Strategies, GuidedFindsTheBowlFloorWithFewEvaluations) {
+  // 144 points; 15% = 21 evaluations; median over 20 seeds within 5% of the optimum.
+  const Landscape l = make_landscape(11);
+  std::vector<double> gaps;
+  for (int seed = 0; seed < 20; ++seed) {
+    LookupMeasure m(l, std::int64_t(0.15 * double(l.points.size())));
+    std::mt19937_64 rng{std::uint64_t(seed)};
+    run_strategy(Strategy::kGuided, l.points, m, rng);
+    gaps.push_back(m.best / l.optimum - 1);
+  }
+  std::sort(gaps.begin(), gaps.end());
+  EXPECT_LE(gaps[gaps.size() / 2], 0.05);
+}
+
+TEST(Strategies, ParseAndName) {
+  for (Strategy s : kAll) EXPECT_EQ(parse_strategy(to_string(s)), s);
+  EXPECT_FALSE(parse_strategy("annealing").has_value());
+}
+
+// ---- the claim on the recorded spaces shipped in results/ ------------------------------
+
+std::vector<std::string> shipped_recordings() {
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(OCLTK_RESULTS_DIR)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find("-space-") != std::string::npos && entry.path().extension() == ".jsonl")
+      files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(RecordedSpaces, GuidedWithin5PercentUsingAtMost15PercentOfTheEvaluations) {
+  const std::vector<std::string> files = shipped_recordings();
+  ASSERT_FALSE(files.empty()) << "no results/*-space-*.jsonl recordings";
+  ReplayOptions options;
+  options.strategies = {Strategy::kGuided, Strategy::kRandom};
+  options.max_evals_fraction = 0.15;
+  options.seeds = 20;
+  for (const std::string& file : files) {
+    const Recording rec = read_recording(file);
+    for (const ReplayClassResult& r : replay(rec, options)) {
+      SCOPED_TRACE(file + ": " + r.kernel + "/" + r.shape_class);
+      EXPECT_GE(r.space_size, 50u) << "too small a recording to say anything";
+      EXPECT_LE(double(r.max_evals), 0.15 * double(r.space_size));
+      EXPECT_LE(r.strategies[0].median_gap, 0.05) << "guided median gap " << r.strategies[0].median_gap;
+      // Printed for the record: random sampling with the same budget.
+      std::cout << file << " " << r.kernel << "/" << r.shape_class << ": space " << r.space_size << ", "
+                << r.max_evals << " evals, guided median gap " << r.strategies[0].median_gap * 100
+                << "% (within 5%: " << r.strategies[0].within << "/20), random " << r.strategies[1].median_gap * 100
+                << "% (" << r.strategies[1].within << "/20)\n";
+    }
+  }
+}
+
+TEST(Recording, MalformedLinesAreNamedWithTheirLine) {
+  const fs::path dir = fs::temp_directory_path() / ("ocltk-rec-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "bad.jsonl").string();
+  std::ofstream(path) << "{\"record\": 1, \"ocltk\": \"x\", \"device\": \"D\", \"vendor\": \"V\", \"driver\": \"1\"}\n"
+                      << "{\"kernel\": \"gemm_nt\", \"class\": \"gemv\", \"problem\": {\"m\": 1}, \"choice\": "
+                         "{\"algorithm\": \"reduce\", \"params\": {\"WGS\": 64}, \"ok\": true, \"time_ms\": 1}}\n"
+                      << "{\"kernel\": \"gemm_nt\", \"class\": \"gemv\"}\n";
+  try {
+    read_recording(path);
+    FAIL() << "accepted a line without a choice";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.jsonl:3:"), std::string::npos) << e.what();
+  }
+  std::ofstream(path) << "{\"kernel\": \"gemm_nt\"}\n";
+  EXPECT_THROW(read_recording(path), Error);  // no header
+  fs::remove_all(dir);
+}
+
+// ---- the tuner engine with a mock family ---------------------------------------------
+
+struct MockState {
+  int measurements = 0;               // candidates measured (poison() opens each measurement)
+  std::atomic<bool>* stop = nullptr;  // set during measurement number stop_after
+  int stop_after = -1;
+};
+
+AlgorithmSpec mock_algorithm() {
+  AlgorithmSpec a;
+  a.name = "mock";
+  a.source_name = "mock.cl";  // not embedded: the compile pool's prefetch fails quietly
+  a.params = {{"X", 1, {1, 2, 3, 4, 5, 6, 7, 8}, "x"}, {"Y", 1, {1, 2, 3, 4}, "y"}};
+  a.local_size = [](const Params&) -> std::array<std::size_t, 2> { return {1, 1}; };
+  return a;
+}
+
+const KernelFamily& mock_family() {
+  static const KernelFamily f = [] {
+    KernelFamily k;
+    k.name = "mock";
+    k.algorithms = {mock_algorithm()};
+    k.classes = {{"c1", "everything"}};
+    k.builtin = {{"mock", {}}};
+    return k;
+  }();
+  return f;
+}
+
+// Time (X-6)² + (Y-3)² + 1 ms; X = 3 fails to build, (5, 2) computes a wrong result,
+// (7, 4) hangs.
+class MockWorkload : public Workload {
+ public:
+  explicit MockWorkload(MockState& s) : s_(s) {}
+  std::map<std::string, std::int64_t> problem() const override { return {{"n", 10}}; }
+  double flops() const override { return 1e6; }
+  double min_bytes() const override { return 0; }
+  void poison() override {
+    wrong_ = false;
+    ++s_.measurements;
+    if (s_.stop != nullptr && s_.measurements == s_.stop_after) s_.stop->store(true);
+  }
+  double run(const Choice& c) override {
+    const int x = c.params.at("X"), y = c.params.at("Y");
+    if (x == 3) throw BuildError("injected build failure", "log: error: injected", -11);
+    if (x == 7 && y == 4) throw CandidateHang("hang: still running after 0.01 s");
+    wrong_ = x == 5 && y == 2;
+    return (x - 6) * (x - 6) + (y - 3) * (y - 3) + 1.0;
+  }
+  std::string verify() override { return wrong_ ? "wrong result: injected" : ""; }
+
+ private:
+  MockState& s_;
+  bool wrong_ = false;
+};
+
+class TunerEngine : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    opened_ = new Result<Runtime>(Runtime::open(RuntimeOptions{}));
+    ASSERT_TRUE(opened_->ok()) << opened_->status().message();
+    rt_ = &opened_->value();
+  }
+  static void TearDownTestSuite() { delete opened_; }
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ocltk-tuner-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    families_ = {{&mock_family(), [this](Runtime&, const std::string&, std::mt19937_64&) {
+                    return std::unique_ptr<Workload>(new MockWorkload(state_));
+                  }}};
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  TuneOptions options(std::int64_t max_evals) {
+    TuneOptions o;
+    o.families = &families_;
+    o.max_evals = max_evals;
+    o.budget_seconds = 60;
+    o.warm_start = false;
+    o.cache_dir = (dir_ / "cache").string();
+    o.compile_threads = 0;
+    o.strategy = Strategy::kExhaustive;
+    return o;
+  }
+
+  static Result<Runtime>* opened_;
+  static Runtime* rt_;
+  fs::path dir_;
+  MockState state_;
+  std::vector<FamilyTuning> families_;
+};
+Result<Runtime>* TunerEngine::opened_ = nullptr;
+Runtime* TunerEngine::rt_ = nullptr;
+
+TEST_F(TunerEngine, BadCandidatesAreRecordedWithTheirReasonAndSkipped) {
+  std::ostringstream record;
+  TuneOptions o = options(0);
+  o.record = &record;
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  const ClassResult& c = r.classes[0];
+  EXPECT_EQ(c.space_size, 32u);
+  EXPECT_EQ(c.evaluations, 32);  // the built-in default (1, 1) is in the space: measured once
+  EXPECT_EQ(c.rejected, 4 + 1 + 1);
+  EXPECT_TRUE(c.best.ok);
+  EXPECT_EQ(c.best.params.at("X"), 6);
+  EXPECT_EQ(c.best.params.at("Y"), 3);
+  const std::string text = record.str();
+  EXPECT_NE(text.find("build failed: injected build failure"), std::string::npos);
+  EXPECT_NE(text.find("wrong result: injected"), std::string::npos);
+  EXPECT_NE(text.find("hang: still running"), std::string::npos);
+  ASSERT_EQ(r.profile.entries.size(), 1u);
+  EXPECT_EQ(r.profile.entries[0].params.at("X"), 6);
+}
+
+TEST_F(TunerEngine, AnInterruptedRunResumesWhereItStopped) {
+  std::atomic<bool> stop{false};
+  state_.stop = &stop;
+  state_.stop_after = 10;
+  TuneOptions o = options(0);
+  o.stop = &stop;
+  const TuneResult first = tune(*rt_, o);
+  EXPECT_TRUE(first.interrupted);
+  EXPECT_EQ(state_.measurements, 10);
+  ASSERT_EQ(first.caches.size(), 1u);
+  EXPECT_TRUE(fs::exists(first.caches[0]));
+
+  // Same command again: the 10 measured points are recalled, the other 22 measured.
+  stop = false;
+  state_.stop = nullptr;
+  const TuneResult second = tune(*rt_, o);
+  EXPECT_FALSE(second.interrupted);
+  EXPECT_EQ(second.classes[0].cached, 10);
+  EXPECT_EQ(second.classes[0].evaluations, 32);
+  EXPECT_EQ(state_.measurements, 32);  // nothing measured twice across the two runs
+  EXPECT_EQ(second.classes[0].best.params.at("X"), 6);
+
+  // A third run recalls everything; --no-resume measures everything again.
+  EXPECT_EQ(tune(*rt_, o).classes[0].cached, 32);
+  EXPECT_EQ(state_.measurements, 32);
+  o.resume = false;
+  EXPECT_EQ(tune(*rt_, o).classes[0].cached, 0);
+  EXPECT_EQ(state_.measurements, 64);
+}
+
+TEST_F(TunerEngine, AForeignCacheIsRefusedWithAClearMessage) {
+  TuneOptions o = options(4);
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.caches.size(), 1u);
+  const std::string path = r.caches[0];
+  std::string text;
+  {
+    std::ifstream in(path);
+    std::getline(in, text);
+  }
+  const std::string header = text;
+  for (const auto& [field, replacement] : std::vector<std::pair<std::string, std::string>>{
+           {"\"device\": \"", "\"device\": \"Some Other GPU"}, {"\"space\": \"", "\"space\": \"00"}}) {
+    std::string forged = header;
+    forged.replace(forged.find(field), field.size(), replacement);
+    std::ofstream(path) << forged << "\n";
+    try {
+      tune(*rt_, o);
+      FAIL() << "accepted a cache with header " << forged;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("refusing tune cache " + path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--no-resume"), std::string::npos) << e.what();
+    }
+  }
+  std::ofstream(path) << "not a header\n";
+  EXPECT_THROW(tune(*rt_, o), Error);
+}
+
+TEST_F(TunerEngine, BudgetsAndFractionsCapEvaluations) {
+  TuneOptions o = options(0);
+  o.max_evals_fraction = 0.25;  // 8 of 32
+  o.strategy = Strategy::kGuided;
+  o.cache_dir = "-";
+  const TuneResult r = tune(*rt_, o);
+  EXPECT_EQ(r.classes[0].evaluations, 8);
+  EXPECT_TRUE(r.caches.empty());
+}
+
+TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {
+  const TuneResult r = tune(*rt_, options(12));
+  write_report((dir_ / "report").string(), r);
+  const fs::path svg = dir_ / "report" / "mock-c1.svg";
+  ASSERT_TRUE(fs::exists(svg));
+  std::ifstream in(svg);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.rfind("<svg", 0), 0u);
+  EXPECT_NE(text.find("best so far"), std::string::npos);
+  EXPECT_NE(text.find("</svg>"), std::string::npos);
+  std::ifstream json(dir_ / "report" / "report.json");
+  const std::string j((std::istreambuf_iterator<char>(json)), std::istreambuf_iterator<char>());
+  EXPECT_NE(j.find("\"history\""), std::string::npos);
+  EXPECT_NE(j.find("\"best_so_far_ms\""), std::string::npos);
+  EXPECT_NE(j.find("mock-c1.svg"), std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,273 @@
+#include "record.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+
+#include "ocltk/program_cache.hpp"
+#include "ocltk/runtime.hpp"
+#include "ocltk/status.hpp"
+
+namespace ocltk::tuner {
+namespace {
+
+std::string sanitize(const std::string& name) {
+  std::string out;
+  for (char ch : name) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+    out += keep ? char(std::tolower(static_cast<unsigned char>(ch))) : '-';
+  }
+  while (out.find("--") != std::string::npos) out.replace(out.find("--"), 2, "-");
+  return out.empty() ? "device" : out;
+}
+
+std::string hex64(std::uint64_t v) {
+  std::ostringstream out;
+  out << std::hex << std::setw(16) << std::setfill('0') << v;
+  return out.str();
+}
+
+std::string entry_key(const std::string& shape_class, const Problem& problem, const std::string& point_key) {
+  return shape_class + " | " + format_problem(problem) + " | " + point_key;
+}
+
+// One parsed body line: kernel, class, problem, evaluation. Throws std::runtime_error.
+struct Line {
+  std::string kernel, shape_class;
+  Problem problem;
+  Evaluation e;
+};
+
+Line parse_line(const YAML::Node& node) {
+  Line line;
+  line.kernel = node["kernel"].as<std::string>();
+  line.shape_class = node["class"].as<std::string>();
+  for (const auto& kv : node["problem"]) line.problem[kv.first.as<std::string>()] = kv.second.as<std::int64_t>();
+  const YAML::Node choice = node["choice"];
+  if (!choice || !choice.IsMap()) throw std::runtime_error("no \"choice\" object");
+  line.e.algorithm = choice["algorithm"].as<std::string>();
+  for (const auto& kv : choice["params"]) line.e.params[kv.first.as<std::string>()] = kv.second.as<int>();
+  line.e.ok = choice["ok"].as<bool>();
+  if (line.e.ok) {
+    line.e.time_ms = choice["time_ms"].as<double>();
+    if (!(line.e.time_ms > 0)) throw std::runtime_error("time_ms must be positive");
+  } else {
+    line.e.rejected = choice["rejected"] ? choice["rejected"].as<std::string>() : "rejected";
+  }
+  return line;
+}
+
+}  // namespace
+
+std::string json_string(const std::string& text) {
+  std::ostringstream out;
+  out << '"';
+  for (const unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out << '\\' << c;
+    } else if (c < 0x20) {
+      out << "\\u" << std::hex << std::setw(4) << std::setfill('0') << int(c) << std::dec << std::setfill(' ');
+    } else {
+      out << c;
+    }
+  }
+  out << '"';
+  return out.str();
+}
+
+std::string json_problem(const Problem& problem) {
+  std::ostringstream out;
+  out << "{";
+  bool first = true;
+  for (const auto& [key, value] : problem) {
+    out << (first ? "" : ", ") << json_string(key) << ": " << value;
+    first = false;
+  }
+  out << "}";
+  return out.str();
+}
+
+std::string json_choice(const Evaluation& e) {
+  std::ostringstream out;
+  out << "{\"algorithm\": " << json_string(e.algorithm) << ", \"params\": {";
+  bool first = true;
+  for (const auto& [name, value] : e.params) {
+    out << (first ? "" : ", ") << json_string(name) << ": " << value;
+    first = false;
+  }
+  out << "}, \"ok\": " << (e.ok ? "true" : "false");
+  if (e.ok) out << ", \"time_ms\": " << std::setprecision(6) << e.time_ms;
+  if (!e.ok) out << ", \"rejected\": " << json_string(e.rejected);
+  out << "}";
+  return out.str();
+}
+
+std::string format_problem(const Problem& problem) {
+  std::ostringstream out;
+  for (const auto& [key, value] : problem) out << (out.tellp() ? " " : "") << key << "=" << value;
+  return out.str();
+}
+
+void write_record_header(std::ostream& out, const DeviceInfo& device) {
+  out << "{\"record\": 1, \"ocltk\": " << json_string(version()) << ", \"device\": " << json_string(device.name)
+      << ", \"vendor\": " << json_string(device.vendor) << ", \"driver\": " << json_string(device.driver) << "}\n"
+      << std::flush;
+}
+
+void write_record_line(std::ostream& out, const std::string& kernel, const std::string& shape_class,
+                       const Problem& problem, const Evaluation& e) {
+  out << "{\"kernel\": " << json_string(kernel) << ", \"class\": " << json_string(shape_class)
+      << ", \"problem\": " << json_problem(problem) << ", \"choice\": " << json_choice(e) << "}\n"
+      << std::flush;
+}
+
+Recording read_recording(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorCode::kNotFound, "cannot open recording " + path);
+  Recording rec;
+  std::map<std::string, std::size_t> class_index;
+  std::map<std::string, bool> seen;
+  std::string text;
+  bool header_seen = false;
+  for (int line_no = 1; std::getline(in, text); ++line_no) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      const YAML::Node node = YAML::Load(text);
+      if (!node.IsMap()) throw std::runtime_error("not a JSON object");
+      if (node["record"]) {
+        const std::string device = node["device"].as<std::string>();
+        if (header_seen && device != rec.device)
+          throw std::runtime_error("a run on another device (" + device + ") was appended to this recording of " +
+                                   rec.device);
+        rec.device = device;
+        rec.vendor = node["vendor"] ? node["vendor"].as<std::string>() : "";
+        rec.driver = node["driver"] ? node["driver"].as<std::string>() : "";
+        header_seen = true;
+        continue;
+      }
+      if (!header_seen) throw std::runtime_error("a measured point before the header line");
+      Line line = parse_line(node);
+      const std::string cls = line.kernel + " | " + line.shape_class + " | " + format_problem(line.problem);
+      auto it = class_index.find(cls);
+      if (it == class_index.end()) {
+        it = class_index.emplace(cls, rec.classes.size()).first;
+        rec.classes.push_back({line.kernel, line.shape_class, line.problem, {}});
+      }
+      const std::string key = cls + " | " + line.e.algorithm + " " + format_params(line.e.params);
+      if (seen.emplace(key, true).second) rec.classes[it->second].points.push_back(std::move(line.e));
+    } catch (const std::exception& err) {
+      throw Error(ErrorCode::kInvalidArgument, path + ":" + std::to_string(line_no) + ": " + err.what());
+    }
+  }
+  if (!header_seen) throw Error(ErrorCode::kInvalidArgument, path + ": no header line; not an ocltk recording");
+  return rec;
+}
+
+std::uint64_t search_space_hash(const KernelFamily& family, const DeviceLimits& limits) {
+  std::uint64_t h = fnv1a64(family.name);
+  for (const AlgorithmSpec& a : family.algorithms) {
+    h = fnv1a64(a.name.data(), a.name.size(), h);
+    std::string source = a.source_name;  // a family whose source is not embedded (tests) hashes its name
+    try {
+      source = kernel_source(a.source_name);
+    } catch (const Error&) {
+    }
+    h = fnv1a64(source.data(), source.size(), h);
+    for (const Params& p : a.search_space(&limits)) {
+      const std::string options = a.build_options(p);
+      h = fnv1a64(options.data(), options.size(), h);
+    }
+  }
+  return h;
+}
+
+std::string TuneCache::default_dir() {
+  const char* env = std::getenv("OCLTK_CACHE_DIR");
+  const std::string base = env != nullptr && *env != '\0' ? std::string(env) : ProgramCache::default_directory();
+  if (base == "-") return "";
+  return (std::filesystem::path(base) / "tune").string();
+}
+
+std::string TuneCache::path_for(const std::string& dir, const DeviceInfo& device, const std::string& kernel,
+                                std::uint64_t space_hash) {
+  return (std::filesystem::path(dir) / (sanitize(device.name) + "-" + kernel + "-" + hex64(space_hash) + ".jsonl"))
+      .string();
+}
+
+TuneCache::TuneCache(const std::string& path, const DeviceInfo& device, const std::string& kernel,
+                     std::uint64_t space_hash)
+    : path_(path), kernel_(kernel) {
+  const std::string want_space = hex64(space_hash);
+  auto refuse = [&](const std::string& why) {
+    return Error(ErrorCode::kInvalidArgument, "refusing tune cache " + path + ": " + why +
+                                                  "; delete it, or run with --no-resume to tune from scratch");
+  };
+  if (std::ifstream in(path); in) {
+    std::string text;
+    bool header_seen = false;
+    for (int line_no = 1; std::getline(in, text); ++line_no) {
+      if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+      YAML::Node node;
+      try {
+        node = YAML::Load(text);
+      } catch (const std::exception&) {
+        continue;  // a line cut short by a crash: that point is measured again
+      }
+      if (!header_seen) {
+        if (!node.IsMap() || !node["tune_cache"]) throw refuse("line 1 is not a tune cache header");
+        const auto field = [&](const char* name) { return node[name] ? node[name].as<std::string>() : ""; };
+        if (field("device") != device.name)
+          throw refuse("it was written on device '" + field("device") + "', this is '" + device.name + "'");
+        if (field("driver") != device.driver)
+          throw refuse("it was written with driver " + field("driver") + ", this is " + device.driver);
+        if (field("kernel") != kernel) throw refuse("it holds kernel " + field("kernel") + ", not " + kernel);
+        if (field("space") != want_space)
+          throw refuse("its search space " + field("space") + " differs from this build's " + want_space +
+                       " (kernel sources or parameter tables changed)");
+        header_seen = true;
+        continue;
+      }
+      try {
+        Line line = parse_line(node);
+        if (line.kernel != kernel) continue;
+        line.e.cached = true;
+        entries_[entry_key(line.shape_class, line.problem, line.e.algorithm + " " + format_params(line.e.params))] =
+            line.e;
+      } catch (const std::exception&) {
+        continue;
+      }
+    }
+    if (!header_seen) throw refuse("it has no header line");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const bool fresh = !std::filesystem::exists(path) || std::filesystem::file_size(path, ec) == 0;
+  bool ends_cleanly = true;  // a crash may have cut the last line short
+  if (std::ifstream tail(path, std::ios::binary | std::ios::ate); tail && tail.tellg() > 0) {
+    tail.seekg(-1, std::ios::end);
+    ends_cleanly = tail.get() == '\n';
+  }
+  out_.open(path, std::ios::app);
+  if (!out_) throw Error(ErrorCode::kIo, "cannot open tune cache " + path + " for appending");
+  if (!ends_cleanly) out_ << "\n";
+  if (fresh)
+    out_ << "{\"tune_cache\": 1, \"ocltk\": " << json_string(version()) << ", \"device\": " << json_string(device.name)
+         << ", \"vendor\": " << json_string(device.vendor) << ", \"driver\": " << json_string(device.driver)
+         << ", \"kernel\": " << json_string(kernel) << ", \"space\": " << json_string(want_space) << "}\n"
+         << std::flush;
+}
+
+const Evaluation* TuneCache::find(const std::string& shape_class, const Problem& problem,
+                                  const std::string& point_key) const {
+  const auto it = entries_.find(entry_key(shape_class, problem, point_key));
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+void TuneCache::append(const std::string& shape_class, const Problem& problem, const Evaluation& e) {
+  entries_[entry_key(shape_class, problem, e.algorithm + " " + format_params(e.params))] = e;
+  write_record_line(out_, kernel_, shape_class, problem, e);
+}
+
+}  // namespace ocltk::tuner

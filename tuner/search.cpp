@@ -1,0 +1,312 @@
+#include "search.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+
+namespace ocltk::tuner {
+
+const char* to_string(Strategy s) {
+  switch (s) {
+    case Strategy::kGuided:
+      return "guided";
+    case Strategy::kLocal:
+      return "local";
+    case Strategy::kRandom:
+      return "random";
+    case Strategy::kExhaustive:
+      return "exhaustive";
+  }
+  return "guided";
+}
+
+std::optional<Strategy> parse_strategy(const std::string& name) {
+  for (Strategy s : {Strategy::kGuided, Strategy::kLocal, Strategy::kRandom, Strategy::kExhaustive})
+    if (name == to_string(s)) return s;
+  return std::nullopt;
+}
+
+namespace {
+
+void run_in_order(const std::vector<Point>& space, const std::vector<std::size_t>& order, Measure& measure) {
+  constexpr std::size_t kLookahead = 16;
+  for (std::size_t i = 0; i < order.size() && !measure.out_of_budget(); ++i) {
+    if (i % kLookahead == 0) {
+      std::vector<const Point*> next;
+      for (std::size_t j = i; j < std::min(order.size(), i + kLookahead); ++j) next.push_back(&space[order[j]]);
+      measure.will_evaluate(next);
+    }
+    measure.evaluate(space[order[i]]);
+  }
+}
+
+std::vector<std::size_t> shuffled_indices(std::size_t n, std::mt19937_64& rng) {
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t(0));
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
+// A small random sample finds good basins; coordinate descent then walks each
+// algorithm's best point (algorithms have different basins: a GPU's best gemv and best
+// large square rarely share one), changing one parameter at a time and moving on the
+// first improvement of over 1%.
+void local_search(const std::vector<Point>& space, Measure& measure, std::mt19937_64& rng) {
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < space.size(); ++i) index.emplace(space[i].key(), i);
+  std::map<std::size_t, const Evaluation*> seen;
+  auto evaluate = [&](std::size_t i) {
+    const Evaluation* e = measure.evaluate(space[i]);
+    if (e != nullptr) seen[i] = e;
+    return e;
+  };
+  const std::vector<std::size_t> order = shuffled_indices(space.size(), rng);
+  const std::size_t sample = std::min<std::size_t>(order.size(), 8);
+  std::vector<const Point*> hint;
+  for (std::size_t i = 0; i < sample; ++i) hint.push_back(&space[order[i]]);
+  measure.will_evaluate(hint);
+  for (std::size_t i = 0; i < sample && !measure.out_of_budget(); ++i) evaluate(order[i]);
+
+  std::vector<const AlgorithmSpec*> algorithms;
+  for (const Point& p : space)
+    if (std::find(algorithms.begin(), algorithms.end(), p.algorithm) == algorithms.end())
+      algorithms.push_back(p.algorithm);
+  auto best_of = [&](const AlgorithmSpec* a) -> std::optional<std::size_t> {
+    std::optional<std::size_t> found;
+    for (const auto& [i, e] : seen)
+      if (e->ok && space[i].algorithm == a && (!found || e->time_ms < seen[*found]->time_ms)) found = i;
+    return found;
+  };
+  auto sampled_ms = [&](const AlgorithmSpec* a) {
+    const auto i = best_of(a);
+    return i ? seen[*i]->time_ms : std::numeric_limits<double>::infinity();
+  };
+  // The most promising algorithm is walked first, so a short budget goes to it.
+  std::stable_sort(algorithms.begin(), algorithms.end(),
+                   [&](const AlgorithmSpec* x, const AlgorithmSpec* y) { return sampled_ms(x) < sampled_ms(y); });
+  for (const AlgorithmSpec* algorithm : algorithms) {
+    std::optional<std::size_t> current = best_of(algorithm);
+    if (!current) {
+      // Never sampled (or every sample failed): start from its defaults, else any point of it.
+      const auto defaults = index.find(Point{algorithm, algorithm->defaults()}.key());
+      for (std::size_t i : order)
+        if (space[i].algorithm == algorithm) {
+          const std::size_t start = defaults != index.end() ? defaults->second : i;
+          if (measure.out_of_budget()) return;
+          evaluate(start);
+          current = best_of(algorithm);
+          break;
+        }
+      if (!current) continue;
+    }
+    bool improved = true;
+    while (improved && !measure.out_of_budget()) {
+      improved = false;
+      std::vector<std::size_t> neighbours;
+      for (const ParamSpec& spec : algorithm->params) {
+        for (int v : spec.allowed) {
+          if (v == space[*current].params.at(spec.name)) continue;
+          Params p = space[*current].params;
+          p[spec.name] = v;
+          const auto it = index.find(Point{algorithm, p}.key());
+          if (it != index.end()) neighbours.push_back(it->second);
+        }
+      }
+      std::shuffle(neighbours.begin(), neighbours.end(), rng);
+      for (std::size_t n : neighbours) {
+        if (measure.out_of_budget()) break;
+        const Evaluation* e = evaluate(n);
+        if (e != nullptr && e->ok && e->time_ms < 0.99 * seen[*current]->time_ms) {
+          current = n;
+          improved = true;
+          break;
+        }
+      }
+    }
+  }
+}
+
+// The guided strategy: Gaussian-process regression of log(time) per algorithm over the
+// parameters' positions in their allowed lists (scaled to [0, 1]), refitted after every
+// batch; the next batch is the unmeasured points with the lowest lower confidence bound.
+// Points that failed count as measured (never proposed again) but do not enter the fit.
+// Measured by replay on the recorded spaces in results/ (tests/test_tuner.cpp).
+class GuidedSearch {
+ public:
+  GuidedSearch(const std::vector<Point>& space, Measure& measure, std::mt19937_64& rng)
+      : space_(space), measure_(measure), rng_(rng), done_(space.size(), false) {
+    for (std::size_t i = 0; i < space.size(); ++i) {
+      const AlgorithmSpec* a = space[i].algorithm;
+      auto it = std::find(algorithms_.begin(), algorithms_.end(), a);
+      if (it == algorithms_.end()) {
+        algorithms_.push_back(a);
+        it = algorithms_.end() - 1;
+      }
+      algorithm_of_.push_back(std::size_t(it - algorithms_.begin()));
+      std::vector<double> x;
+      for (const ParamSpec& spec : a->params) {
+        const auto pos = std::find(spec.allowed.begin(), spec.allowed.end(), space[i].params.at(spec.name));
+        const double span = std::max<double>(1, double(spec.allowed.size()) - 1);
+        x.push_back(double(pos - spec.allowed.begin()) / span);
+      }
+      coords_.push_back(std::move(x));
+    }
+  }
+
+  void run() {
+    const std::size_t n = space_.size();
+    // Initial design: a seeded sample spread over the algorithms (round robin).
+    const std::size_t initial = std::min(n, std::clamp<std::size_t>(n / 50, 8, 24));
+    std::vector<std::vector<std::size_t>> by_algorithm(algorithms_.size());
+    for (std::size_t i : shuffled_indices(n, rng_)) by_algorithm[algorithm_of_[i]].push_back(i);
+    std::vector<std::size_t> first;
+    for (std::size_t round = 0; first.size() < initial; ++round)
+      for (const auto& list : by_algorithm)
+        if (round < list.size() && first.size() < initial) first.push_back(list[round]);
+    evaluate_batch(first);
+    while (!measure_.out_of_budget() && measured_ < n) evaluate_batch(next_batch());
+  }
+
+ private:
+  static constexpr std::size_t kBatch = 4;
+
+  void evaluate_batch(const std::vector<std::size_t>& batch) {
+    std::vector<const Point*> hint;
+    for (std::size_t i : batch) hint.push_back(&space_[i]);
+    measure_.will_evaluate(hint);
+    for (std::size_t i : batch) {
+      if (measure_.out_of_budget()) return;
+      const Evaluation* e = measure_.evaluate(space_[i]);
+      if (e == nullptr) return;
+      done_[i] = true;
+      ++measured_;
+      if (e->ok && e->time_ms > 0) observed_.push_back({i, std::log(e->time_ms)});
+    }
+  }
+
+  double kernel(const std::vector<double>& a, const std::vector<double>& b, double inv_two_l2) const {
+    double d2 = 0;
+    for (std::size_t j = 0; j < a.size(); ++j) d2 += (a[j] - b[j]) * (a[j] - b[j]);
+    return std::exp(-d2 * inv_two_l2);
+  }
+
+  std::vector<std::size_t> next_batch() {
+    const std::size_t n = space_.size();
+    double best_y = std::numeric_limits<double>::infinity(), sum = 0, sum2 = 0;
+    for (const auto& [i, y] : observed_) {
+      best_y = std::min(best_y, y);
+      sum += y;
+      sum2 += y * y;
+    }
+    const double count = double(observed_.size());
+    const double mean_all = count > 0 ? sum / count : 0;
+    const double sd_all = count > 1 ? std::sqrt(std::max(1e-6, sum2 / count - mean_all * mean_all)) : 1;
+    std::vector<double> score(n, std::numeric_limits<double>::infinity());
+    for (std::size_t a = 0; a < algorithms_.size(); ++a) {
+      std::vector<std::size_t> idx;
+      std::vector<double> y;
+      for (const auto& [i, yi] : observed_)
+        if (algorithm_of_[i] == a) {
+          idx.push_back(i);
+          y.push_back(yi);
+        }
+      const std::size_t dims = algorithms_[a]->params.size();
+      const double length = 0.25 * std::sqrt(double(std::max<std::size_t>(1, dims)));
+      const double inv_two_l2 = 1.0 / (2 * length * length);
+      if (idx.size() < 2) {
+        // Too little to fit: rank its points as the average measured point, so the
+        // algorithm is still explored.
+        for (std::size_t i = 0; i < n; ++i)
+          if (!done_[i] && algorithm_of_[i] == a) score[i] = mean_all - 0.5 * sd_all;
+        continue;
+      }
+      const std::size_t m = idx.size();
+      double mean = 0;
+      for (double v : y) mean += v;
+      mean /= double(m);
+      // K + noise·I = L·Lᵀ, alpha = K⁻¹ (y - mean).
+      const double noise = 0.02;
+      std::vector<double> L(m * m, 0.0);
+      for (std::size_t r = 0; r < m; ++r)
+        for (std::size_t c = 0; c <= r; ++c) {
+          double v = kernel(coords_[idx[r]], coords_[idx[c]], inv_two_l2) + (r == c ? noise : 0.0);
+          for (std::size_t k = 0; k < c; ++k) v -= L[r * m + k] * L[c * m + k];
+          L[r * m + c] = r == c ? std::sqrt(std::max(v, 1e-9)) : v / L[c * m + c];
+        }
+      std::vector<double> alpha(m);
+      for (std::size_t r = 0; r < m; ++r) {
+        double v = y[r] - mean;
+        for (std::size_t k = 0; k < r; ++k) v -= L[r * m + k] * alpha[k];
+        alpha[r] = v / L[r * m + r];
+      }
+      for (std::size_t r = m; r-- > 0;) {
+        double v = alpha[r];
+        for (std::size_t k = r + 1; k < m; ++k) v -= L[k * m + r] * alpha[k];
+        alpha[r] = v / L[r * m + r];
+      }
+      double var_y = 0;
+      for (double v : y) var_y += (v - mean) * (v - mean);
+      const double sd = std::sqrt(std::max(1e-6, var_y / double(m)));
+      std::vector<double> ks(m);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (done_[i] || algorithm_of_[i] != a) continue;
+        double mu = mean, nearest = 0;
+        for (std::size_t r = 0; r < m; ++r) {
+          ks[r] = kernel(coords_[i], coords_[idx[r]], inv_two_l2);
+          mu += ks[r] * alpha[r];
+          nearest = std::max(nearest, ks[r]);
+        }
+        // Uncertainty grows with the distance to the nearest measured point.
+        score[i] = mu - kappa_ * sd * (1.0 - nearest);
+      }
+    }
+    std::vector<std::size_t> candidates;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!done_[i]) candidates.push_back(i);
+    std::shuffle(candidates.begin(), candidates.end(), rng_);  // ties broken by the seed
+    const std::size_t take = std::min(kBatch, candidates.size());
+    std::partial_sort(candidates.begin(), candidates.begin() + long(take), candidates.end(),
+                      [&](std::size_t x, std::size_t y) { return score[x] < score[y]; });
+    candidates.resize(take);
+    return candidates;
+  }
+
+  const std::vector<Point>& space_;
+  Measure& measure_;
+  std::mt19937_64& rng_;
+  std::vector<const AlgorithmSpec*> algorithms_;
+  std::vector<std::size_t> algorithm_of_;
+  std::vector<std::vector<double>> coords_;
+  std::vector<bool> done_;
+  std::size_t measured_ = 0;
+  std::vector<std::pair<std::size_t, double>> observed_;
+  double kappa_ = 1.0;
+};
+
+}  // namespace
+
+void run_strategy(Strategy strategy, const std::vector<Point>& space, Measure& measure, std::mt19937_64& rng) {
+  if (space.empty()) return;
+  switch (strategy) {
+    case Strategy::kExhaustive: {
+      std::vector<std::size_t> order(space.size());
+      std::iota(order.begin(), order.end(), std::size_t(0));
+      run_in_order(space, order, measure);
+      return;
+    }
+    case Strategy::kRandom:
+      run_in_order(space, shuffled_indices(space.size(), rng), measure);
+      return;
+    case Strategy::kLocal:
+      local_search(space, measure, rng);
+      return;
+    case Strategy::kGuided:
+      GuidedSearch(space, measure, rng).run();
+      return;
+  }
+}
+
+}  // namespace ocltk::tuner

@@ -1,0 +1,60 @@
+// Search strategies over one shape class's space, independent of how a point is measured:
+// `tune` measures on the device, `tune --replay` looks points up in a recording. Both
+// hand a strategy the same Measure interface, so strategies are compared offline on
+// recorded spaces exactly as they run on a device.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ocltk/params.hpp"
+
+namespace ocltk::tuner {
+
+enum class Strategy {
+  kGuided,      // a cost model fitted on the points measured so far picks the next ones (default)
+  kLocal,       // a random sample, then coordinate descent from each algorithm's best
+  kRandom,      // a seeded random sample of the space
+  kExhaustive,  // every point
+};
+const char* to_string(Strategy s);
+std::optional<Strategy> parse_strategy(const std::string& name);
+
+// One measured candidate.
+struct Evaluation {
+  std::string algorithm;
+  Params params;
+  bool ok = false;
+  std::string rejected;  // why not ok: build failure, launch error, hang, wrong result
+  double time_ms = 0;    // median of the timed runs
+  bool cached = false;   // recalled from a resume cache or a recording, not measured now
+};
+
+// One point of a class's search space.
+struct Point {
+  const AlgorithmSpec* algorithm = nullptr;
+  Params params;
+  std::string key() const { return algorithm->name + " " + format_params(params); }
+};
+
+// What a strategy drives.
+class Measure {
+ public:
+  virtual ~Measure() = default;
+  virtual bool out_of_budget() const = 0;
+  // The evaluation of `point` (measured now, or recalled when seen before); nullptr when
+  // the budget is spent before it could be measured.
+  virtual const Evaluation* evaluate(const Point& point) = 0;
+  // The points the strategy will ask for next, in order: a device measure compiles them
+  // on its thread pool while it measures the current one. A hint only.
+  virtual void will_evaluate(const std::vector<const Point*>& points) { (void)points; }
+};
+
+// Runs `strategy` over `space` until the space or the budget is exhausted. Deterministic
+// for a given rng state and the same measurements.
+void run_strategy(Strategy strategy, const std::vector<Point>& space, Measure& measure, std::mt19937_64& rng);
+
+}  // namespace ocltk::tuner

@@ -1,0 +1,37 @@
+#include "workload.hpp"
+
+#include <chrono>
+#include <iomanip>
+#include <sstream>
+#include <thread>
+
+namespace ocltk::tuner {
+
+void wait_for_event(cl_event event, double timeout_seconds) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto pause = std::chrono::microseconds(20);
+  // Polling does not submit work as clWaitForEvents does: flush the event's queue first.
+  cl_command_queue queue = nullptr;
+  if (clGetEventInfo(event, CL_EVENT_COMMAND_QUEUE, sizeof queue, &queue, nullptr) == CL_SUCCESS && queue != nullptr)
+    clFlush(queue);
+  while (true) {
+    cl_int exec = CL_QUEUED;
+    const cl_int status = clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, nullptr);
+    if (status != CL_SUCCESS) throw Error(ErrorCode::kDevice, "clGetEventInfo failed", status);
+    if (exec < 0)
+      throw Error(ErrorCode::kDevice, "launch failed with OpenCL status " + std::to_string(exec), exec);
+    if (exec == CL_COMPLETE) return;
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (timeout_seconds > 0 && waited > timeout_seconds) {
+      std::ostringstream msg;
+      msg << "hang: still running after " << std::setprecision(3) << timeout_seconds << " s";
+      throw CandidateHang(msg.str());
+    }
+    // Short kernels are timed by events, not by this loop: polling only bounds the wait.
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(2000));
+  }
+}
+
+}  // namespace ocltk::tuner
