@@ -25,6 +25,7 @@
 #include "nf4_commands.hpp"
 #include "npy.hpp"
 #include "ocltk/ocltk.hpp"
+#include "profile_commands.hpp"
 #include "replay.hpp"
 #include "tuner.hpp"
 
@@ -50,8 +51,10 @@ Commands:
   run nf4-backward        its input gradient, dX = G * W per expert
   quantize nf4            weights (.npy, E x N x K or N x K) to packed NF4 codes + scales (bitsandbytes layout)
   dequantize nf4          packed NF4 codes + scales back to weights
-  profile show FILE       print a profile as a table
+  profile show FILE       print a profile (or a profile database) as tables
   profile validate FILE   check a profile against the schema and the kernels' parameter tables
+  profile merge FILE...   merge profiles into a database (-o DB.yaml) with per-architecture and per-vendor entries
+  profile diff A B        compare two profiles or databases (exit 0 same, 1 different)
 
 Options for every command:
   -h, --help              show help for the command
@@ -67,7 +70,9 @@ const char* const kDevicesHelp = R"(Usage: ocltk devices
 
 Lists every OpenCL platform and device with its limits, marks the default device (*), and
 says which profile each device would use (and how it matched: device+driver, device,
-architecture, vendor) or that built-in defaults apply.
+architecture, vendor; for a profile database also which section: the device's own
+profile or a derived one), then the further candidates it falls back to per kernel and
+class ("fallback:"), or that built-in defaults apply.
 )";
 
 const char* const kTuneHelp = R"(Usage: ocltk tune [OPTIONS]
@@ -136,14 +141,6 @@ Options:
   --alpha X           scale (default 1)
   --device SEL        device index or name substring
   --profile FILE      use this profile instead of searching for one
-)";
-
-const char* const kProfileHelp = R"(Usage: ocltk profile show FILE
-       ocltk profile validate FILE
-
-show      prints the device header and one line per kernel and shape class
-validate  checks the schema, the device header and every entry against the kernels'
-          parameter tables; prints one line and exits 0 when valid, 2 otherwise
 )";
 
 // Options of one command: "--name value", "--name=value" and flags.
@@ -283,16 +280,7 @@ int cmd_devices(const std::vector<std::string>& tokens) {
       std::cout << (i ? "x" : "") << d.max_work_item_sizes[i];
     std::cout << "), local memory " << human_bytes(d.local_mem_bytes) << ", global memory "
               << human_bytes(d.global_mem_bytes) << ", max allocation " << human_bytes(d.max_alloc_bytes) << "\n";
-    ocltk::RuntimeOptions options;
-    const ocltk::ProfileSelection selection = ocltk::find_profiles(d, options);
-    if (selection.candidates.empty()) {
-      std::cout << "      profile: none fits; built-in defaults\n";
-    } else {
-      const ocltk::ProfileCandidate& c = selection.candidates.front();
-      std::cout << "      profile: " << c.profile.path << " (match: " << ocltk::to_string(c.level) << ", from "
-                << c.tier << ")\n";
-    }
-    for (const std::string& w : selection.warnings) std::cout << "      warning: " << w << "\n";
+    ocltk::cli::print_profile_selection(std::cout, ocltk::find_profiles(d, ocltk::RuntimeOptions{}));
   }
   std::cout << "(* = default device; select with --device INDEX|NAME or OCLTK_DEVICE)\n";
   return kExitOk;
@@ -508,53 +496,6 @@ int cmd_run_gemm_nt(const std::vector<std::string>& tokens) {
   return kExitOk;
 }
 
-int cmd_profile(const std::vector<std::string>& tokens) {
-  if (tokens.empty()) throw UsageError("`ocltk profile` needs show FILE or validate FILE (see `ocltk profile --help`)");
-  const std::string verb = tokens[0];
-  if (verb != "show" && verb != "validate")
-    throw UsageError("unknown profile command '" + verb + "' (show or validate)");
-  Args args(std::vector<std::string>(tokens.begin() + 1, tokens.end()), "ocltk profile " + verb, {}, {});
-  if (args.positional().size() != 1) throw UsageError("`ocltk profile " + verb + "` takes exactly one FILE");
-  const ocltk::Profile p = ocltk::read_profile(args.positional()[0]);
-  if (verb == "validate") {
-    std::cout << p.path << ": valid (schema " << p.schema << ", device '" << p.device.name << "', " << p.entries.size()
-              << " entries)\n";
-    return kExitOk;
-  }
-  std::cout << "profile " << p.path << " (schema " << p.schema << ")\n"
-            << "device  " << p.device.name << " | vendor " << p.device.vendor << " | driver " << p.device.driver
-            << " | platform " << p.device.platform << " | architecture "
-            << (p.device.architecture.empty() ? "-" : p.device.architecture) << " | " << p.device.compute_units
-            << " compute units\n"
-            << "tuner   " << p.tuner_version << ", " << p.date << ", " << std::fixed << std::setprecision(1)
-            << p.tuning_seconds << " s\n\n";
-  auto problem_text = [](const ocltk::ProfileEntry& e) {
-    std::ostringstream text;
-    for (const auto& [key, value] : e.problem) text << (text.tellp() ? " " : "") << key << "=" << value;
-    return text.str();
-  };
-  std::size_t kernel_w = 8, class_w = 7, problem_w = 9, algo_w = 6;
-  for (const ocltk::ProfileEntry& e : p.entries) {
-    kernel_w = std::max(kernel_w, e.kernel.size() + 2);
-    class_w = std::max(class_w, e.shape_class.size() + 2);
-    problem_w = std::max(problem_w, problem_text(e).size() + 2);
-    algo_w = std::max(algo_w, e.algorithm.size() + 2);
-  }
-  std::cout << std::left << std::setw(int(kernel_w)) << "kernel" << std::setw(int(class_w)) << "class"
-            << std::setw(int(problem_w)) << "problem" << std::setw(int(algo_w)) << "algo" << std::right << std::setw(10)
-            << "ms" << std::setw(10) << "GFLOP/s" << std::setw(10) << "vs dflt"
-            << "  params\n";
-  for (const ocltk::ProfileEntry& e : p.entries) {
-    std::cout << std::left << std::setw(int(kernel_w)) << e.kernel << std::setw(int(class_w)) << e.shape_class
-              << std::setw(int(problem_w)) << problem_text(e) << std::setw(int(algo_w)) << e.algorithm << std::right
-              << std::setprecision(3) << std::setw(10) << e.time_ms << std::setprecision(1) << std::setw(10) << e.gflops
-              << std::setprecision(2) << std::setw(9)
-              << (e.default_time_ms > 0 && e.time_ms > 0 ? e.default_time_ms / e.time_ms : 0.0) << "x  "
-              << ocltk::format_params(e.params) << "\n";
-  }
-  return kExitOk;
-}
-
 int dispatch(const std::vector<std::string>& argv) {
   if (argv.empty()) throw UsageError("missing command (see `ocltk --help`)");
   const std::string& command = argv[0];
@@ -601,8 +542,8 @@ int dispatch(const std::vector<std::string>& argv) {
     return ocltk::cli::run_nf4_command(command, opts);
   }
   if (command == "profile") {
-    if (wants_help(rest)) return std::cout << kProfileHelp, kExitOk;
-    return cmd_profile(rest);
+    if (wants_help(rest)) return std::cout << ocltk::cli::profile_help(), kExitOk;
+    return ocltk::cli::run_profile_command(rest);
   }
   throw UsageError("unknown command '" + command + "' (see `ocltk --help`)");
 }

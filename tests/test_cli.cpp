@@ -584,6 +584,8 @@ TEST_F(CliTest, HelpGoesToStdoutWithExitZero) {
       {{"run", "gemm-nt", "-h"}, "Usage: ocltk run gemm-nt"},
       {{"run", "--help"}, "Usage: ocltk run gemm-nt"},
       {{"profile", "--help"}, "Usage: ocltk profile show"},
+      {{"profile", "merge", "--help"}, "ocltk profile merge FILE... -o DB.yaml"},
+      {{"profile", "diff", "-h"}, "ocltk profile diff A B"},
       {{"profile", "-h"}, "Usage: ocltk profile show"},
       // --help wins over options that would otherwise be an error.
       {{"run", "gemm-nt", "--lhs", "missing.npy", "--help"}, "Usage: ocltk run gemm-nt"},
@@ -743,6 +745,144 @@ TEST_F(CliTest, ProfileShowPrintsEachEntry) {
   }
   EXPECT_TRUE(gemv && lora_expand) << "want one line per entry; " << r.describe();
   EXPECT_EQ(r.err, "");
+}
+
+// ---------------------------------------------------------------------------------------
+// profile merge / diff (no kernel is built: these tests only read and write YAML)
+
+// A profile of another device of this device's vendor.
+ocltk::ProfileDevice sibling_device() {
+  ocltk::ProfileDevice d = ocltk::profile_device_of(default_device());
+  d.name = "another device of the same vendor";
+  d.driver = "0.1";
+  return d;
+}
+
+const ocltk::Params kReducePoint = {{"KWG", 512}, {"RW", 8}, {"TR", 2}, {"USE_LOCAL", 0}, {"VW", 4}, {"WGS", 64}};
+
+TEST_F(CliTest, ProfileMergeWritesADatabaseThatDevicesAndTheRuntimeUse) {
+  const ocltk::ProfileDevice here = ocltk::profile_device_of(default_device());
+  write_text(path("here.yaml"), profile_text(here, {{"lora_expand", "tiled", kTiledPoint}}));
+  write_text(path("sibling.yaml"), profile_text(sibling_device(), {{"gemv", "reduce", kReducePoint}}));
+
+  const CliResult merged = run_cli({"profile", "merge", "here.yaml", "sibling.yaml", "-o", "db.yaml"});
+  ASSERT_EQ(merged.status, 0) << merged.describe();
+  EXPECT_NE(merged.out.find("wrote db.yaml: 2 device profiles"), std::string::npos) << merged.describe();
+  EXPECT_NE(merged.out.find("derived vendor " + here.vendor), std::string::npos) << merged.describe();
+  EXPECT_EQ(merged.err, "");
+  EXPECT_EQ(names_in(work_), (std::set<std::string>{"db.yaml", "here.yaml", "sibling.yaml"}));
+
+  const CliResult valid = run_cli({"profile", "validate", "db.yaml"});
+  EXPECT_EQ(valid.status, 0) << valid.describe();
+  EXPECT_NE(valid.out.find("db.yaml: valid (schema 2 database, 2 device profiles"), std::string::npos)
+      << valid.describe();
+  const CliResult shown = run_cli({"profile", "show", "db.yaml"});
+  EXPECT_EQ(shown.status, 0) << shown.describe();
+  EXPECT_NE(shown.out.find("derived vendor " + here.vendor + ", from " + sibling_device().name), std::string::npos)
+      << shown.describe();
+
+  // `devices` names the file, the section and the step, then what it falls back to.
+  const std::string db = path("db.yaml").string();
+  const std::string member = ocltk::device_label(here), vendor = "derived vendor " + here.vendor;
+  const CliResult devices = run_cli({"devices"}, {{"OCLTK_PROFILE_PATH", db}});
+  EXPECT_EQ(devices.status, 0) << devices.describe();
+  EXPECT_NE(devices.out.find("profile: " + db + " [" + member + "] (match: device+driver, from OCLTK_PROFILE_PATH)"),
+            std::string::npos)
+      << devices.describe();
+  EXPECT_NE(devices.out.find("fallback: " + db + " [" + vendor + "] (match: vendor, from OCLTK_PROFILE_PATH)"),
+            std::string::npos)
+      << devices.describe();
+  EXPECT_EQ(devices.err, "");
+
+  // A database without this device: its vendor section serves, from the user folder too.
+  const fs::path user_dir = config_ / "ocltk" / "profiles";
+  fs::create_directories(user_dir);
+  const std::string fleet = (user_dir / "fleet.yaml").string();
+  const CliResult only_sibling = run_cli({"profile", "merge", "sibling.yaml", "--out", fleet});
+  ASSERT_EQ(only_sibling.status, 0) << only_sibling.describe();
+  const CliResult by_vendor = run_cli({"devices"});
+  EXPECT_NE(by_vendor.out.find("profile: " + fleet + " [" + vendor + "] (match: vendor, from user)"), std::string::npos)
+      << by_vendor.describe();
+
+  // Merging the database with a profile (in place) adds the member and keeps the rest.
+  const CliResult again = run_cli({"profile", "merge", fleet, "here.yaml", "-o", fleet});
+  ASSERT_EQ(again.status, 0) << again.describe();
+  const ocltk::ProfileFile back = ocltk::read_profile_file(fleet);
+  ASSERT_EQ(back.schema, ocltk::kProfileDatabaseSchema);
+  EXPECT_EQ(back.database.profiles.size(), 2u);
+  EXPECT_EQ(names_in(user_dir), (std::set<std::string>{"fleet.yaml"})) << "a temporary file was left behind";
+}
+
+TEST_F(CliTest, ProfileDiffExitsZeroWhenEqualOneWhenDifferentTwoOnBadInput) {
+  const ocltk::ProfileDevice here = ocltk::profile_device_of(default_device());
+  write_text(path("a.yaml"), profile_text(here, {{"lora_expand", "tiled", kTiledPoint}}));
+  write_text(path("a_copy.yaml"), profile_text(here, {{"lora_expand", "tiled", kTiledPoint}}));
+  write_text(path("b.yaml"),
+             profile_text(here, {{"lora_expand", "tiled", kTiledPoint}, {"gemv", "reduce", kReducePoint}}));
+  write_text(path("bad.yaml"), kMalformedProfile);
+
+  const CliResult same = run_cli({"profile", "diff", "a.yaml", "a_copy.yaml"});
+  EXPECT_EQ(same.status, 0) << same.describe();
+  EXPECT_EQ(same.out, "");
+  EXPECT_EQ(same.err, "");
+
+  const CliResult different = run_cli({"profile", "diff", "a.yaml", "b.yaml"});
+  EXPECT_EQ(different.status, 1) << different.describe();
+  EXPECT_EQ(different.out, "gemm_nt/gemv: only in b.yaml: reduce {" + ocltk::format_params(kReducePoint) + "}\n");
+  EXPECT_EQ(different.err, "");
+
+  // A database against one of its own inputs: the matching member agrees, the rest is
+  // only in the database.
+  ASSERT_EQ(run_cli({"profile", "merge", "a.yaml", "-o", "db.yaml"}).status, 0);
+  const CliResult db_vs_member = run_cli({"profile", "diff", "db.yaml", "a.yaml"});
+  EXPECT_EQ(db_vs_member.status, 1) << db_vs_member.describe();
+  EXPECT_EQ(db_vs_member.out.find(ocltk::device_label(here)), std::string::npos)
+      << "the member equals a.yaml; " << db_vs_member.describe();
+  EXPECT_NE(db_vs_member.out.find("derived vendor " + here.vendor + ": only in db.yaml"), std::string::npos)
+      << db_vs_member.describe();
+
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> bad = {
+      {{"profile", "diff", "a.yaml", "bad.yaml"}, {"bad.yaml:4:12:"}},
+      {{"profile", "diff", "nosuch.yaml", "a.yaml"}, {"nosuch.yaml"}},
+      {{"profile", "diff", "a.yaml"}, {"two files"}},
+      {{"profile", "diff", "a.yaml", "b.yaml", "--brief"}, {"--brief"}},
+  };
+  for (const auto& [args, needles] : bad) {
+    SCOPED_TRACE(args.back());
+    const CliResult r = run_cli(args);
+    EXPECT_TRUE(is_usage_error(r, needles));
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+TEST_F(CliTest, ProfileMergeRejectsBadInputAndLeavesTheOutputAsItWas) {
+  write_text(path("good.yaml"),
+             profile_text(ocltk::profile_device_of(default_device()), {{"lora_expand", "tiled", kTiledPoint}}));
+  write_text(path("bad.yaml"), kMalformedProfile);
+  write_text(path("p.yaml"), kIllegalParamProfile);
+  write_text(path("db.yaml"), "an older database: these bytes must survive\n");
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+      {{"good.yaml", "bad.yaml", "-o", "db.yaml"}, {"bad.yaml:4:12:"}},
+      {{"good.yaml", "p.yaml", "-o", "db.yaml"}, {"p.yaml:9:21:", "MWG"}},
+      {{"good.yaml", "nosuch.yaml", "-o", "db.yaml"}, {"nosuch.yaml"}},
+      {{"good.yaml", "db.yaml", "-o", "db.yaml"}, {"db.yaml:"}},  // not YAML of a profile
+      {{"good.yaml"}, {"-o"}},
+      {{"-o", "db.yaml"}, {"FILE"}},
+      {{"good.yaml", "-o"}, {"-o"}},
+      {{"good.yaml", "--frob", "-o", "db.yaml"}, {"--frob"}},
+  };
+  const std::map<std::string, std::string> before = snapshot(work_);
+  for (const auto& [args, needles] : cases) {
+    std::vector<std::string> argv = {"profile", "merge"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string shown;
+    for (const std::string& a : args) shown += " " + a;
+    SCOPED_TRACE("ocltk profile merge" + shown);
+    const CliResult r = run_cli(argv);
+    EXPECT_TRUE(is_usage_error(r, needles));
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(snapshot(work_), before) << "files now: " << joined(names_in(work_));
+  }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // Profiles: YAML round trip, atomic writes, rejections with file:line:column, match
-// levels, and the fallback chain from explicit path to built-in defaults.
+// levels, and the fallback chain from explicit path to built-in defaults; profile
+// databases: merge, derived entries, the chain through one database file, diff.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -209,7 +210,7 @@ TEST_F(ProfileTest, RejectsBadContentAtItsPosition) {
     std::string named;           // a word the message must contain
   };
   const Case cases[] = {
-      {"wrong schema", "schema: 1", "schema: 2", "2", "schema"},
+      {"wrong schema", "schema: 1", "schema: 3", "3", "schema"},
       {"unknown kernel", "  gemm_nt:", "  gemm_tn:", "gemm_tn", "gemm_tn"},
       {"unknown class", "    large:", "    huge:", "huge", "huge"},
       {"unknown algorithm", "algorithm: tiled", "algorithm: tiles", "tiles", "tiles"},
@@ -582,6 +583,418 @@ TEST_F(ProfileTest, ProfileEntryDrivesTheLaunch) {
     EXPECT_EQ(used.params, want);
     EXPECT_EQ(used.source, f);
     EXPECT_EQ(used.level, MatchLevel::kExact);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Profile databases (schema 2)
+
+// A profile of a made-up device: name, vendor, driver, architecture, tuner date.
+Profile device_profile(const std::string& name, const std::string& vendor, const std::string& driver,
+                       const std::string& architecture, const std::string& date, std::vector<ProfileEntry> entries) {
+  Profile p;
+  p.device.name = name;
+  p.device.vendor = vendor;
+  p.device.driver = driver;
+  p.device.architecture = architecture;
+  p.device.type = "gpu";
+  p.tuner_version = "test";
+  p.date = date;
+  p.entries = std::move(entries);
+  return p;
+}
+
+// An entry with a measurement: `speedup` is default_time_ms / time_ms.
+ProfileEntry timed(ProfileEntry e, double time_ms, double speedup) {
+  e.problem = {{"m", 1024}, {"n", 1024}, {"k", 1024}};
+  e.time_ms = time_ms;
+  e.gflops = 2.0 * 1024 * 1024 * 1024 / (time_ms * 1e6);
+  e.default_time_ms = time_ms * speedup;
+  return e;
+}
+
+const ocltk::Params kTiledA{{"MWG", 8}, {"MDIMC", 1}};
+const ocltk::Params kTiledB{{"MWG", 16}, {"MDIMC", 2}};
+const ocltk::Params kTiledC{{"MWG", 32}, {"MDIMC", 4}};
+const ocltk::Params kReduceA{{"WGS", 64}, {"RW", 16}};
+const ocltk::Params kReduceB{{"WGS", 64}, {"RW", 16}, {"TR", 2}};
+const char* const kNvidia = "NVIDIA Corporation";
+
+ocltk::Params complete(const std::string& algorithm, const ocltk::Params& partial) {
+  return ocltk::gemm_nt_family().find_algorithm(algorithm)->complete(partial);
+}
+
+const ocltk::DerivedProfile* derived_section(const ocltk::ProfileDatabase& db, MatchLevel level,
+                                             const std::string& key) {
+  for (const ocltk::DerivedProfile& g : db.derived)
+    if (g.level == level && (level == MatchLevel::kArchitecture ? g.architecture : g.vendor) == key) return &g;
+  return nullptr;
+}
+
+TEST(ProfileDatabase, MergeKeepsOneMemberPerDeviceAndDriverAndTheNewerEntryWins) {
+  const Profile old_h200 = device_profile(
+      "NVIDIA H200", kNvidia, "580", "sm_90", "2026-01-01T00:00:00Z",
+      {timed(entry("large", "tiled", kTiledA), 4.0, 1.5), timed(entry("gemv", "reduce", kReduceA), 0.1, 1.1)});
+  const Profile new_h200 = device_profile("NVIDIA H200", kNvidia, "580", "sm_90", "2026-02-01T00:00:00Z",
+                                          {timed(entry("large", "tiled", kTiledB), 3.0, 2.0)});
+  const Profile other_driver = device_profile("NVIDIA H200", kNvidia, "575", "sm_90", "2025-12-01T00:00:00Z",
+                                              {timed(entry("large", "tiled", kTiledC), 5.0, 1.2)});
+  const Profile h100 = device_profile("NVIDIA H100", kNvidia, "580", "sm_90", "2026-01-15T00:00:00Z",
+                                      {timed(entry("large", "tiled", kTiledB), 3.5, 1.8)});
+
+  // The newer profile wins whichever order the inputs come in.
+  for (const bool newer_first : {true, false}) {
+    SCOPED_TRACE(newer_first ? "newer first" : "older first");
+    const std::vector<Profile> inputs = newer_first ? std::vector<Profile>{new_h200, other_driver, old_h200, h100}
+                                                    : std::vector<Profile>{old_h200, other_driver, h100, new_h200};
+    const ocltk::ProfileDatabase db = ocltk::merge_profiles(inputs);
+    ASSERT_EQ(db.profiles.size(), 3u);
+    // Ordered by name, newest first within a name.
+    EXPECT_EQ(db.profiles[0].device.name, "NVIDIA H100");
+    EXPECT_EQ(db.profiles[1].device.driver, "580");
+    EXPECT_EQ(db.profiles[2].device.driver, "575");
+    const Profile& merged = db.profiles[1];
+    EXPECT_EQ(merged.date, "2026-02-01T00:00:00Z");
+    ASSERT_NE(merged.find("gemm_nt", "large"), nullptr);
+    EXPECT_EQ(merged.find("gemm_nt", "large")->params, complete("tiled", kTiledB)) << "the newer entry wins";
+    EXPECT_DOUBLE_EQ(merged.find("gemm_nt", "large")->time_ms, 3.0);
+    ASSERT_NE(merged.find("gemm_nt", "gemv"), nullptr) << "an entry only the older profile has is kept";
+    EXPECT_EQ(merged.find("gemm_nt", "gemv")->params, complete("reduce", kReduceA));
+  }
+
+  // Equal dates: the later input wins.
+  Profile same_date = new_h200;
+  same_date.entries = {timed(entry("large", "tiled", kTiledC), 3.3, 1.9)};
+  EXPECT_EQ(ocltk::merge_profiles({new_h200, same_date}).profiles[0].find("gemm_nt", "large")->params,
+            complete("tiled", kTiledC));
+  EXPECT_EQ(ocltk::merge_profiles({same_date, new_h200}).profiles[0].find("gemm_nt", "large")->params,
+            complete("tiled", kTiledB));
+}
+
+// Three devices (two of sm_90, one of sm_80) plus an older driver of one of them.
+std::vector<Profile> three_device_fleet() {
+  return {
+      device_profile(
+          "NVIDIA H100", kNvidia, "580", "sm_90", "2026-01-01",
+          {timed(entry("large", "tiled", kTiledA), 3.0, 1.5), timed(entry("gemv", "reduce", kReduceA), 0.1, 2.0)}),
+      device_profile(
+          "NVIDIA H200", kNvidia, "580", "sm_90", "2026-01-02",
+          {timed(entry("large", "tiled", kTiledA), 2.5, 1.4), timed(entry("gemv", "reduce", kReduceB), 0.1, 1.2)}),
+      // An older driver of the H200 disagrees on large; a device counts once (its newest member).
+      device_profile("NVIDIA H200", kNvidia, "570", "sm_90", "2025-06-01",
+                     {timed(entry("large", "tiled", kTiledC), 2.7, 1.3)}),
+      device_profile(
+          "NVIDIA A100", "nvidia corporation", "580", "sm_80", "2026-01-03",
+          {timed(entry("large", "tiled", kTiledB), 6.0, 1.1), timed(entry("gemv", "reduce", kReduceB), 0.2, 1.1),
+           timed(entry("lora_expand", "tiled", kTiledC), 1.0, 1.2)}),
+  };
+}
+
+TEST(ProfileDatabase, DerivedEntriesTakeTheChoiceMostDevicesPicked) {
+  const ocltk::ProfileDatabase db = ocltk::merge_profiles(three_device_fleet());
+  ASSERT_EQ(db.profiles.size(), 4u);
+  ASSERT_EQ(db.derived.size(), 3u) << "sm_80, sm_90, and one vendor (vendors compare case-insensitively)";
+  const ocltk::DerivedProfile* sm90 = derived_section(db, MatchLevel::kArchitecture, "sm_90");
+  const ocltk::DerivedProfile* sm80 = derived_section(db, MatchLevel::kArchitecture, "sm_80");
+  const ocltk::DerivedProfile* vendor = derived_section(db, MatchLevel::kVendor, kNvidia);
+  ASSERT_TRUE(sm90 && sm80 && vendor);
+  EXPECT_EQ(sm90->devices, (std::vector<std::string>{"NVIDIA H100", "NVIDIA H200"}));
+  EXPECT_EQ(vendor->devices, (std::vector<std::string>{"NVIDIA A100", "NVIDIA H100", "NVIDIA H200"}));
+
+  // sm_90 large: both devices picked tiled A (the old H200 driver's C does not vote).
+  const ocltk::DerivedEntry* large = sm90->find("gemm_nt", "large");
+  ASSERT_NE(large, nullptr);
+  EXPECT_EQ(large->choice.params, complete("tiled", kTiledA));
+  EXPECT_EQ(large->chosen_by, (std::vector<std::string>{"NVIDIA H100", "NVIDIA H200"}));
+  EXPECT_EQ(large->measured, 2);
+  EXPECT_EQ(large->choice.time_ms, 0) << "a derived entry carries no measurement of its own";
+  // sm_90 gemv: one vote each; reduce A gained 2.0x over the default where it won, B 1.2x.
+  const ocltk::DerivedEntry* gemv = sm90->find("gemm_nt", "gemv");
+  ASSERT_NE(gemv, nullptr);
+  EXPECT_EQ(gemv->choice.params, complete("reduce", kReduceA));
+  EXPECT_EQ(gemv->chosen_by.size(), 1u);
+  EXPECT_EQ(gemv->measured, 2);
+  EXPECT_EQ(sm90->find("gemm_nt", "lora_expand"), nullptr) << "no sm_90 device measured it";
+  // sm_80 has one device: its own choices.
+  EXPECT_EQ(sm80->find("gemm_nt", "large")->choice.params, complete("tiled", kTiledB));
+  EXPECT_EQ(sm80->vendor, "nvidia corporation");
+  // Vendor: large A (2 of 3), gemv B (H200 and A100: 2 of 3), lora_expand from the A100.
+  EXPECT_EQ(vendor->find("gemm_nt", "large")->choice.params, complete("tiled", kTiledA));
+  EXPECT_EQ(vendor->find("gemm_nt", "large")->measured, 3);
+  EXPECT_EQ(vendor->find("gemm_nt", "gemv")->choice.params, complete("reduce", kReduceB));
+  EXPECT_EQ(vendor->find("gemm_nt", "gemv")->chosen_by, (std::vector<std::string>{"NVIDIA A100", "NVIDIA H200"}));
+  ASSERT_NE(vendor->find("gemm_nt", "lora_expand"), nullptr);
+  EXPECT_EQ(vendor->find("gemm_nt", "lora_expand")->measured, 1);
+
+  // Round trip through the file format.
+  const ocltk::ProfileFile back = ocltk::parse_profile_file(ocltk::emit_profile_database(db), "db.yaml");
+  ASSERT_EQ(back.schema, ocltk::kProfileDatabaseSchema);
+  ASSERT_EQ(back.database.profiles.size(), db.profiles.size());
+  for (std::size_t i = 0; i < db.profiles.size(); ++i) {
+    EXPECT_EQ(back.database.profiles[i].device.name, db.profiles[i].device.name);
+    EXPECT_EQ(back.database.profiles[i].device.driver, db.profiles[i].device.driver);
+    EXPECT_EQ(back.database.profiles[i].date, db.profiles[i].date);
+    EXPECT_EQ(back.database.profiles[i].entries.size(), db.profiles[i].entries.size());
+    EXPECT_EQ(back.database.profiles[i].path, "db.yaml");
+  }
+  ASSERT_EQ(back.database.derived.size(), db.derived.size());
+  for (std::size_t i = 0; i < db.derived.size(); ++i) {
+    const ocltk::DerivedProfile &want = db.derived[i], &got = back.database.derived[i];
+    EXPECT_EQ(got.describe(), want.describe());
+    EXPECT_EQ(got.devices, want.devices);
+    ASSERT_EQ(got.entries.size(), want.entries.size());
+    for (std::size_t j = 0; j < want.entries.size(); ++j) {
+      EXPECT_EQ(got.entries[j].choice.params, want.entries[j].choice.params);
+      EXPECT_EQ(got.entries[j].chosen_by, want.entries[j].chosen_by);
+      EXPECT_EQ(got.entries[j].measured, want.entries[j].measured);
+    }
+  }
+  EXPECT_TRUE(ocltk::diff_profile_files(back, back).empty());
+  // Merging the database again (as `merge DB.yaml -o DB.yaml` does) changes nothing.
+  ocltk::ProfileFile again;
+  again.schema = ocltk::kProfileDatabaseSchema;
+  again.database = ocltk::merge_profiles(back.device_profiles());
+  again.path = "again.yaml";
+  EXPECT_TRUE(ocltk::diff_profile_files(back, again).empty());
+}
+
+// The first candidate with an entry serves, as Runtime::choose walks them.
+std::pair<const ocltk::ProfileCandidate*, const ProfileEntry*> serving(const ocltk::ProfileSelection& selection,
+                                                                       const std::string& shape_class) {
+  for (const ocltk::ProfileCandidate& c : selection.candidates)
+    if (const ProfileEntry* e = c.profile.find("gemm_nt", shape_class)) return {&c, e};
+  return {nullptr, nullptr};
+}
+
+// Each step of device+driver -> device -> architecture -> vendor -> built-in, served from
+// one database file on OCLTK_PROFILE_PATH (DeviceInfo is plain data: no device needed).
+TEST_F(ProfileTest, FallbackChainRunsThroughOneDatabase) {
+  const std::string db_file = file("fleet.yaml");
+  ocltk::write_profile_database_atomically(db_file, ocltk::merge_profiles(three_device_fleet()));
+  ScopedEnv env_path("OCLTK_PROFILE_PATH", db_file);
+  ScopedEnv xdg("XDG_CONFIG_HOME", file("empty_xdg"));
+
+  auto device = [](const std::string& name, const std::string& vendor, const std::string& driver,
+                   const std::string& architecture) {
+    ocltk::DeviceInfo d;
+    d.name = name;
+    d.vendor = vendor;
+    d.driver = driver;
+    d.architecture = architecture;
+    return d;
+  };
+  struct Step {
+    ocltk::DeviceInfo device;
+    std::string shape_class;
+    MatchLevel level;  // kNone: built-in
+    std::string section;
+    ocltk::Params params;
+  };
+  const Step steps[] = {
+      {device("NVIDIA H200", kNvidia, "580", "sm_90"), "large", MatchLevel::kExact, "NVIDIA H200 (driver 580)",
+       complete("tiled", kTiledA)},
+      // Newest member of that name first: the 580 one.
+      {device("NVIDIA H200", kNvidia, "590", "sm_90"), "large", MatchLevel::kDevice, "NVIDIA H200 (driver 580)",
+       complete("tiled", kTiledA)},
+      // The H200 has no lora_expand entry, nor has sm_90: the vendor section serves.
+      {device("NVIDIA H200", kNvidia, "580", "sm_90"), "lora_expand", MatchLevel::kVendor,
+       "derived vendor NVIDIA Corporation", complete("tiled", kTiledC)},
+      {device("NVIDIA GH200", kNvidia, "580", "sm_90"), "gemv", MatchLevel::kArchitecture,
+       "derived architecture sm_90 (NVIDIA Corporation)", complete("reduce", kReduceA)},
+      {device("NVIDIA L4", "NVIDIA CORPORATION", "580", "sm_89"), "gemv", MatchLevel::kVendor,
+       "derived vendor NVIDIA Corporation", complete("reduce", kReduceB)},
+      {device("NVIDIA L4", kNvidia, "580", "sm_89"), "small_batch", MatchLevel::kNone, "", {}},
+      {device("AMD Instinct MI300X", "Advanced Micro Devices, Inc.", "3600", "gfx942"),
+       "large",
+       MatchLevel::kNone,
+       "",
+       {}},
+  };
+  for (const Step& step : steps) {
+    SCOPED_TRACE(step.device.name + " " + step.device.driver + " " + step.shape_class);
+    const ocltk::ProfileSelection selection = ocltk::find_profiles(step.device, ocltk::RuntimeOptions{});
+    EXPECT_TRUE(selection.warnings.empty());
+    for (std::size_t i = 1; i < selection.candidates.size(); ++i)
+      EXPECT_LE(selection.candidates[i - 1].level, selection.candidates[i].level);
+    for (const ocltk::ProfileCandidate& c : selection.candidates) {
+      // A member of the database never stands in for another device.
+      if (c.section.rfind("derived", 0) != 0) {
+        EXPECT_EQ(c.profile.device.name, step.device.name);
+      }
+    }
+    const auto [candidate, e] = serving(selection, step.shape_class);
+    if (step.level == MatchLevel::kNone) {
+      EXPECT_EQ(candidate, nullptr) << candidate->where();
+      continue;
+    }
+    ASSERT_NE(candidate, nullptr);
+    EXPECT_EQ(candidate->level, step.level);
+    EXPECT_EQ(candidate->section, step.section);
+    EXPECT_EQ(candidate->profile.path, db_file);
+    EXPECT_EQ(candidate->where(), db_file + " [" + step.section + "]");
+    EXPECT_EQ(candidate->tier, "OCLTK_PROFILE_PATH");
+    EXPECT_EQ(e->params, step.params);
+  }
+}
+
+// On the real device (PoCL reports no architecture): the device's own member, then the
+// vendor section, then built-in, with the step and section in the choice and the log.
+TEST_F(ProfileTest, RuntimeChoosesFromADatabaseAndNamesTheStep) {
+  ScopedEnv env_path("OCLTK_PROFILE_PATH", dir_);
+  ScopedEnv xdg("XDG_CONFIG_HOME", file("empty_xdg"));
+  const ocltk::DeviceInfo& here = runtime().device();
+  Profile mine = profile_for_this_device({timed(entry("large", "tiled", kTiledA), 3.0, 1.2)});
+  Profile sibling = profile_for_this_device({timed(entry("gemv", "reduce", kReduceA), 1.0, 1.5)});
+  sibling.device.name = "another device of the same vendor";
+  const std::string db_file = file("fleet.yaml");
+  ocltk::write_profile_database_atomically(db_file, ocltk::merge_profiles({mine, sibling}));
+  // A schema-1 profile beside it keeps working, ranked by the same levels.
+  Profile vendor_file = sibling;
+  vendor_file.entries = {entry("lora_shrink", "reduce", kReduceB)};
+  ocltk::write_profile_atomically(file("vendor.yaml"), vendor_file);
+
+  ScopedEnv verbose("OCLTK_VERBOSE", "1");
+  ::testing::internal::CaptureStderr();
+  ocltk::Result<ocltk::Runtime> rt = open_with_profiles("", /*verbose=*/-1);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(rt.ok()) << rt.status().message();
+  const std::string member = ocltk::device_label(ocltk::profile_device_of(here));
+  const std::string vendor = "derived vendor " + here.vendor;
+  EXPECT_NE(log.find("ocltk: profile " + db_file + " [" + member + "] fits"), std::string::npos) << log;
+  EXPECT_NE(log.find("ocltk: profile " + db_file + " [" + vendor + "] fits"), std::string::npos) << log;
+
+  const ocltk::Choice large = rt->choose("gemm_nt", "large");
+  EXPECT_EQ(large.level, MatchLevel::kExact);
+  EXPECT_EQ(large.source, db_file);
+  EXPECT_EQ(large.section, member);
+  EXPECT_NE(large.describe().find("from " + db_file + " [" + member + "] (match: device+driver)"), std::string::npos)
+      << large.describe();
+  const ocltk::Choice gemv = rt->choose("gemm_nt", "gemv");
+  EXPECT_EQ(gemv.level, MatchLevel::kVendor);
+  EXPECT_EQ(gemv.params, complete("reduce", kReduceA));
+  EXPECT_NE(gemv.describe().find("from " + db_file + " [" + vendor + "] (match: vendor)"), std::string::npos)
+      << gemv.describe();
+  const ocltk::Choice shrink = rt->choose("gemm_nt", "lora_shrink");
+  EXPECT_EQ(shrink.source, file("vendor.yaml"));
+  EXPECT_EQ(shrink.section, "");
+  EXPECT_EQ(shrink.level, MatchLevel::kVendor);
+  const ocltk::Choice expand = rt->choose("gemm_nt", "lora_expand");
+  EXPECT_EQ(expand.source, "built-in");
+  EXPECT_NE(expand.describe().find("from built-in (match: built-in)"), std::string::npos) << expand.describe();
+
+  // The same database as an explicit profile: the same chain.
+  ocltk::Result<ocltk::Runtime> explicit_rt = open_with_profiles(db_file);
+  ASSERT_TRUE(explicit_rt.ok()) << explicit_rt.status().message();
+  EXPECT_EQ(explicit_rt->choose("gemm_nt", "gemv").section, vendor);
+  EXPECT_EQ(explicit_rt->choose("gemm_nt", "large").section, member);
+}
+
+TEST(ProfileDatabase, DiffNamesEachChangeAndIsEmptyForEqualFiles) {
+  ocltk::ProfileFile a, b;
+  a.path = "a.yaml";
+  b.path = "b.yaml";
+  a.profile = device_profile(
+      "GPU", "V", "1", "", "2026-01-01",
+      {timed(entry("large", "tiled", kTiledA), 4.0, 1.0), timed(entry("gemv", "reduce", kReduceA), 2.0, 1.0),
+       timed(entry("lora_shrink", "reduce", kReduceA), 1.0, 1.0),
+       timed(entry("small_batch", "tiled", kTiledA), 1.0, 1.0)});
+  EXPECT_TRUE(ocltk::diff_profile_files(a, a).empty());
+  b.profile = a.profile;
+  b.profile.device.driver = "2";
+  b.profile.entries[0] = timed(entry("large", "tiled", kTiledB), 2.0, 1.0);        // params and time
+  b.profile.entries[1] = timed(entry("gemv", "tiled", kTiledA), 2.0, 1.0);         // algorithm, same time
+  b.profile.entries[2].problem = {{"m", 4096}, {"n", 16}, {"k", 4096}};            // another problem
+  b.profile.entries[3] = timed(entry("lora_expand", "tiled", kTiledA), 1.0, 1.0);  // small_batch only in a
+  const std::vector<std::string> lines = ocltk::diff_profile_files(a, b);
+  const std::vector<std::string> want = {
+      "device: driver '1' -> '2'",
+      "gemm_nt/large: tiled: MDIMC 1 -> 2, MWG 8 -> 16; 4 ms -> 2 ms (-50.0%), 536.871 -> 1073.74 GFLOP/s (+100.0%)",
+      "gemm_nt/gemv: reduce {" + ocltk::format_params(complete("reduce", kReduceA)) + "} -> tiled {" +
+          ocltk::format_params(complete("tiled", kTiledA)) + "}",
+      "gemm_nt/lora_shrink: same choice; measured on different problems (k=1024 m=1024 n=1024 vs k=4096 m=4096 "
+      "n=16)",
+      "gemm_nt/small_batch: only in a.yaml: tiled {" + ocltk::format_params(complete("tiled", kTiledA)) + "}",
+      "gemm_nt/lora_expand: only in b.yaml: tiled {" + ocltk::format_params(complete("tiled", kTiledA)) + "}",
+  };
+  EXPECT_EQ(lines, want);
+
+  // Databases: sections matched by device + driver or group, named in each line.
+  ocltk::ProfileFile da, db;
+  da.schema = db.schema = ocltk::kProfileDatabaseSchema;
+  da.path = "da.yaml";
+  db.path = "db.yaml";
+  std::vector<Profile> fleet = three_device_fleet();
+  da.database = ocltk::merge_profiles(fleet);
+  fleet[0].entries[0] = timed(entry("large", "tiled", kTiledB), 3.0, 1.5);  // H100 now agrees with the A100
+  fleet.pop_back();                                                         // and the A100 is gone
+  db.database = ocltk::merge_profiles(fleet);
+  const std::vector<std::string> db_lines = ocltk::diff_profile_files(da, db);
+  auto has = [&](const std::string& text) {
+    return std::find(db_lines.begin(), db_lines.end(), text) != db_lines.end();
+  };
+  EXPECT_TRUE(has("NVIDIA H100 (driver 580): gemm_nt/large: tiled: MDIMC 1 -> 2, MWG 8 -> 16")) << db_lines.size();
+  EXPECT_TRUE(has("NVIDIA A100 (driver 580): only in da.yaml (3 entries)"));
+  EXPECT_TRUE(has("derived architecture sm_80 (nvidia corporation): only in da.yaml (3 entries)"));
+  // sm_90 large is now a tie of one vote each: B gained 1.5x over the default on the H100,
+  // A 1.4x on the H200, so B wins.
+  EXPECT_TRUE(
+      has("derived architecture sm_90 (NVIDIA Corporation): gemm_nt/large: tiled: MDIMC 1 -> 2, MWG 8 -> "
+          "16; chosen by 2 of 2 -> 1 of 2"));
+  // Vendor gemv is a tie too (H100: reduce A, 2.0x; H200: reduce B, 1.2x): A now wins.
+  EXPECT_TRUE(has("derived vendor NVIDIA Corporation: gemm_nt/gemv: reduce: TR 2 -> 1; chosen by 2 of 3 -> 1 of 2"));
+  EXPECT_EQ(db_lines.size(), 7u) << "H100 large, A100, sm_80, sm_90 large, vendor large, gemv and lora_expand";
+  if (HasFailure())
+    for (const std::string& line : db_lines) std::cerr << "  " << line << "\n";
+}
+
+TEST(ProfileDatabase, MalformedDatabasesNameFileLineAndColumn) {
+  const std::string head = "schema: 2\n";
+  const std::string member =
+      "  - device: {name: G, vendor: V, driver: '1'}\n"
+      "    kernels:\n"
+      "      gemm_nt:\n"
+      "        large: {algorithm: tiled, params: {MWG: 32}}\n";
+  ASSERT_NO_THROW((void)ocltk::parse_profile_file(head + "profiles:\n" + member, "ok.yaml"));
+  struct Case {
+    std::string what, text, where, named;
+  };
+  const Case cases[] = {
+      {"profiles missing", head + "derived: []\n", "1:1", "profiles"},
+      {"profiles not a list", head + "profiles: {a: 1}\n", "2:11", "list"},
+      {"member twice", head + "profiles:\n" + member + member, "7:13", "listed twice"},
+      {"member's bad parameter", head + "profiles:\n" + member.substr(0, member.find("32")) + "48}}\n", "6:49", "MWG"},
+      {"unknown step", head + "profiles: []\nderived:\n  - {step: device, vendor: V, kernels: {}}\n", "4:12",
+       "architecture or vendor"},
+      {"architecture step without architecture",
+       head + "profiles: []\nderived:\n  - {step: architecture, vendor: V, kernels: {}}\n", "4:5", "architecture"},
+      {"derived bad value",
+       head +
+           "profiles: []\nderived:\n  - step: vendor\n    vendor: V\n    kernels: {gemm_nt: {gemv: {algorithm: reduce, "
+           "params: {TR: 3}}}}\n",
+       "6:64", "TR"},
+      {"derived group twice",
+       head + "profiles: []\nderived:\n  - {step: vendor, vendor: V, kernels: {}}\n  - {step: vendor, vendor: v, "
+              "kernels: {}}\n",
+       "5:5", "listed twice"},
+      {"schema 3", "schema: 3\nprofiles: []\n", "1:9", "unsupported schema 3"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    try {
+      (void)ocltk::parse_profile_file(c.text, "db.yaml");
+      ADD_FAILURE() << "accepted:\n" << c.text;
+    } catch (const ocltk::Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kProfile);
+      EXPECT_EQ(std::string(e.what()).rfind("db.yaml:" + c.where + ": ", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.named), std::string::npos) << e.what();
+    }
+  }
+  // read_profile (one device's profile) refuses a database and says what it is.
+  try {
+    (void)ocltk::parse_profile(head + "profiles:\n" + member, "db.yaml");
+    ADD_FAILURE() << "read a database as a profile";
+  } catch (const ocltk::Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("db.yaml:1:9: a profile database", 0), 0u) << e.what();
   }
 }
 

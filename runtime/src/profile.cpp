@@ -13,83 +13,13 @@
 
 #include "ocltk/device.hpp"
 #include "ocltk/family.hpp"
+#include "ocltk/profile_db.hpp"
 #include "ocltk/status.hpp"
-
-namespace YAML {
-
-// Encoding goes through convert<T>; decoding is done by hand below so that every
-// fault can name its line and column.
-template <>
-struct convert<ocltk::ProfileDevice> {
-  static Node encode(const ocltk::ProfileDevice& d) {
-    Node n;
-    n["name"] = d.name;
-    n["vendor"] = d.vendor;
-    n["driver"] = d.driver;
-    n["platform"] = d.platform;
-    n["architecture"] = d.architecture;
-    n["type"] = d.type;
-    n["compute_units"] = d.compute_units;
-    n["global_mem_bytes"] = d.global_mem_bytes;
-    n["local_mem_bytes"] = d.local_mem_bytes;
-    n["max_work_group_size"] = d.max_work_group_size;
-    return n;
-  }
-};
-
-template <>
-struct convert<ocltk::Params> {
-  static Node encode(const ocltk::Params& params) {
-    Node n(NodeType::Map);
-    n.SetStyle(EmitterStyle::Flow);
-    for (const auto& [name, value] : params) n[name] = value;
-    return n;
-  }
-};
-
-}  // namespace YAML
+#include "profile_yaml.hpp"
 
 namespace ocltk {
+namespace detail {
 namespace {
-
-class Decoder {
- public:
-  explicit Decoder(std::string name) : name_(std::move(name)) {}
-
-  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& message) const {
-    throw Error(ErrorCode::kProfile,
-                name_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) + ": " + message);
-  }
-  [[noreturn]] void fail(const YAML::Node& node, const std::string& message) const { fail(node.Mark(), message); }
-
-  YAML::Node child(const YAML::Node& parent, const char* key, bool required) const {
-    if (!parent.IsMap()) fail(parent, "expected a mapping");
-    const YAML::Node n = parent[key];
-    if (!n && required) fail(parent, std::string("missing key '") + key + "'");
-    return n;
-  }
-
-  // A mapping key as text; a key that is itself a sequence or mapping is a fault.
-  std::string key(const YAML::Node& k) const {
-    if (!k.IsScalar()) fail(k, "expected a plain name as key");
-    return k.Scalar();
-  }
-
-  template <class T>
-  T scalar(const YAML::Node& parent, const char* key, bool required, T fallback = T()) const {
-    const YAML::Node n = child(parent, key, required);
-    if (!n) return fallback;
-    if (!n.IsScalar()) fail(n, std::string("'") + key + "' must be a scalar");
-    try {
-      return n.as<T>();
-    } catch (const YAML::Exception&) {
-      fail(n, std::string("'") + key + "' has the wrong type: '" + n.Scalar() + "'");
-    }
-  }
-
- private:
-  std::string name_;
-};
 
 ProfileDevice decode_device(const Decoder& d, const YAML::Node& n) {
   if (!n.IsMap()) d.fail(n, "'device' must be a mapping");
@@ -155,7 +85,8 @@ ProfileEntry decode_entry(const Decoder& d, const KernelFamily& family, const st
   return e;
 }
 
-// Six significant digits: measured times carry no more, and the file stays readable.
+}  // namespace
+
 std::string short_number(double v) {
   std::ostringstream out;
   out << std::setprecision(6) << v;
@@ -167,7 +98,132 @@ std::string lower(std::string s) {
   return s;
 }
 
-}  // namespace
+YAML::Node load_document(const Decoder& d, const std::string& text, int* schema, YAML::Node* schema_node) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    d.fail(e.mark, "malformed YAML: " + e.msg);
+  }
+  if (!root || !root.IsMap()) d.fail(root ? root.Mark() : YAML::Mark(), "a profile must be a YAML mapping");
+  *schema_node = d.child(root, "schema", true);
+  *schema = d.scalar<int>(root, "schema", true);
+  return root;
+}
+
+std::vector<ProfileEntry> decode_kernels(const Decoder& d, const YAML::Node& kernels,
+                                         const std::function<void(const ProfileEntry&, const YAML::Node&)>& each) {
+  if (!kernels.IsMap()) d.fail(kernels, "'kernels' must be a mapping of kernel names to shape classes");
+  std::vector<ProfileEntry> entries;
+  for (const auto& kv : kernels) {
+    const std::string kernel = d.key(kv.first);
+    const KernelFamily* family = find_family(kernel);
+    if (family == nullptr) d.fail(kv.first, "unknown kernel '" + kernel + "'");
+    if (!kv.second.IsMap()) d.fail(kv.second, "kernel " + kernel + " must map shape classes to entries");
+    std::set<std::string> classes_seen;
+    for (const auto& cls : kv.second) {
+      const std::string shape_class = d.key(cls.first);
+      if (!classes_seen.insert(shape_class).second)
+        d.fail(cls.first, "shape class '" + shape_class + "' is listed twice for kernel " + kernel);
+      if (family->find_class(shape_class) == nullptr)
+        d.fail(cls.first, "kernel " + kernel + " has no shape class '" + shape_class + "'");
+      entries.push_back(decode_entry(d, *family, shape_class, cls.second));
+      if (each) each(entries.back(), cls.second);
+    }
+  }
+  return entries;
+}
+
+Profile decode_profile_body(const Decoder& d, const YAML::Node& n) {
+  Profile profile;
+  profile.device = decode_device(d, d.child(n, "device", true));
+  if (const YAML::Node tuner = d.child(n, "tuner", false)) {
+    profile.tuner_version = d.scalar<std::string>(tuner, "version", false);
+    profile.date = d.scalar<std::string>(tuner, "date", false);
+    profile.tuning_seconds = d.scalar<double>(tuner, "seconds", false);
+  }
+  profile.entries = decode_kernels(d, d.child(n, "kernels", true));
+  return profile;
+}
+
+YAML::Node encode_device(const ProfileDevice& dev) {
+  YAML::Node n;
+  n["name"] = dev.name;
+  n["vendor"] = dev.vendor;
+  n["driver"] = dev.driver;
+  n["platform"] = dev.platform;
+  n["architecture"] = dev.architecture;
+  n["type"] = dev.type;
+  n["compute_units"] = dev.compute_units;
+  n["global_mem_bytes"] = dev.global_mem_bytes;
+  n["local_mem_bytes"] = dev.local_mem_bytes;
+  n["max_work_group_size"] = dev.max_work_group_size;
+  return n;
+}
+
+YAML::Node encode_params(const Params& params) {
+  YAML::Node n(YAML::NodeType::Map);
+  n.SetStyle(YAML::EmitterStyle::Flow);
+  for (const auto& [name, value] : params) n[name] = value;
+  return n;
+}
+
+YAML::Node encode_entry(const ProfileEntry& e) {
+  YAML::Node n;
+  n["algorithm"] = e.algorithm;
+  n["params"] = encode_params(e.params);
+  if (!e.problem.empty()) {
+    YAML::Node problem(YAML::NodeType::Map);
+    problem.SetStyle(YAML::EmitterStyle::Flow);
+    for (const auto& [k, v] : e.problem) problem[k] = v;
+    n["problem"] = problem;
+  }
+  n["time_ms"] = short_number(e.time_ms);
+  n["gflops"] = short_number(e.gflops);
+  if (e.default_time_ms > 0) n["default_time_ms"] = short_number(e.default_time_ms);
+  return n;
+}
+
+YAML::Node encode_profile_body(const Profile& profile) {
+  YAML::Node n;
+  n["device"] = encode_device(profile.device);
+  n["tuner"]["version"] = profile.tuner_version;
+  n["tuner"]["date"] = profile.date;
+  n["tuner"]["seconds"] = short_number(profile.tuning_seconds);
+  YAML::Node kernels(YAML::NodeType::Map);
+  for (const ProfileEntry& e : profile.entries) kernels[e.kernel][e.shape_class] = encode_entry(e);
+  n["kernels"] = kernels;
+  return n;
+}
+
+void write_text_atomically(const std::string& path, const std::string& text, const std::string& what) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw Error(ErrorCode::kIo, path + ": cannot write " + what + " (cannot create " + tmp + ")");
+    out << text;
+    out.flush();
+    if (!out) {
+      out.close();
+      fs::remove(tmp, ec);
+      throw Error(ErrorCode::kIo, path + ": cannot write " + what + " (write to " + tmp + " failed)");
+    }
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error(ErrorCode::kIo, path + ": cannot write " + what + " (rename failed: " + ec.message() + ")");
+  }
+}
+
+}  // namespace detail
+
+using detail::Decoder;
+using detail::lower;
 
 const ProfileEntry* Profile::find(const std::string& kernel, const std::string& shape_class) const {
   for (const ProfileEntry& e : entries)
@@ -202,42 +258,18 @@ Profile parse_profile(const std::string& text, const std::string& name) {
 
 Profile parse_profile_checked(const std::string& text, const std::string& name) {
   const Decoder d(name);
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    d.fail(e.mark, "malformed YAML: " + e.msg);
-  }
-  if (!root || !root.IsMap()) d.fail(root ? root.Mark() : YAML::Mark(), "a profile must be a YAML mapping");
-  Profile profile;
-  const YAML::Node schema = d.child(root, "schema", true);
-  profile.schema = d.scalar<int>(root, "schema", true);
-  if (profile.schema != kProfileSchema)
-    d.fail(schema, "unsupported schema " + std::to_string(profile.schema) + " (this ocltk reads schema " +
-                       std::to_string(kProfileSchema) + ")");
-  profile.device = decode_device(d, d.child(root, "device", true));
-  if (const YAML::Node tuner = d.child(root, "tuner", false)) {
-    profile.tuner_version = d.scalar<std::string>(tuner, "version", false);
-    profile.date = d.scalar<std::string>(tuner, "date", false);
-    profile.tuning_seconds = d.scalar<double>(tuner, "seconds", false);
-  }
-  const YAML::Node kernels = d.child(root, "kernels", true);
-  if (!kernels.IsMap()) d.fail(kernels, "'kernels' must be a mapping of kernel names to shape classes");
-  for (const auto& kv : kernels) {
-    const std::string kernel = d.key(kv.first);
-    const KernelFamily* family = find_family(kernel);
-    if (family == nullptr) d.fail(kv.first, "unknown kernel '" + kernel + "'");
-    if (!kv.second.IsMap()) d.fail(kv.second, "kernel " + kernel + " must map shape classes to entries");
-    std::set<std::string> classes_seen;
-    for (const auto& cls : kv.second) {
-      const std::string shape_class = d.key(cls.first);
-      if (!classes_seen.insert(shape_class).second)
-        d.fail(cls.first, "shape class '" + shape_class + "' is listed twice for kernel " + kernel);
-      if (family->find_class(shape_class) == nullptr)
-        d.fail(cls.first, "kernel " + kernel + " has no shape class '" + shape_class + "'");
-      profile.entries.push_back(decode_entry(d, *family, shape_class, cls.second));
-    }
-  }
+  int schema = 0;
+  YAML::Node schema_node;
+  const YAML::Node root = detail::load_document(d, text, &schema, &schema_node);
+  if (schema == kProfileDatabaseSchema)
+    d.fail(schema_node, "a profile database (schema " + std::to_string(schema) +
+                            "), not one device's profile (schema 1): read it with read_profile_file");
+  if (schema != kProfileSchema)
+    d.fail(schema_node, "unsupported schema " + std::to_string(schema) + " (this ocltk reads schema " +
+                            std::to_string(kProfileSchema) + " profiles and schema " +
+                            std::to_string(kProfileDatabaseSchema) + " databases)");
+  Profile profile = detail::decode_profile_body(d, root);
+  profile.schema = schema;
   profile.path = name;
   return profile;
 }
@@ -253,55 +285,14 @@ Profile read_profile(const std::string& path) {
 std::string emit_profile(const Profile& profile) {
   YAML::Node root;
   root["schema"] = profile.schema;
-  root["device"] = profile.device;
-  root["tuner"]["version"] = profile.tuner_version;
-  root["tuner"]["date"] = profile.date;
-  root["tuner"]["seconds"] = short_number(profile.tuning_seconds);
-  YAML::Node kernels(YAML::NodeType::Map);
-  for (const ProfileEntry& e : profile.entries) {
-    YAML::Node n;
-    n["algorithm"] = e.algorithm;
-    n["params"] = e.params;
-    if (!e.problem.empty()) {
-      YAML::Node problem(YAML::NodeType::Map);
-      problem.SetStyle(YAML::EmitterStyle::Flow);
-      for (const auto& [k, v] : e.problem) problem[k] = v;
-      n["problem"] = problem;
-    }
-    n["time_ms"] = short_number(e.time_ms);
-    n["gflops"] = short_number(e.gflops);
-    if (e.default_time_ms > 0) n["default_time_ms"] = short_number(e.default_time_ms);
-    kernels[e.kernel][e.shape_class] = n;
-  }
-  root["kernels"] = kernels;
+  for (const auto& kv : detail::encode_profile_body(profile)) root[kv.first.Scalar()] = kv.second;
   YAML::Emitter out;
   out << YAML::Comment("ocltk tuning profile, schema 1: see docs/profile-schema.md") << YAML::Newline << root;
   return std::string(out.c_str()) + "\n";
 }
 
 void write_profile_atomically(const std::string& path, const Profile& profile) {
-  namespace fs = std::filesystem;
-  const std::string text = emit_profile(profile);
-  const fs::path target(path);
-  std::error_code ec;
-  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw Error(ErrorCode::kIo, path + ": cannot write profile (cannot create " + tmp + ")");
-    out << text;
-    out.flush();
-    if (!out) {
-      out.close();
-      fs::remove(tmp, ec);
-      throw Error(ErrorCode::kIo, path + ": cannot write profile (write to " + tmp + " failed)");
-    }
-  }
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error(ErrorCode::kIo, path + ": cannot write profile (rename failed: " + ec.message() + ")");
-  }
+  detail::write_text_atomically(path, emit_profile(profile), "profile");
 }
 
 const char* to_string(MatchLevel level) {

@@ -73,6 +73,42 @@ std::string installed_configs_dir() {
 #endif
 }
 
+// What one file offers a device: a profile file itself, at whatever level its header
+// fits; a database its members only for their own device (a member of another device of
+// the same architecture or vendor is represented by the derived sections), and each
+// derived section that fits.
+std::vector<ProfileCandidate> candidates_in(const ProfileFile& file, const DeviceInfo& device,
+                                            const std::string& tier) {
+  std::vector<ProfileCandidate> out;
+  if (file.schema == kProfileSchema) {
+    ProfileCandidate c;
+    c.profile = file.profile;
+    c.level = match_level(c.profile.device, device);
+    c.tier = tier;
+    if (c.level != MatchLevel::kNone) out.push_back(std::move(c));
+    return out;
+  }
+  for (const Profile& member : file.database.profiles) {
+    ProfileCandidate c;
+    c.level = match_level(member.device, device);
+    if (c.level != MatchLevel::kExact && c.level != MatchLevel::kDevice) continue;
+    c.profile = member;
+    c.tier = tier;
+    c.section = device_label(member.device);
+    out.push_back(std::move(c));
+  }
+  for (const DerivedProfile& derived : file.database.derived) {
+    ProfileCandidate c;
+    c.level = derived.fit(device);
+    if (c.level == MatchLevel::kNone) continue;
+    c.profile = derived.as_profile(file.path);
+    c.tier = tier;
+    c.section = derived.describe();
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 ProfileSelection find_profiles(const DeviceInfo& device, const RuntimeOptions& options) {
   ProfileSelection selection;
   if (!options.use_profiles) return selection;
@@ -84,18 +120,20 @@ ProfileSelection find_profiles(const DeviceInfo& device, const RuntimeOptions& o
   if (!options.profile_path.empty()) {
     // An explicit profile is the caller's word: it is used if it fits the device at
     // any level, and otherwise ignored with a warning in favour of the built-in defaults.
-    ProfileCandidate c;
     selection.searched.push_back(options.profile_path);
-    c.profile = read_profile(options.profile_path);  // a broken explicit profile is an error
-    c.level = match_level(c.profile.device, device);
-    c.tier = "explicit";
-    if (c.level == MatchLevel::kNone) {
-      selection.warnings.push_back(options.profile_path + ": profile is for '" + c.profile.device.name + "' (" +
-                                   c.profile.device.vendor + "), not '" + device.name +
+    const ProfileFile file = read_profile_file(options.profile_path);  // a broken explicit profile is an error
+    selection.candidates = candidates_in(file, device, "explicit");
+    if (selection.candidates.empty() && file.schema == kProfileSchema) {
+      selection.warnings.push_back(options.profile_path + ": profile is for '" + file.profile.device.name + "' (" +
+                                   file.profile.device.vendor + "), not '" + device.name +
                                    "'; ignoring it and using the built-in defaults");
-    } else {
-      selection.candidates.push_back(std::move(c));
+    } else if (selection.candidates.empty()) {
+      selection.warnings.push_back(options.profile_path + ": profile database has no profile for '" + device.name +
+                                   "' and no derived section for its architecture or vendor (" + device.vendor +
+                                   "); ignoring it and using the built-in defaults");
     }
+    std::stable_sort(selection.candidates.begin(), selection.candidates.end(),
+                     [](const ProfileCandidate& a, const ProfileCandidate& b) { return a.level < b.level; });
     return selection;
   }
   tiers.push_back({"OCLTK_PROFILE_PATH", split(env_or("OCLTK_PROFILE_PATH", ""), ':')});
@@ -108,16 +146,14 @@ ProfileSelection find_profiles(const DeviceInfo& device, const RuntimeOptions& o
     for (const std::string& path : tiers[t].paths) {
       for (const std::string& file : profile_files(path)) {
         selection.searched.push_back(file);
-        ProfileCandidate c;
+        ProfileFile contents;
         try {
-          c.profile = read_profile(file);
+          contents = read_profile_file(file);
         } catch (const std::exception& e) {
           selection.warnings.push_back(std::string(e.what()) + " (profile skipped)");
           continue;
         }
-        c.level = match_level(c.profile.device, device);
-        c.tier = tiers[t].name;
-        if (c.level != MatchLevel::kNone) found.emplace_back(t, std::move(c));
+        for (ProfileCandidate& c : candidates_in(contents, device, tiers[t].name)) found.emplace_back(t, std::move(c));
       }
     }
   }
@@ -128,10 +164,15 @@ ProfileSelection find_profiles(const DeviceInfo& device, const RuntimeOptions& o
   return selection;
 }
 
+std::string ProfileCandidate::where() const {
+  return section.empty() ? profile.path : profile.path + " [" + section + "]";
+}
+
 std::string Choice::describe() const {
   std::ostringstream out;
   out << kernel << "/" << shape_class << " -> " << algorithm << " {" << format_params(params) << "} from " << source;
-  if (level != MatchLevel::kNone) out << " (match: " << to_string(level) << ")";
+  if (!section.empty()) out << " [" << section << "]";
+  out << " (match: " << (level == MatchLevel::kNone ? "built-in" : to_string(level)) << ")";
   return out.str();
 }
 
@@ -159,7 +200,7 @@ struct Runtime::Impl {
     for (const std::string& w : profiles.warnings) std::cerr << "ocltk: warning: " << w << "\n";
     if (verbose) {
       for (const ProfileCandidate& c : profiles.candidates)
-        std::cerr << "ocltk: profile " << c.profile.path << " fits " << device.name << " (match: " << to_string(c.level)
+        std::cerr << "ocltk: profile " << c.where() << " fits " << device.name << " (match: " << to_string(c.level)
                   << ", from " << c.tier << ")\n";
       if (profiles.candidates.empty()) std::cerr << "ocltk: no profile fits " << device.name << "; built-in defaults\n";
     }
@@ -236,6 +277,7 @@ Choice Runtime::choose(const std::string& kernel, const std::string& shape_class
       c.algorithm = e->algorithm;
       c.params = e->params;
       c.source = candidate.profile.path;
+      c.section = candidate.section;
       c.level = candidate.level;
       return c;
     }

@@ -7,6 +7,7 @@
 #include "ocltk/nf4.hpp"
 #include "ocltk/params.hpp"
 #include "ocltk/profile.hpp"
+#include "ocltk/profile_db.hpp"
 #include "ocltk/program_cache.hpp"
 #include "ocltk/runtime.hpp"
 #include "ocltk/status.hpp"

@@ -13,6 +13,7 @@
 #include "ocltk/device.hpp"
 #include "ocltk/gemm_nt.hpp"
 #include "ocltk/profile.hpp"
+#include "ocltk/profile_db.hpp"
 #include "ocltk/program_cache.hpp"
 #include "ocltk/status.hpp"
 
@@ -32,11 +33,17 @@ struct RuntimeOptions {
 // Where the profiles for a device come from (docs/profile-schema.md): an explicit path
 // alone if given; else OCLTK_PROFILE_PATH, the user folder and the installed configs/.
 // Matching profiles are ranked by match level first (device + driver, device,
-// architecture, vendor); at equal level the earlier source wins.
+// architecture, vendor); at equal level the earlier source wins. A profile file is one
+// candidate; a database (schema 2) offers its member for this device (device + driver
+// or device level only) and its derived sections for this device's architecture and
+// vendor, each a candidate of its own.
 struct ProfileCandidate {
-  Profile profile;
+  Profile profile;  // for a derived section: its choices under a header without a name
   MatchLevel level = MatchLevel::kNone;
-  std::string tier;  // "explicit", "OCLTK_PROFILE_PATH", "user", "installed"
+  std::string tier;           // "explicit", "OCLTK_PROFILE_PATH", "user", "installed"
+  std::string section;        // in a database: device_label() of the member or the derived
+                              // section's describe(); empty for a profile file
+  std::string where() const;  // "PATH" or "PATH [SECTION]"
 };
 struct ProfileSelection {
   std::vector<ProfileCandidate> candidates;  // sorted best first; only matching ones
@@ -51,9 +58,10 @@ std::string installed_configs_dir();  // <prefix>/share/ocltk/configs
 struct Choice {
   std::string kernel, shape_class, algorithm;
   Params params;
-  std::string source = "built-in";  // the profile's path, or "built-in"
-  MatchLevel level = MatchLevel::kNone;
-  std::string describe() const;  // one line for logs
+  std::string source = "built-in";       // the profile's path, or "built-in"
+  std::string section;                   // the database section (ProfileCandidate::section)
+  MatchLevel level = MatchLevel::kNone;  // the fallback step; kNone for built-in
+  std::string describe() const;          // one line for logs, naming the file and the step
 };
 
 // A matrix operand: a buffer, an element offset and a leading dimension in elements
