@@ -111,6 +111,13 @@ Options:
                       reason it was rejected), written as they are measured
   --report DIR        write DIR/report.json (every evaluation in order, best so far) and one SVG
                       plot per class (DIR/<kernel>-<class>.svg)
+  --shapes FILE       also tune your own problem sizes, from a YAML file: a model's sizes
+                      (model: hidden, intermediate, experts, top_k, block_size, lora_ranks,
+                      tokens) from which LoRA and NF4 expert problems are derived, and/or an
+                      explicit list (shapes: - {kernel: gemm_nt, m: 1, n: 4096, k: 4096}). Each
+                      problem is stored beside its class's default entry; at launch the runtime
+                      picks, within the launch's class, the entry whose problem is nearest in
+                      log space (sum over dimensions of |log2 launch - log2 entry|)
   --json              print the summary as JSON on stdout (progress and messages go to stderr)
   --quiet             no progress output
 
@@ -314,7 +321,8 @@ std::vector<std::string> split_list(const std::string& text) {
 int cmd_tune_replay(const Args& args) {
   ocltk::tuner::ReplayOptions options;
   for (const char* device_only :
-       {"--device", "--out", "--budget", "--repeats", "--record", "--report", "--jobs", "--timeout", "--cache"})
+       {"--device", "--out", "--budget", "--repeats", "--record", "--report", "--jobs", "--timeout", "--cache",
+        "--shapes"})
     if (args.get(device_only)) throw UsageError(std::string(device_only) + " does not apply to --replay (no device)");
   for (const char* device_only : {"--cold", "--no-resume"})
     if (args.flag(device_only)) throw UsageError(std::string(device_only) + " does not apply to --replay (no device)");
@@ -348,7 +356,7 @@ int cmd_tune(const std::vector<std::string>& tokens) {
   const std::string command = "ocltk tune";
   Args args(tokens, command,
             {"--device", "--out", "--budget", "--strategy", "--max-evals", "--kernels", "--classes", "--repeats",
-             "--seed", "--record", "--replay", "--seeds", "--jobs", "--timeout", "--cache", "--report"},
+             "--seed", "--record", "--replay", "--seeds", "--jobs", "--timeout", "--cache", "--report", "--shapes"},
             {"--quiet", "--cold", "--json", "--no-resume"});
   if (!args.positional().empty())
     throw UsageError("unexpected argument '" + args.positional()[0] + "' for `ocltk tune`");
@@ -380,6 +388,7 @@ int cmd_tune(const std::vector<std::string>& tokens) {
   }
   if (auto v = args.get("--kernels")) options.kernels = split_list(*v);
   if (auto v = args.get("--classes")) options.classes = split_list(*v);
+  if (auto v = args.get("--shapes")) options.shapes = ocltk::tuner::read_shapes(*v, ocltk::tuner::tunable_families());
   const std::optional<std::string> report = args.get("--report");
   if (report) {
     namespace fs = std::filesystem;

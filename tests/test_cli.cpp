@@ -14,12 +14,15 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <iterator>
 #include <map>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "fixture.hpp"
@@ -231,8 +234,10 @@ class CliTest : public ::testing::Test {
   }
 
   // Runs `ocltk ARGS...` in work_ with a scrubbed environment plus `env` (nullopt unsets).
+  // interrupt_after > 0: sends SIGINT to the command that many seconds after it started.
   CliResult run_cli(const std::vector<std::string>& args,
-                    const std::map<std::string, std::optional<std::string>>& env = {}) const {
+                    const std::map<std::string, std::optional<std::string>>& env = {},
+                    double interrupt_after = 0) const {
     std::map<std::string, std::optional<std::string>> vars;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry = *e;
@@ -277,6 +282,10 @@ class CliTest : public ::testing::Test {
       ::_exit(127);
     }
     int status = 0;
+    if (interrupt_after > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(interrupt_after));
+      ::kill(pid, SIGINT);
+    }
     while (::waitpid(pid, &status, 0) < 0) {
       if (errno != EINTR) {
         ADD_FAILURE() << "waitpid failed";
@@ -1036,3 +1045,93 @@ TEST_F(CliTest, TuneRejectsARepeatCountBeyondRange) {
 }
 
 }  // namespace
+
+// --shapes: the user's problems are tuned beside the class's default problem and stored
+// as a list under the class; --report writes the JSON and one plot per tuned problem.
+TEST_F(CliTest, TuneShapesStoresEntriesBesideTheDefaultsAndReports) {
+  write_text(path("shapes.yaml"), "shapes:\n  - {kernel: gemm_nt, m: 3, n: 8, k: 64}\n");
+  const CliResult r = run_cli({"tune", "--shapes", "shapes.yaml", "--kernels", "gemm_nt", "--classes", "lora_shrink",
+                               "--max-evals", "2", "--repeats", "1", "--out", "p.yaml", "--report", "rep",
+                               "--cache", "-"});
+  ASSERT_EQ(r.status, 0) << r.describe();
+  const ocltk::Profile p = ocltk::read_profile(path("p.yaml").string());
+  ASSERT_EQ(p.entries.size(), 2u) << read_text(path("p.yaml"));
+  const std::map<std::string, std::int64_t> mine{{"m", 3}, {"n", 8}, {"k", 64}};
+  EXPECT_EQ(p.find("gemm_nt", "lora_shrink", &mine)->problem, mine);
+  EXPECT_NE(p.find("gemm_nt", "lora_shrink")->problem, mine) << "the default problem comes first";
+  EXPECT_TRUE(fs::exists(path("rep") / "report.json"));
+  EXPECT_TRUE(fs::exists(path("rep") / "gemm_nt-lora_shrink.svg"));
+  EXPECT_NE(read_text(path("rep") / "report.json").find("\"m\": 3"), std::string::npos);
+}
+
+TEST_F(CliTest, TuneShapesRejectsBadFilesAndWritesNothing) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"shapes:\n  - {kernel: gemm_nt, m: 3, n: 8}\n", "shapes.yaml:2:5: shapes[0] (gemm_nt) needs 'k'"},
+      {"shapes:\n  - {kernel: gemm_tn, m: 3}\n", "no tunable kernel named 'gemm_tn'"},
+      {"shapes:\n  - {kernel: gemm_nt, m: 3, n: 8, k: 0}\n", "shapes[0].k = 0 must be from 1"},
+      {"shapes:\n  - {kernel: gemm_nt, m: 3, n: 8, k: 4, rows: 2}\n", "has no problem dimension 'rows'"},
+      {"shapes:\n  - {kernel: nf4_forward, experts: 2, n: 8, k: 64, rows: 4, block_size: 48}\n",
+       "block_size = 48 must be a power of two"},
+      {"model:\n  hidden: 64\n", "the model implies no problem"},
+      {"model: {hidden: 64, lora_ranks: [8], colour: 3}\n", "unknown model key 'colour'"},
+      {"model: [1, 2\n", "malformed YAML"},
+      {"layers: 3\n", "unknown key 'layers'"},
+  };
+  for (const auto& [text, want] : cases) {
+    write_text(path("shapes.yaml"), text);
+    const CliResult r = run_cli({"tune", "--shapes", "shapes.yaml", "--out", "p.yaml"});
+    EXPECT_EQ(r.status, 2) << text << r.describe();
+    EXPECT_NE(r.err.find(want), std::string::npos) << "want '" << want << "' for\n" << text << r.describe();
+    EXPECT_FALSE(fs::exists(path("p.yaml"))) << text;
+  }
+}
+
+// Ctrl-C: the run stops after the current candidate, writes no profile, exits 130; the
+// same command again recalls every measurement from the cache and goes on.
+TEST_F(CliTest, TuneInterruptedByCtrlCResumesFromItsCache) {
+  const std::string cache = (root_ / "tune-cache").string();
+  const std::vector<std::string> args = {"tune", "--kernels", "gemm_nt", "--classes", "gemv", "--strategy",
+                                         "exhaustive", "--repeats", "1", "--budget", "600", "--cold",
+                                         "--cache", cache, "--out", "p.yaml"};
+  const CliResult first = run_cli(args, {}, 6.0);
+  ASSERT_EQ(first.status, 130) << first.describe();
+  EXPECT_NE(first.err.find("interrupted; p.yaml was not written"), std::string::npos) << first.describe();
+  EXPECT_FALSE(fs::exists(path("p.yaml")));
+  ASSERT_TRUE(fs::is_directory(cache));
+  std::size_t measured = 0;
+  for (const auto& f : fs::directory_iterator(cache)) {
+    const std::string text = read_text(f.path());
+    EXPECT_EQ(text.rfind("{\"tune_cache\": 1", 0), 0u) << text.substr(0, 200);
+    measured += std::size_t(std::count(text.begin(), text.end(), '\n')) - 1;
+  }
+  ASSERT_GT(measured, 0u) << "nothing measured in 6 s";
+
+  std::vector<std::string> again = args;
+  again.insert(again.end(), {"--max-evals", std::to_string(measured + 1), "--json"});
+  const CliResult second = run_cli(again);
+  ASSERT_EQ(second.status, 0) << second.describe();
+  EXPECT_NE(second.out.find("\"cached\": " + std::to_string(measured)), std::string::npos)
+      << "expected " << measured << " recalled evaluations; " << second.describe();
+  EXPECT_TRUE(fs::exists(path("p.yaml")));
+}
+
+TEST_F(CliTest, TuneReplayComparesStrategiesWithoutADevice) {
+  const std::string rec = std::string(OCLTK_SOURCE_DIR) + "/results/pocl-space-gemm_nt.jsonl";
+  const CliResult r = run_cli({"tune", "--replay", rec, "--seeds", "3", "--max-evals", "10%", "--json"},
+                              {{"OCLTK_DEVICE", "no-such-device"}});
+  ASSERT_EQ(r.status, 0) << r.describe();
+  EXPECT_NE(r.out.find("\"guided\": {\"median_gap\""), std::string::npos) << r.describe();
+  EXPECT_NE(r.out.find("\"random\": {\"median_gap\""), std::string::npos) << r.describe();
+  const CliResult table = run_cli({"tune", "--replay", rec, "--strategy", "guided", "--seeds", "2"});
+  ASSERT_EQ(table.status, 0) << table.describe();
+  EXPECT_NE(table.out.find("guided gap"), std::string::npos) << table.describe();
+
+  EXPECT_EQ(run_cli({"tune", "--replay", rec, "--device", "0"}).status, 2);
+  EXPECT_EQ(run_cli({"tune", "--replay", rec, "--strategy", "annealing"}).status, 2);
+  EXPECT_EQ(run_cli({"tune", "--replay", "missing.jsonl"}).status, 2);
+  EXPECT_EQ(run_cli({"tune", "--seeds", "3"}).status, 2);
+  write_text(path("bad.jsonl"), "{\"record\": 1, \"device\": \"D\"}\n{\"kernel\": 3}\n");
+  const CliResult bad = run_cli({"tune", "--replay", "bad.jsonl"});
+  EXPECT_EQ(bad.status, 2) << bad.describe();
+  EXPECT_NE(bad.err.find("bad.jsonl:2:"), std::string::npos) << bad.describe();
+}

@@ -999,3 +999,47 @@ TEST(ProfileDatabase, MalformedDatabasesNameFileLineAndColumn) {
 }
 
 }  // namespace
+
+// tune --shapes stores several entries per class, each with the problem it was tuned on;
+// the runtime serves a launch from the one whose problem is nearest in log space.
+TEST_F(ProfileTest, SeveralEntriesPerClassServeTheNearestProblem) {
+  ScopedEnv env_path("OCLTK_PROFILE_PATH", dir_);
+  ScopedEnv xdg("XDG_CONFIG_HOME", file("empty_xdg"));
+  ProfileEntry wide = entry("gemv", "reduce", {{"WGS", 128}});
+  wide.problem = {{"m", 1}, {"n", 4096}, {"k", 4096}};
+  ProfileEntry narrow = entry("gemv", "reduce", {{"WGS", 64}, {"RW", 1}, {"TR", 4}, {"VW", 4}});
+  narrow.problem = {{"m", 1}, {"n", 50}, {"k", 40}};
+  ocltk::write_profile_atomically(file("shapes.yaml"), profile_for_this_device({wide, narrow}));
+
+  const ocltk::Profile p = ocltk::read_profile(file("shapes.yaml"));
+  ASSERT_EQ(p.entries.size(), 2u);
+  const std::map<std::string, std::int64_t> near_narrow{{"m", 1}, {"n", 64}, {"k", 32}};
+  const std::map<std::string, std::int64_t> near_wide{{"m", 1}, {"n", 3000}, {"k", 8192}};
+  EXPECT_EQ(p.find("gemm_nt", "gemv", &near_narrow)->params.at("WGS"), 64);
+  EXPECT_EQ(p.find("gemm_nt", "gemv", &near_wide)->params.at("WGS"), 128);
+  EXPECT_EQ(p.find("gemm_nt", "gemv")->params.at("WGS"), 128) << "without a problem: the first entry";
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance({{"m", 4}, {"n", 8}}, {{"m", 1}, {"n", 8}, {"k", 2}}), 2.0);
+
+  ocltk::Result<ocltk::Runtime> rt = open_with_profiles("", /*verbose=*/0);
+  ASSERT_TRUE(rt.ok()) << rt.status().message();
+  const ocltk::Choice small = rt->choose_gemm_nt({1, 50, 40});
+  EXPECT_EQ(small.params.at("WGS"), 64);
+  EXPECT_NE(small.describe().find("tuned on k=40 m=1 n=50"), std::string::npos) << small.describe();
+  EXPECT_EQ(rt->choose_gemm_nt({1, 5000, 5000}).params.at("WGS"), 128);
+
+  // A list entry must name its problem, and no two the same one.
+  std::string text = ocltk::emit_profile(ocltk::read_profile(file("shapes.yaml")));
+  const std::string no_problem = "        problem: {k: 40, m: 1, n: 50}\n";
+  ASSERT_NE(text.find(no_problem), std::string::npos) << text;
+  std::string missing = text;
+  missing.erase(missing.find(no_problem), no_problem.size());
+  EXPECT_THROW(ocltk::parse_profile(missing, "missing.yaml"), ocltk::Error);
+  std::string twice = text;
+  twice.replace(twice.find(no_problem), no_problem.size(), "        problem: {k: 4096, m: 1, n: 4096}\n");
+  try {
+    ocltk::parse_profile(twice, "twice.yaml");
+    FAIL() << "two entries with one problem accepted";
+  } catch (const ocltk::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("same problem"), std::string::npos) << e.what();
+  }
+}

@@ -121,6 +121,10 @@ class GemmNtWorkload : public Workload {
 
 }  // namespace
 
+std::unique_ptr<Workload> make_gemm_nt_workload_for(Runtime& rt, const GemmProblem& p, std::mt19937_64& rng) {
+  return std::make_unique<GemmNtWorkload>(rt, p, rng);
+}
+
 std::unique_ptr<Workload> make_gemm_nt_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng) {
   return std::make_unique<GemmNtWorkload>(rt, gemm_nt_class_problem(shape_class, rt.device().type == "cpu"), rng);
 }

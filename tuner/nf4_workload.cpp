@@ -132,6 +132,10 @@ bool is_cpu(const Runtime& rt) {
 
 }  // namespace
 
+std::unique_ptr<Workload> make_nf4_workload_for(Runtime& rt, bool forward, const Nf4Problem& p, std::mt19937_64& rng) {
+  return std::make_unique<Nf4Workload>(rt, forward, p, rng);
+}
+
 std::unique_ptr<Workload> make_nf4_forward_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng) {
   return std::make_unique<Nf4Workload>(rt, true, nf4_class_problem(shape_class, is_cpu(rt)), rng);
 }

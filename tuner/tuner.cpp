@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <set>
@@ -314,6 +315,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   struct Job {
     const FamilyTuning* tuning;
     std::string shape_class;
+    std::optional<Problem> problem;  // a user's shape; else the class's representative problem
   };
   std::vector<Job> jobs;
   for (const std::string& k : options.kernels) {
@@ -326,15 +328,21 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
                                    [&](const FamilyTuning& f) { return f.family->find_class(c) != nullptr; });
     if (!known) throw Error(ErrorCode::kInvalidArgument, "no kernel has a shape class named '" + c + "'");
   }
+  auto kernel_selected = [&](const std::string& name) {
+    return options.kernels.empty() || std::find(options.kernels.begin(), options.kernels.end(), name) != options.kernels.end();
+  };
+  auto class_selected = [&](const std::string& name) {
+    return options.classes.empty() || std::find(options.classes.begin(), options.classes.end(), name) != options.classes.end();
+  };
   for (const FamilyTuning& f : families) {
-    if (!options.kernels.empty() &&
-        std::find(options.kernels.begin(), options.kernels.end(), f.family->name) == options.kernels.end())
-      continue;
+    if (!options.default_classes || !kernel_selected(f.family->name)) continue;
     for (const ShapeClassSpec& c : f.family->classes)
-      if (options.classes.empty() ||
-          std::find(options.classes.begin(), options.classes.end(), c.name) != options.classes.end())
-        jobs.push_back({&f, c.name});
+      if (class_selected(c.name)) jobs.push_back({&f, c.name, std::nullopt});
   }
+  for (const UserShape& shape : options.shapes)
+    if (kernel_selected(shape.tuning->family->name) && class_selected(shape.shape_class))
+      jobs.push_back({shape.tuning, shape.shape_class, shape.problem});
+  if (jobs.empty()) throw Error(ErrorCode::kInvalidArgument, "the selected kernels, classes and shapes leave nothing to tune");
 
   // Resume caches, one per kernel; a foreign one stops the run before any measuring.
   TuneResult result;
@@ -385,7 +393,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     cr.kernel = family.name;
     cr.shape_class = shape_class;
     cr.space_size = space.size();
-    std::unique_ptr<Workload> workload = jobs[ji].tuning->make(rt, shape_class, rng);
+    std::unique_ptr<Workload> workload = jobs[ji].problem ? jobs[ji].tuning->make_for(rt, *jobs[ji].problem, rng)
+                                                          : jobs[ji].tuning->make(rt, shape_class, rng);
     cr.problem = workload->problem();
     cr.flops = workload->flops();
     std::int64_t max_evals = options.max_evals;
@@ -416,7 +425,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     // repeated `tune` starts from its last answer instead of from scratch.
     std::vector<Point> warm;
     for (const ProfileCandidate& candidate : prior.candidates) {
-      const ProfileEntry* entry = candidate.profile.find(family.name, shape_class);
+      const ProfileEntry* entry = candidate.profile.find(family.name, shape_class, &cr.problem);
       const AlgorithmSpec* algorithm = entry ? family.find_algorithm(entry->algorithm) : nullptr;
       if (algorithm == nullptr || algorithm->violation(entry->params, &limits)) continue;
       warm.push_back({algorithm, entry->params});

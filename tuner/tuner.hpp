@@ -17,6 +17,7 @@
 #include "ocltk/runtime.hpp"
 #include "record.hpp"
 #include "search.hpp"
+#include "shapes.hpp"
 #include "workload.hpp"
 
 namespace ocltk::tuner {
@@ -52,6 +53,10 @@ struct TuneOptions {
   std::ostream* record = nullptr;
   // The families to tune; nullptr: tunable_families(). Tests inject their own.
   const std::vector<FamilyTuning>* families = nullptr;
+  // A user's own problems (tune --shapes), tuned after the default classes; each becomes
+  // an entry of its class beside the default one (the runtime picks the nearest problem).
+  std::vector<UserShape> shapes;
+  bool default_classes = true;  // false: only `shapes`
 };
 
 struct ClassResult {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "ocltk/family.hpp"
 #include "ocltk/runtime.hpp"
@@ -46,10 +47,27 @@ struct CandidateHang : Error {
 // `timeout_seconds` (> 0) have passed. Throws Error for a failed command.
 void wait_for_event(cl_event event, double timeout_seconds);
 
+// A problem as profiles store it, e.g. {m: 1, n: 4096, k: 4096}.
+using Problem = std::map<std::string, std::int64_t>;
+
+// A model's sizes, from a `tune --shapes` file: each family derives the problems its
+// layers launch (LoRA shrink and expand per rank, NF4 expert projections).
+struct ModelDescription {
+  std::int64_t hidden = 0, intermediate = 0, experts = 0, top_k = 2, block_size = 64;
+  std::vector<std::int64_t> lora_ranks;
+  std::vector<std::int64_t> tokens{1, 16, 512};  // rows per launch to tune for
+};
+
 struct FamilyTuning {
   const KernelFamily* family;
   // The problem `tune` measures for a class on this device.
   std::function<std::unique_ptr<Workload>(Runtime&, const std::string& shape_class, std::mt19937_64& rng)> make;
+  // A user's own problem (`tune --shapes`): the keys it needs, the class the runtime files
+  // it under, its workload, and the problems a model description implies (may be none).
+  std::vector<std::string> problem_keys;
+  std::function<std::string(const Problem&)> class_of;
+  std::function<std::unique_ptr<Workload>(Runtime&, const Problem&, std::mt19937_64& rng)> make_for;
+  std::function<std::vector<Problem>(const ModelDescription&)> derive;
 };
 
 // Every family the tuner knows, in tuning order.

@@ -50,6 +50,10 @@ AlgorithmSpec tiled_algorithm() {
       constraint("USE_LOCAL == 1 implies KWG == 32",
                  [](const Params& p) { return param(p, "USE_LOCAL") == 0 || param(p, "KWG") == 32; }),
   };
+  a.gpu_search_pruning = {
+      constraint("MDIMC * NDIMC >= 32 (a warp or wavefront)",
+                 [](const Params& p) { return param(p, "MDIMC") * param(p, "NDIMC") >= 32; }),
+  };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
     if (!param(p, "USE_LOCAL")) return 0;
     const int stride = param(p, "KWG") + (param(p, "VW") == 1 ? 1 : 0);

@@ -284,6 +284,11 @@ std::string nf4_shape_class(double rpe) {
   return "prefill";
 }
 
+std::map<std::string, std::int64_t> nf4_problem_of(std::int64_t rows, const Nf4Geometry& g) {
+  return {{"experts", g.experts}, {"n", g.out_features}, {"k", g.in_features}, {"rows", rows},
+          {"block_size", g.block_size}};
+}
+
 Nf4Problem nf4_class_problem(const std::string& shape_class, bool cpu_device) {
   // Fine-grained MoE geometry (64 experts, N=1408, K=2048) on GPUs; smaller on a CPU.
   Nf4Problem p = cpu_device ? Nf4Problem{8, 512, 1024, 8, 64} : Nf4Problem{64, 1408, 2048, 64, 64};
@@ -337,7 +342,8 @@ Status nf4_backward_with(Runtime& rt, const Choice& choice, const Nf4BackwardArg
 Status nf4_forward_segmented(Runtime& rt, const Nf4ForwardArgs& a, const Launch& launch) {
   Choice choice;
   try {
-    choice = rt.choose("nf4_forward", nf4_shape_class(rows_per_expert(a.rows, a.w.geometry.experts)));
+    choice = rt.choose("nf4_forward", nf4_shape_class(rows_per_expert(a.rows, a.w.geometry.experts)),
+                       nf4_problem_of(a.rows, a.w.geometry));
   } catch (const Error& e) {
     return Status::from(e);
   }
@@ -347,7 +353,8 @@ Status nf4_forward_segmented(Runtime& rt, const Nf4ForwardArgs& a, const Launch&
 Status nf4_input_backward_segmented(Runtime& rt, const Nf4BackwardArgs& a, const Launch& launch) {
   Choice choice;
   try {
-    choice = rt.choose("nf4_backward", nf4_shape_class(rows_per_expert(a.rows, a.w.geometry.experts)));
+    choice = rt.choose("nf4_backward", nf4_shape_class(rows_per_expert(a.rows, a.w.geometry.experts)),
+                       nf4_problem_of(a.rows, a.w.geometry));
   } catch (const Error& e) {
     return Status::from(e);
   }

@@ -13,6 +13,7 @@ DeviceLimits DeviceLimits::of(const DeviceInfo& device) {
   limits.max_work_group_size = device.max_work_group_size;
   limits.max_work_item_sizes = device.max_work_item_sizes;
   limits.local_mem_bytes = device.local_mem_bytes;
+  limits.gpu = device.type == "gpu";
   return limits;
 }
 
@@ -99,8 +100,10 @@ std::vector<Params> AlgorithmSpec::search_space(const DeviceLimits* limits) cons
   std::vector<Params> space = legal_space(limits);
   space.erase(std::remove_if(space.begin(), space.end(),
                              [&](const Params& p) {
-                               return std::any_of(search_pruning.begin(), search_pruning.end(),
-                                                  [&](const Constraint& c) { return !c.holds(p); });
+                               const auto pruned = [&](const Constraint& c) { return !c.holds(p); };
+                               return std::any_of(search_pruning.begin(), search_pruning.end(), pruned) ||
+                                      (limits != nullptr && limits->gpu &&
+                                       std::any_of(gpu_search_pruning.begin(), gpu_search_pruning.end(), pruned));
                              }),
               space.end());
   return space;

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -127,8 +128,22 @@ std::vector<ProfileEntry> decode_kernels(const Decoder& d, const YAML::Node& ker
         d.fail(cls.first, "shape class '" + shape_class + "' is listed twice for kernel " + kernel);
       if (family->find_class(shape_class) == nullptr)
         d.fail(cls.first, "kernel " + kernel + " has no shape class '" + shape_class + "'");
-      entries.push_back(decode_entry(d, *family, shape_class, cls.second));
-      if (each) each(entries.back(), cls.second);
+      if (!cls.second.IsSequence()) {
+        entries.push_back(decode_entry(d, *family, shape_class, cls.second));
+        if (each) each(entries.back(), cls.second);
+        continue;
+      }
+      // Several entries of one class (tune --shapes): each names the problem it was
+      // tuned on, and no two the same one.
+      std::set<std::map<std::string, std::int64_t>> problems;
+      for (const YAML::Node& item : cls.second) {
+        entries.push_back(decode_entry(d, *family, shape_class, item));
+        if (entries.back().problem.empty())
+          d.fail(item, "each entry of a list under " + kernel + "/" + shape_class + " needs its 'problem'");
+        if (!problems.insert(entries.back().problem).second)
+          d.fail(item, "two entries of " + kernel + "/" + shape_class + " have the same problem");
+        if (each) each(entries.back(), item);
+      }
     }
   }
   return entries;
@@ -191,7 +206,15 @@ YAML::Node encode_profile_body(const Profile& profile) {
   n["tuner"]["date"] = profile.date;
   n["tuner"]["seconds"] = short_number(profile.tuning_seconds);
   YAML::Node kernels(YAML::NodeType::Map);
-  for (const ProfileEntry& e : profile.entries) kernels[e.kernel][e.shape_class] = encode_entry(e);
+  std::map<std::pair<std::string, std::string>, int> per_class;
+  for (const ProfileEntry& e : profile.entries) ++per_class[{e.kernel, e.shape_class}];
+  for (const ProfileEntry& e : profile.entries) {
+    if (per_class[{e.kernel, e.shape_class}] == 1) {
+      kernels[e.kernel][e.shape_class] = encode_entry(e);
+    } else {
+      kernels[e.kernel][e.shape_class].push_back(encode_entry(e));  // several tuned problems
+    }
+  }
   n["kernels"] = kernels;
   return n;
 }
@@ -225,10 +248,31 @@ void write_text_atomically(const std::string& path, const std::string& text, con
 using detail::Decoder;
 using detail::lower;
 
-const ProfileEntry* Profile::find(const std::string& kernel, const std::string& shape_class) const {
-  for (const ProfileEntry& e : entries)
-    if (e.kernel == kernel && e.shape_class == shape_class) return &e;
-  return nullptr;
+double problem_distance(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b) {
+  double d = 0;
+  for (const auto& [name, value] : a) {
+    const auto it = b.find(name);
+    if (it == b.end()) continue;
+    d += std::fabs(std::log2(double(std::max<std::int64_t>(1, value))) -
+                   std::log2(double(std::max<std::int64_t>(1, it->second))));
+  }
+  return d;
+}
+
+const ProfileEntry* Profile::find(const std::string& kernel, const std::string& shape_class,
+                                  const std::map<std::string, std::int64_t>* problem) const {
+  const ProfileEntry* found = nullptr;
+  double best = 0;
+  for (const ProfileEntry& e : entries) {
+    if (e.kernel != kernel || e.shape_class != shape_class) continue;
+    if (problem == nullptr || problem->empty()) return &e;
+    const double d = problem_distance(*problem, e.problem);
+    if (found == nullptr || d < best) {
+      found = &e;
+      best = d;
+    }
+  }
+  return found;
 }
 
 Profile parse_profile_checked(const std::string& text, const std::string& name);

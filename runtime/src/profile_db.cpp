@@ -390,7 +390,10 @@ ProfileDatabase merge_profiles(const std::vector<Profile>& inputs) {
     Profile merged = incoming_newer ? p : *same;
     const Profile& older = incoming_newer ? *same : p;
     for (const ProfileEntry& e : older.entries)
-      if (merged.find(e.kernel, e.shape_class) == nullptr) merged.entries.push_back(e);
+      if (std::none_of(merged.entries.begin(), merged.entries.end(), [&](const ProfileEntry& m) {
+            return m.kernel == e.kernel && m.shape_class == e.shape_class && m.problem == e.problem;
+          }))
+        merged.entries.push_back(e);
     merged.schema = kProfileSchema;
     *same = std::move(merged);
   }

@@ -173,6 +173,10 @@ std::string Choice::describe() const {
   out << kernel << "/" << shape_class << " -> " << algorithm << " {" << format_params(params) << "} from " << source;
   if (!section.empty()) out << " [" << section << "]";
   out << " (match: " << (level == MatchLevel::kNone ? "built-in" : to_string(level)) << ")";
+  if (!tuned_on.empty()) {
+    out << " tuned on";
+    for (const auto& [name, value] : tuned_on) out << " " << name << "=" << value;
+  }
   return out.str();
 }
 
@@ -266,14 +270,18 @@ Result<boost::compute::buffer> Runtime::allocate(std::size_t bytes, cl_mem_flags
   }
 }
 
-Choice Runtime::choose(const std::string& kernel, const std::string& shape_class) const {
+Choice Runtime::choose(const std::string& kernel, const std::string& shape_class,
+                       const std::map<std::string, std::int64_t>& problem) const {
   const KernelFamily* family = find_family(kernel);
   if (family == nullptr) throw Error(ErrorCode::kNotFound, "unknown kernel '" + kernel + "'");
   Choice c;
   c.kernel = kernel;
   c.shape_class = shape_class;
   for (const ProfileCandidate& candidate : impl_->profiles.candidates) {
-    if (const ProfileEntry* e = candidate.profile.find(kernel, shape_class)) {
+    if (const ProfileEntry* e = candidate.profile.find(kernel, shape_class, &problem)) {
+      const auto same_class = std::count_if(candidate.profile.entries.begin(), candidate.profile.entries.end(),
+                                            [&](const ProfileEntry& x) { return x.kernel == kernel && x.shape_class == shape_class; });
+      if (same_class > 1) c.tuned_on = e->problem;
       c.algorithm = e->algorithm;
       c.params = e->params;
       c.source = candidate.profile.path;
@@ -289,7 +297,7 @@ Choice Runtime::choose(const std::string& kernel, const std::string& shape_class
 }
 
 Choice Runtime::choose_gemm_nt(const GemmProblem& problem) const {
-  return choose("gemm_nt", gemm_nt_shape_class(problem));
+  return choose("gemm_nt", gemm_nt_shape_class(problem), {{"m", problem.m}, {"n", problem.n}, {"k", problem.k}});
 }
 
 boost::compute::program Runtime::program_for(const AlgorithmSpec& algorithm, const Params& params) {

@@ -84,6 +84,8 @@ const KernelFamily& nf4_backward_family();
 
 // decode (≤ 16 rows per expert on average), small_batch (≤ 128), prefill (more).
 std::string nf4_shape_class(double rows_per_expert);
+// A launch's problem as profile entries store it: {experts, n, k, rows, block_size}.
+std::map<std::string, std::int64_t> nf4_problem_of(std::int64_t rows, const Nf4Geometry& geometry);
 // The representative problem `tune` measures for a class: {experts, n, k, rows, block}.
 struct Nf4Problem {
   std::int64_t experts = 8, n = 1024, k = 1024, rows = 8, block_size = 64;

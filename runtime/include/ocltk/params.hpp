@@ -31,6 +31,7 @@ struct DeviceLimits {
   std::size_t max_work_group_size = 1024;
   std::vector<std::size_t> max_work_item_sizes{1024, 1024, 64};
   std::uint64_t local_mem_bytes = 32768;
+  bool gpu = false;  // CL_DEVICE_TYPE_GPU: the tuner's search also drops gpu_search_pruning regions
   static DeviceLimits of(const DeviceInfo& device);
 };
 
@@ -59,6 +60,8 @@ struct AlgorithmSpec {
   // never the best on any device measured, or that only repeats another point's code).
   // Such points stay legal: a profile or an engine may still ask for them.
   std::vector<Constraint> search_pruning;
+  // The same, on GPUs only (e.g. workgroups narrower than a warp or wavefront).
+  std::vector<Constraint> gpu_search_pruning;
   std::function<std::uint64_t(const Params&)> local_mem_bytes;
   // Workgroup shape: dimension 0 first; the product is the workgroup size.
   std::function<std::array<std::size_t, 2>(const Params&)> local_size;
@@ -76,7 +79,8 @@ struct AlgorithmSpec {
   std::string build_options(const Params& params) const;
   // Every legal point (allowed-value product filtered by the constraints).
   std::vector<Params> legal_space(const DeviceLimits* limits) const;
-  // The legal points the tuner searches: legal_space without the search_pruning regions.
+  // The legal points the tuner searches: legal_space without the search_pruning regions
+  // (and, when `limits` says GPU, without the gpu_search_pruning ones).
   std::vector<Params> search_space(const DeviceLimits* limits) const;
 };
 

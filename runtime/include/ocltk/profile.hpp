@@ -40,10 +40,19 @@ struct Profile {
   std::vector<ProfileEntry> entries;
   std::string path;  // where it was read from; empty for one built in memory
 
-  const ProfileEntry* find(const std::string& kernel, const std::string& shape_class) const;
+  // The entry for a kernel and class. A class may hold several entries, each tuned on its
+  // own problem (`tune --shapes`): with `problem`, the one nearest to it in log space
+  // (problem_distance); without, the first.
+  const ProfileEntry* find(const std::string& kernel, const std::string& shape_class,
+                           const std::map<std::string, std::int64_t>* problem = nullptr) const;
 };
 
 ProfileDevice profile_device_of(const DeviceInfo& device);
+
+// How far apart two problems are: the sum over their shared dimensions of
+// |log2(a) - log2(b)| (a dimension one side lacks does not count). A launch is served by
+// the entry of its class whose problem is nearest.
+double problem_distance(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b);
 
 // Parses and validates a profile: schema version, device header, every entry's
 // kernel, class and algorithm known, every parameter in its table's allowed values and

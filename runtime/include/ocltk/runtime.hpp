@@ -61,7 +61,10 @@ struct Choice {
   std::string source = "built-in";       // the profile's path, or "built-in"
   std::string section;                   // the database section (ProfileCandidate::section)
   MatchLevel level = MatchLevel::kNone;  // the fallback step; kNone for built-in
-  std::string describe() const;          // one line for logs, naming the file and the step
+  // Where the profile holds several entries of the class (tune --shapes): the problem of
+  // the one chosen, the nearest to the launch's.
+  std::map<std::string, std::int64_t> tuned_on;
+  std::string describe() const;  // one line for logs, naming the file and the step
 };
 
 // A matrix operand: a buffer, an element offset and a leading dimension in elements
@@ -108,8 +111,10 @@ class Runtime {
   // As above with an explicit choice instead of the profile's (tuner, tests, benches).
   Status gemm_nt_with(const Choice& choice, bool accumulate, const GemmNtArgs& args, const Launch& launch_options = {});
 
-  // The profile entry (or built-in default) that serves a kernel and class.
-  Choice choose(const std::string& kernel, const std::string& shape_class) const;
+  // The profile entry (or built-in default) that serves a kernel and class; with the
+  // launch's problem, the class's entry tuned on the nearest problem (Profile::find).
+  Choice choose(const std::string& kernel, const std::string& shape_class,
+                const std::map<std::string, std::int64_t>& problem = {}) const;
   Choice choose_gemm_nt(const GemmProblem& problem) const;
   // The choice behind the most recent launch of this runtime.
   Choice last_choice() const;

@@ -1,0 +1,147 @@
+#include "shapes.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "ocltk/status.hpp"
+
+namespace ocltk::tuner {
+namespace {
+
+constexpr std::int64_t kMaxDimension = std::int64_t(1) << 30;
+
+struct Reader {
+  std::string path;
+  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& message) const {
+    std::ostringstream out;
+    out << path << ":" << mark.line + 1 << ":" << mark.column + 1 << ": " << message;
+    throw Error(ErrorCode::kInvalidArgument, out.str());
+  }
+  std::int64_t positive(const YAML::Node& n, const std::string& what) const {
+    std::int64_t v = 0;
+    try {
+      v = n.as<std::int64_t>();
+    } catch (const YAML::Exception&) {
+      fail(n.Mark(), what + " must be an integer");
+    }
+    if (v < 1 || v > kMaxDimension)
+      fail(n.Mark(), what + " = " + std::to_string(v) + " must be from 1 to " + std::to_string(kMaxDimension));
+    return v;
+  }
+  std::vector<std::int64_t> positive_list(const YAML::Node& n, const std::string& what) const {
+    if (!n.IsSequence() || n.size() == 0) fail(n.Mark(), what + " must be a non-empty list of integers");
+    std::vector<std::int64_t> out;
+    for (const YAML::Node& item : n) out.push_back(positive(item, what + " entry"));
+    return out;
+  }
+};
+
+void check_block_size(const Reader& r, const YAML::Node& n, std::int64_t b) {
+  if (b < 32 || b > 4096 || (b & (b - 1)) != 0)
+    r.fail(n.Mark(), "block_size = " + std::to_string(b) + " must be a power of two from 32 to 4096");
+}
+
+}  // namespace
+
+std::vector<UserShape> read_shapes(const std::string& path, const std::vector<FamilyTuning>& families) {
+  const Reader r{path};
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorCode::kInvalidArgument, "--shapes " + path + " cannot be read");
+  std::stringstream text;
+  text << in.rdbuf();
+  YAML::Node root;
+  try {
+    root = YAML::Load(text.str());
+  } catch (const YAML::ParserException& e) {
+    r.fail(e.mark, "malformed YAML: " + e.msg);
+  }
+  if (!root || !root.IsMap()) r.fail(root ? root.Mark() : YAML::Mark(), "a shapes file must be a mapping with 'model' and/or 'shapes'");
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    if (key != "model" && key != "shapes") r.fail(kv.first.Mark(), "unknown key '" + key + "' (expected model, shapes)");
+  }
+  std::vector<UserShape> out;
+  std::set<std::pair<std::string, Problem>> seen;
+  auto add = [&](const FamilyTuning& f, Problem p, const std::string& origin) {
+    if (!seen.insert({f.family->name, p}).second) return;
+    out.push_back({&f, f.class_of(p), std::move(p), origin});
+  };
+
+  if (const YAML::Node model = root["model"]) {
+    if (!model.IsMap()) r.fail(model.Mark(), "'model' must be a mapping");
+    ModelDescription m;
+    for (const auto& kv : model) {
+      const std::string key = kv.first.as<std::string>();
+      const YAML::Node& v = kv.second;
+      if (key == "hidden") {
+        m.hidden = r.positive(v, "model.hidden");
+      } else if (key == "intermediate") {
+        m.intermediate = r.positive(v, "model.intermediate");
+      } else if (key == "experts") {
+        m.experts = r.positive(v, "model.experts");
+      } else if (key == "top_k") {
+        m.top_k = r.positive(v, "model.top_k");
+      } else if (key == "block_size") {
+        m.block_size = r.positive(v, "model.block_size");
+        check_block_size(r, v, m.block_size);
+      } else if (key == "lora_ranks") {
+        m.lora_ranks = r.positive_list(v, "model.lora_ranks");
+      } else if (key == "tokens") {
+        m.tokens = r.positive_list(v, "model.tokens");
+      } else {
+        r.fail(kv.first.Mark(), "unknown model key '" + key +
+                                    "' (expected hidden, intermediate, experts, top_k, block_size, lora_ranks, tokens)");
+      }
+    }
+    if (m.hidden == 0) r.fail(model.Mark(), "model needs 'hidden'");
+    std::size_t derived = 0;
+    for (const FamilyTuning& f : families) {
+      if (!f.derive) continue;
+      for (Problem& p : f.derive(m)) {
+        add(f, std::move(p), "model");
+        ++derived;
+      }
+    }
+    if (derived == 0)
+      r.fail(model.Mark(), "the model implies no problem: give lora_ranks (LoRA) and/or experts and intermediate (NF4)");
+  }
+
+  if (const YAML::Node shapes = root["shapes"]) {
+    if (!shapes.IsSequence()) r.fail(shapes.Mark(), "'shapes' must be a list of problems");
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      const YAML::Node s = shapes[i];
+      const std::string origin = "shapes[" + std::to_string(i) + "]";
+      if (!s.IsMap() || !s["kernel"]) r.fail(s.Mark(), origin + " must be a mapping with 'kernel'");
+      const std::string kernel = s["kernel"].as<std::string>();
+      const FamilyTuning* f = nullptr;
+      for (const FamilyTuning& candidate : families)
+        if (candidate.family->name == kernel) f = &candidate;
+      if (f == nullptr || !f->make_for) r.fail(s["kernel"].Mark(), "no tunable kernel named '" + kernel + "'");
+      Problem p;
+      for (const auto& kv : s) {
+        const std::string key = kv.first.as<std::string>();
+        if (key == "kernel") continue;
+        if (std::find(f->problem_keys.begin(), f->problem_keys.end(), key) == f->problem_keys.end()) {
+          std::string keys;
+          for (const std::string& k : f->problem_keys) keys += (keys.empty() ? "" : ", ") + k;
+          r.fail(kv.first.Mark(), "kernel " + kernel + " has no problem dimension '" + key + "' (expected " + keys + ")");
+        }
+        p[key] = r.positive(kv.second, origin + "." + key);
+        if (key == "block_size") check_block_size(r, kv.second, p[key]);
+      }
+      if (std::find(f->problem_keys.begin(), f->problem_keys.end(), "block_size") != f->problem_keys.end() &&
+          !p.count("block_size"))
+        p["block_size"] = 64;
+      for (const std::string& k : f->problem_keys)
+        if (!p.count(k)) r.fail(s.Mark(), origin + " (" + kernel + ") needs '" + k + "'");
+      add(*f, std::move(p), origin);
+    }
+  }
+  if (out.empty()) r.fail(root.Mark(), "the file lists no problem to tune");
+  return out;
+}
+
+}  // namespace ocltk::tuner
