@@ -28,7 +28,8 @@ struct Point {
 };
 
 // Chosen to cover USE_LOCAL 0/1, VW 1/4/8/16, non-default MDIMC/NDIMC and tall/wide
-// tiles (tiled); KWG 8/16/32 and VWM/VWN 1/2/4 (xgemm); RW 1/4/8/32, TR 1/2/4/8, KWG 128/512 and WGS 16..256 (reduce).
+// tiles (tiled); KWG 8/16/32, VWM/VWN 1/4, LOADK 0/1, PREFETCH 0/1/2 and 128 accumulators
+// (xgemm); RW 1/4/8/32, TR 1/2/4/8, KWG 128/512 and WGS 16..256 (reduce).
 const std::vector<Point>& points() {
   static const std::vector<Point> all = {
       {"tiled_defaults", "tiled", {}},
@@ -43,12 +44,18 @@ const std::vector<Point>& points() {
        "tiled",
        {{"MWG", 128}, {"NWG", 4}, {"KWG", 32}, {"MDIMC", 16}, {"NDIMC", 2}, {"VW", 16}}},
       {"xgemm_defaults", "xgemm", {}},
-      {"xgemm_kwg8_vwn2",
+      {"xgemm_rows_vwn1",  // the shipped H200 lora_expand choice
        "xgemm",
-       {{"MWG", 32}, {"NWG", 64}, {"KWG", 8}, {"MDIMC", 8}, {"NDIMC", 8}, {"VWM", 1}, {"VWN", 2}}},
-      {"xgemm_kwg32_vwm2",
+       {{"MWG", 64}, {"NWG", 64}, {"KWG", 16}, {"MDIMC", 8}, {"NDIMC", 16}, {"VWM", 4}, {"VWN", 1}}},
+      {"xgemm_loadk_kwg32_vwm1",
        "xgemm",
-       {{"MWG", 64}, {"NWG", 32}, {"KWG", 32}, {"MDIMC", 16}, {"NDIMC", 8}, {"VWM", 2}, {"VWN", 4}}},
+       {{"MWG", 32}, {"NWG", 128}, {"KWG", 32}, {"MDIMC", 16}, {"NDIMC", 8}, {"VWM", 1}, {"VWN", 4}, {"LOADK", 1}}},
+      {"xgemm_prefetch1_kwg32",
+       "xgemm",
+       {{"MWG", 64}, {"NWG", 128}, {"KWG", 32}, {"MDIMC", 8}, {"NDIMC", 16}, {"LOADK", 1}, {"PREFETCH", 1}}},
+      {"xgemm_prefetch2_kwg8_acc128",
+       "xgemm",
+       {{"MWG", 128}, {"NWG", 64}, {"KWG", 8}, {"MDIMC", 8}, {"NDIMC", 8}, {"LOADK", 1}, {"PREFETCH", 2}}},
       {"reduce_defaults", "reduce", {}},
       {"reduce_rw1_tr4_vw4", "reduce", {{"WGS", 64}, {"RW", 1}, {"TR", 4}, {"VW", 4}}},
       {"reduce_local_tr8_kwg128",
@@ -219,12 +226,12 @@ TEST_F(GemmNtTest, SplitOverSeveralDispatches) {
     GemmProblem p;
   };
   const Case cases[] = {
-      {"tiled_defaults", {257, 263, 33}},          // 64×64 tiles: 5×5 groups
-      {"tiled_local_vw16_tall", {400, 50, 17}},    // 128×4 tiles: 4×13 groups
-      {"tiled_global_vw4_wide", {30, 130, 21}},    // 8×32 tiles: 4×5 groups
-      {"xgemm_kwg8_vwn2", {130, 270, 19}},         // 32×64 tiles: 5×5 groups
-      {"reduce_defaults", {11, 70, 300}},          // 1×8 tiles: 11×9 groups
-      {"reduce_local_tr8_kwg128", {50, 30, 200}},  // 8×4 tiles: 7×8 groups
+      {"tiled_defaults", {257, 263, 33}},               // 64×64 tiles: 5×5 groups
+      {"tiled_local_vw16_tall", {400, 50, 17}},         // 128×4 tiles: 4×13 groups
+      {"tiled_global_vw4_wide", {30, 130, 21}},         // 8×32 tiles: 4×5 groups
+      {"xgemm_prefetch2_kwg8_acc128", {530, 270, 19}},  // 128×64 tiles: 5×5 groups
+      {"reduce_defaults", {11, 70, 300}},               // 1×8 tiles: 11×9 groups
+      {"reduce_local_tr8_kwg128", {50, 30, 200}},       // 8×4 tiles: 7×8 groups
   };
   for (const Case& k : cases) {
     const Choice choice = legal_choice(point_named(k.point));

@@ -99,39 +99,74 @@ AlgorithmSpec reduce_algorithm() {
   return a;
 }
 
+// Registers a work-item holds for the next tile while it multiplies the current one
+// (PREFETCH > 0): the A and B tiles' floats split over the workgroup.
+int xgemm_prefetch_registers(const Params& p) {
+  if (param(p, "PREFETCH") == 0) return 0;
+  return (param(p, "MWG") + param(p, "NWG")) * param(p, "KWG") / (param(p, "MDIMC") * param(p, "NDIMC"));
+}
+
 AlgorithmSpec xgemm_algorithm() {
   AlgorithmSpec a;
   a.name = "xgemm";
   a.source_name = "gemm_nt_xgemm.cl";
+  // Vector widths are 1 or 4: a 2-wide local read moves half the bytes of a 4-wide one
+  // for the same instruction and bank pattern, and 1 keeps C's stores coalesced along N.
   a.params = {
       {"MWG", 128, {32, 64, 128}, "tile rows (M) per workgroup"},
       {"NWG", 128, {32, 64, 128}, "tile columns (N) per workgroup"},
       {"KWG", 16, {8, 16, 32}, "K columns staged per local-memory step"},
       {"MDIMC", 16, {8, 16, 32}, "work-items along M in a workgroup"},
       {"NDIMC", 16, {8, 16, 32}, "work-items along N in a workgroup"},
-      {"VWM", 4, {1, 2, 4}, "vector width of the local reads along M"},
-      {"VWN", 4, {1, 2, 4}, "vector width of the local reads along N"},
+      {"VWM", 4, {1, 4}, "vector width of the local reads along M"},
+      {"VWN", 4, {1, 4}, "vector width of the local reads along N"},
+      {"LOADK", 0, {0, 1}, "global loads: 0 consecutive work-items on rows, 1 along K within a row (coalesced)"},
+      {"PREFETCH",
+       0,
+       {0, 1, 2},
+       "next K tile: 0 loaded after the barrier, 1 into registers during the multiply, 2 as 1 with two local "
+       "buffers"},
   };
+  auto mwi = [](const Params& p) { return param(p, "MWG") / param(p, "MDIMC"); };
+  auto nwi = [](const Params& p) { return param(p, "NWG") / param(p, "NDIMC"); };
+  auto wgs = [](const Params& p) { return param(p, "MDIMC") * param(p, "NDIMC"); };
   a.constraints = {
       constraint("MWG % (MDIMC * VWM) == 0",
                  [](const Params& p) { return param(p, "MWG") % (param(p, "MDIMC") * param(p, "VWM")) == 0; }),
       constraint("NWG % (NDIMC * VWN) == 0",
                  [](const Params& p) { return param(p, "NWG") % (param(p, "NDIMC") * param(p, "VWN")) == 0; }),
-      constraint("MWG / MDIMC * NWG / NDIMC <= 64 (accumulator registers)",
-                 [](const Params& p) {
-                   return (param(p, "MWG") / param(p, "MDIMC")) * (param(p, "NWG") / param(p, "NDIMC")) <= 64;
-                 }),
-      constraint("MDIMC * NDIMC >= 64 (enough work-items to stage the tiles)",
-                 [](const Params& p) { return param(p, "MDIMC") * param(p, "NDIMC") >= 64; }),
       constraint("tiles split evenly into 4-wide loads: (MWG * KWG / 4) % (MDIMC * NDIMC) == 0, same for NWG",
-                 [](const Params& p) {
-                   const int wgs = param(p, "MDIMC") * param(p, "NDIMC");
-                   return (param(p, "MWG") * param(p, "KWG") / 4) % wgs == 0 &&
-                          (param(p, "NWG") * param(p, "KWG") / 4) % wgs == 0;
+                 [wgs](const Params& p) {
+                   return (param(p, "MWG") * param(p, "KWG") / 4) % wgs(p) == 0 &&
+                          (param(p, "NWG") * param(p, "KWG") / 4) % wgs(p) == 0;
                  }),
+      // The rest prune points that are certainly slow on a GPU.
+      constraint("64 <= MDIMC * NDIMC <= 256 (enough work-items to stage the tiles; more leave one workgroup "
+                 "per SM, idle at every barrier)",
+                 [wgs](const Params& p) { return wgs(p) >= 64 && wgs(p) <= 256; }),
+      constraint("MWG / MDIMC * NWG / NDIMC >= 16 (outputs per local read: fewer make the kernel local-memory bound)",
+                 [mwi, nwi](const Params& p) { return mwi(p) * nwi(p) >= 16; }),
+      constraint("MWG / MDIMC * NWG / NDIMC + prefetch registers <= 160 (accumulators and the next tile in "
+                 "registers, under the 255 a work-item may have)",
+                 [mwi, nwi](const Params& p) { return mwi(p) * nwi(p) + xgemm_prefetch_registers(p) <= 160; }),
+      constraint("MWG / MDIMC * NWG / NDIMC <= 64 unless PREFETCH > 0 (with more accumulators too few workgroups "
+                 "fit an SM to hide loads that are not prefetched)",
+                 [mwi, nwi](const Params& p) { return mwi(p) * nwi(p) <= 64 || param(p, "PREFETCH") > 0; }),
+      constraint("VWM == 4 unless MWG / MDIMC < 4 (A is read in float4s wherever a work-item owns 4 rows)",
+                 [mwi](const Params& p) { return param(p, "VWM") == 4 || mwi(p) < 4; }),
+      constraint("KWG == 8 only with PREFETCH == 2 (two barriers per 8 K columns leave too little work between)",
+                 [](const Params& p) { return param(p, "KWG") != 8 || param(p, "PREFETCH") == 2; }),
+      constraint("PREFETCH > 0 only with LOADK == 1 (the prefetch loops are for long K, where the row-wise "
+                 "loads' split 64-byte segments are the next limit)",
+                 [](const Params& p) { return param(p, "PREFETCH") == 0 || param(p, "LOADK") == 1; }),
+      constraint(
+          "PREFETCH > 0 only with VWM == VWN == 4 (long K: 4-wide local reads and float4 C stores win; "
+          "VWN = 1's coalesced scalar stores matter only for short K)",
+          [](const Params& p) { return param(p, "PREFETCH") == 0 || (param(p, "VWM") == 4 && param(p, "VWN") == 4); }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
-    return 4ull * param(p, "KWG") * (param(p, "MWG") + param(p, "NWG"));
+    const int buffers = param(p, "PREFETCH") == 2 ? 2 : 1;
+    return 4ull * buffers * param(p, "KWG") * (param(p, "MWG") + param(p, "NWG"));
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> {
     return {std::size_t(param(p, "NDIMC")), std::size_t(param(p, "MDIMC"))};
