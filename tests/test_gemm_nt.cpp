@@ -28,8 +28,8 @@ struct Point {
 };
 
 // Chosen to cover USE_LOCAL 0/1, VW 1/4/8/16, non-default MDIMC/NDIMC and tall/wide
-// tiles (tiled); KWG 8/16/32, VWM/VWN 1/4, LOADK 0/1, PREFETCH 0/1/2 and 128 accumulators
-// (xgemm); RW 1/4/8/32, TR 1/2/4/8, KWG 128/512 and WGS 16..256 (reduce).
+// tiles (tiled); KWG 8/16/32, VWM/VWN 1/2/4, LOADK 0/1, PREFETCH 0/1/2 and 128
+// accumulators (xgemm); RW 1/4/8/32, TR 1/2/4/8, KWG 128/512 and WGS 16..256 (reduce).
 const std::vector<Point>& points() {
   static const std::vector<Point> all = {
       {"tiled_defaults", "tiled", {}},
@@ -44,6 +44,12 @@ const std::vector<Point>& points() {
        "tiled",
        {{"MWG", 128}, {"NWG", 4}, {"KWG", 32}, {"MDIMC", 16}, {"NDIMC", 2}, {"VW", 16}}},
       {"xgemm_defaults", "xgemm", {}},
+      {"xgemm_kwg8_vwn2",
+       "xgemm",
+       {{"MWG", 32}, {"NWG", 64}, {"KWG", 8}, {"MDIMC", 8}, {"NDIMC", 8}, {"VWM", 1}, {"VWN", 2}}},
+      {"xgemm_kwg32_vwm2",
+       "xgemm",
+       {{"MWG", 64}, {"NWG", 32}, {"KWG", 32}, {"MDIMC", 16}, {"NDIMC", 8}, {"VWM", 2}, {"VWN", 4}}},
       {"xgemm_rows_vwn1",  // the shipped H200 lora_expand choice
        "xgemm",
        {{"MWG", 64}, {"NWG", 64}, {"KWG", 16}, {"MDIMC", 8}, {"NDIMC", 16}, {"VWM", 4}, {"VWN", 1}}},
@@ -229,6 +235,7 @@ TEST_F(GemmNtTest, SplitOverSeveralDispatches) {
       {"tiled_defaults", {257, 263, 33}},               // 64×64 tiles: 5×5 groups
       {"tiled_local_vw16_tall", {400, 50, 17}},         // 128×4 tiles: 4×13 groups
       {"tiled_global_vw4_wide", {30, 130, 21}},         // 8×32 tiles: 4×5 groups
+      {"xgemm_kwg8_vwn2", {130, 270, 19}},              // 32×64 tiles: 5×5 groups
       {"xgemm_prefetch2_kwg8_acc128", {530, 270, 19}},  // 128×64 tiles: 5×5 groups
       {"reduce_defaults", {11, 70, 300}},               // 1×8 tiles: 11×9 groups
       {"reduce_local_tr8_kwg128", {50, 30, 200}},       // 8×4 tiles: 7×8 groups

@@ -40,7 +40,8 @@ AlgorithmSpec tiled_algorithm() {
       constraint("KWG % VW == 0", [](const Params& p) { return param(p, "KWG") % param(p, "VW") == 0; }),
   };
   a.search_pruning = {
-      constraint("MWG <= 64 and NWG <= 64", [](const Params& p) { return param(p, "MWG") <= 64 && param(p, "NWG") <= 64; }),
+      constraint("MWG <= 64 and NWG <= 64",
+                 [](const Params& p) { return param(p, "MWG") <= 64 && param(p, "NWG") <= 64; }),
       constraint("MDIMC * NDIMC <= 64", [](const Params& p) { return param(p, "MDIMC") * param(p, "NDIMC") <= 64; }),
       constraint("at least 4 outputs per work-item",
                  [](const Params& p) {
@@ -110,16 +111,14 @@ AlgorithmSpec xgemm_algorithm() {
   AlgorithmSpec a;
   a.name = "xgemm";
   a.source_name = "gemm_nt_xgemm.cl";
-  // Vector widths are 1 or 4: a 2-wide local read moves half the bytes of a 4-wide one
-  // for the same instruction and bank pattern, and 1 keeps C's stores coalesced along N.
   a.params = {
       {"MWG", 128, {32, 64, 128}, "tile rows (M) per workgroup"},
       {"NWG", 128, {32, 64, 128}, "tile columns (N) per workgroup"},
       {"KWG", 16, {8, 16, 32}, "K columns staged per local-memory step"},
       {"MDIMC", 16, {8, 16, 32}, "work-items along M in a workgroup"},
       {"NDIMC", 16, {8, 16, 32}, "work-items along N in a workgroup"},
-      {"VWM", 4, {1, 4}, "vector width of the local reads along M"},
-      {"VWN", 4, {1, 4}, "vector width of the local reads along N"},
+      {"VWM", 4, {1, 2, 4}, "vector width of the local reads along M"},
+      {"VWN", 4, {1, 2, 4}, "vector width of the local reads along N"},
       {"LOADK", 0, {0, 1}, "global loads: 0 consecutive work-items on rows, 1 along K within a row (coalesced)"},
       {"PREFETCH",
        0,
@@ -135,25 +134,31 @@ AlgorithmSpec xgemm_algorithm() {
                  [](const Params& p) { return param(p, "MWG") % (param(p, "MDIMC") * param(p, "VWM")) == 0; }),
       constraint("NWG % (NDIMC * VWN) == 0",
                  [](const Params& p) { return param(p, "NWG") % (param(p, "NDIMC") * param(p, "VWN")) == 0; }),
+      constraint("MWG / MDIMC * NWG / NDIMC + prefetch registers <= 160 (accumulators and the next tile in "
+                 "registers, under the 255 a work-item may have)",
+                 [mwi, nwi](const Params& p) { return mwi(p) * nwi(p) + xgemm_prefetch_registers(p) <= 160; }),
+      constraint("MDIMC * NDIMC >= 64 (enough work-items to stage the tiles)",
+                 [wgs](const Params& p) { return wgs(p) >= 64; }),
       constraint("tiles split evenly into 4-wide loads: (MWG * KWG / 4) % (MDIMC * NDIMC) == 0, same for NWG",
                  [wgs](const Params& p) {
                    return (param(p, "MWG") * param(p, "KWG") / 4) % wgs(p) == 0 &&
                           (param(p, "NWG") * param(p, "KWG") / 4) % wgs(p) == 0;
                  }),
-      // The rest prune points that are certainly slow on a GPU.
-      constraint("64 <= MDIMC * NDIMC <= 256 (enough work-items to stage the tiles; more leave one workgroup "
-                 "per SM, idle at every barrier)",
-                 [wgs](const Params& p) { return wgs(p) >= 64 && wgs(p) <= 256; }),
-      constraint("MWG / MDIMC * NWG / NDIMC >= 16 (outputs per local read: fewer make the kernel local-memory bound)",
+  };
+  // Regions that are certainly slow on a GPU (the tuner never picks xgemm on a CPU).
+  a.search_pruning = {
+      constraint("VWM and VWN are 1 or 4 (a 2-wide local read moves half a 4-wide one's bytes for the same "
+                 "instruction; 1 keeps C's stores coalesced along N)",
+                 [](const Params& p) { return param(p, "VWM") != 2 && param(p, "VWN") != 2; }),
+      constraint("VWM == 4 unless MWG / MDIMC < 4 (A is read in float4s wherever a work-item owns 4 rows)",
+                 [mwi](const Params& p) { return param(p, "VWM") == 4 || mwi(p) < 4; }),
+      constraint("MDIMC * NDIMC <= 256 (more leave one workgroup per SM, idle at every barrier)",
+                 [wgs](const Params& p) { return wgs(p) <= 256; }),
+      constraint("MWG / MDIMC * NWG / NDIMC >= 16 (fewer outputs per local read make the loop local-memory bound)",
                  [mwi, nwi](const Params& p) { return mwi(p) * nwi(p) >= 16; }),
-      constraint("MWG / MDIMC * NWG / NDIMC + prefetch registers <= 160 (accumulators and the next tile in "
-                 "registers, under the 255 a work-item may have)",
-                 [mwi, nwi](const Params& p) { return mwi(p) * nwi(p) + xgemm_prefetch_registers(p) <= 160; }),
       constraint("MWG / MDIMC * NWG / NDIMC <= 64 unless PREFETCH > 0 (with more accumulators too few workgroups "
                  "fit an SM to hide loads that are not prefetched)",
                  [mwi, nwi](const Params& p) { return mwi(p) * nwi(p) <= 64 || param(p, "PREFETCH") > 0; }),
-      constraint("VWM == 4 unless MWG / MDIMC < 4 (A is read in float4s wherever a work-item owns 4 rows)",
-                 [mwi](const Params& p) { return param(p, "VWM") == 4 || mwi(p) < 4; }),
       constraint("KWG == 8 only with PREFETCH == 2 (two barriers per 8 K columns leave too little work between)",
                  [](const Params& p) { return param(p, "KWG") != 8 || param(p, "PREFETCH") == 2; }),
       constraint("PREFETCH > 0 only with LOADK == 1 (the prefetch loops are for long K, where the row-wise "
