@@ -33,6 +33,18 @@ AlgorithmSpec forward_fused_algorithm() {
                  }),
       constraint("TR * VW <= 256 (registers)", [](const Params& p) { return param(p, "TR") * param(p, "VW") <= 256; }),
   };
+  a.search_pruning = {
+      constraint("CBR == 1", [](const Params& p) { return param(p, "CBR") == 1; }),
+      constraint("WGS >= 64", [](const Params& p) { return param(p, "WGS") >= 64; }),
+      constraint("RW is 1, 4, 8 or 32", [](const Params& p) { return param(p, "RW") != 2 && param(p, "RW") != 16; }),
+      constraint("UNROLL is 1 or 4", [](const Params& p) { return param(p, "UNROLL") != 2; }),
+  };
+  // On GPUs the stream algorithm serves decode; fused keeps the neighbourhood of its old
+  // H200 best as a fallback.
+  a.gpu_search_pruning = {
+      constraint("WGS == 256, RW == 4 and UNROLL == 4",
+                 [](const Params& p) { return param(p, "WGS") == 256 && param(p, "RW") == 4 && param(p, "UNROLL") == 4; }),
+  };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
     return 4ull * (16 * param(p, "CBR") + param(p, "TR") * (param(p, "KWG") + param(p, "WGS")));
   };
@@ -57,6 +69,13 @@ AlgorithmSpec backward_fused_algorithm() {
       constraint("NWG % RW == 0", [](const Params& p) { return param(p, "NWG") % param(p, "RW") == 0; }),
       constraint("TR * VW <= 128 (accumulator registers)",
                  [](const Params& p) { return param(p, "TR") * param(p, "VW") <= 128; }),
+  };
+  a.search_pruning = {
+      constraint("CBR == 1", [](const Params& p) { return param(p, "CBR") == 1; }),
+      constraint("WGS >= 64", [](const Params& p) { return param(p, "WGS") >= 64; }),
+  };
+  a.gpu_search_pruning = {
+      constraint("WGS == 256 and RW == 4", [](const Params& p) { return param(p, "WGS") == 256 && param(p, "RW") == 4; }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
     return 4ull * (16 * param(p, "CBR") + param(p, "TR") * param(p, "NWG") + param(p, "WGS") * param(p, "VW"));
