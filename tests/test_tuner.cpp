@@ -243,7 +243,7 @@ class MockWorkload : public Workload {
   double run(const Choice& c) override {
     const int x = c.params.at("X"), y = c.params.at("Y");
     if (x == 3) throw BuildError("injected build failure", "log: error: injected", -11);
-    if (x == 7 && y == 4) throw CandidateHang("hang: still running after 0.01 s");
+    if (x == 7 && y == 4) throw CandidateHang("hang or far too slow: still running after 0.01 s");
     wrong_ = x == 5 && y == 2;
     return (x - 6) * (x - 6) + (y - 3) * (y - 3) + 1.0;
   }
@@ -309,7 +309,7 @@ TEST_F(TunerEngine, BadCandidatesAreRecordedWithTheirReasonAndSkipped) {
   const std::string text = record.str();
   EXPECT_NE(text.find("build failed: injected build failure"), std::string::npos);
   EXPECT_NE(text.find("wrong result: injected"), std::string::npos);
-  EXPECT_NE(text.find("hang: still running"), std::string::npos);
+  EXPECT_NE(text.find("hang or far too slow: still running"), std::string::npos);
   ASSERT_EQ(r.profile.entries.size(), 1u);
   EXPECT_EQ(r.profile.entries[0].params.at("X"), 6);
 }

@@ -25,7 +25,7 @@ void wait_for_event(cl_event event, double timeout_seconds) {
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     if (timeout_seconds > 0 && waited > timeout_seconds) {
       std::ostringstream msg;
-      msg << "hang: still running after " << std::setprecision(3) << timeout_seconds << " s";
+      msg << "hang or far too slow: still running after " << std::setprecision(3) << timeout_seconds << " s";
       throw CandidateHang(msg.str());
     }
     // Short kernels are timed by events, not by this loop: polling only bounds the wait.
