@@ -200,10 +200,10 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
     for (int t = 0; t < TR; ++t) {
       if (t < live && slice == 0) {
         __global float* o = out + (long)(r0 + t) * K + k_first;
-        if (valid >= VW) {
+        if (aligned && valid >= VW) {  // o is 16-byte aligned: K and k_first are multiples of VW
 #pragma unroll
           for (int q = 0; q < VW / 4; ++q)
-            vstore4((float4)(acc[t][4 * q], acc[t][4 * q + 1], acc[t][4 * q + 2], acc[t][4 * q + 3]), 0, o + 4 * q);
+            ((__global float4*)o)[q] = (float4)(acc[t][4 * q], acc[t][4 * q + 1], acc[t][4 * q + 2], acc[t][4 * q + 3]);
         } else {
 #pragma unroll
           for (int i = 0; i < VW; ++i)
