@@ -337,6 +337,17 @@ const std::vector<std::pair<Params, Params>> kFusedPoints = {
     {{{"WGS", 64}, {"RW", 4}, {"TR", 4}, {"VW", 32}, {"KWG", 512}, {"CBR", 32}, {"UNROLL", 4}},
      {{"WGS", 64}, {"RW", 4}, {"TR", 4}, {"VW", 32}, {"NWG", 64}, {"CBR", 32}}},
 };
+// Stream points: row lanes 1 to 8, loads in flight 1 to 8, tile rows 1 to 8 (forward);
+// slices 1 to 8, 8- and 16-byte runs, one split (dx directly) to 32 (backward).
+const std::vector<std::pair<Params, Params>> kStreamPoints = {
+    {{}, {}},  // defaults
+    {{{"WGS", 64}, {"RL", 1}, {"UNROLL", 8}, {"TR", 2}},
+     {{"NL", 1}, {"VW", 32}, {"UNROLL", 2}, {"TR", 2}, {"NSPLIT", 1}}},
+    {{{"WGS", 256}, {"RL", 8}, {"UNROLL", 1}, {"TR", 8}},
+     {{"NL", 4}, {"VW", 16}, {"UNROLL", 8}, {"TR", 8}, {"NSPLIT", 32}}},
+    {{{"WGS", 64}, {"RL", 4}, {"UNROLL", 2}, {"TR", 1}},
+     {{"NL", 8}, {"VW", 32}, {"UNROLL", 4}, {"TR", 4}, {"NSPLIT", 8}}},
+};
 const std::vector<Params> kTiledPoints = {
     {},
     {{"MWG", 16}, {"NWG", 8}, {"KWG", 16}, {"MDIMC", 4}, {"NDIMC", 4}},
@@ -362,6 +373,39 @@ TEST_F(Nf4Device, EveryAlgorithmAtSeveralPointsMatchesTheReference) {
     for (const Case& c : cases) run_case(c, choice("nf4_forward", "fused", fp), choice("nf4_backward", "fused", bp));
   for (const Params& p : kTiledPoints)
     for (const Case& c : cases) run_case(c, choice("nf4_forward", "tiled", p), choice("nf4_backward", "tiled", p));
+}
+
+// The stream kernels' 16-byte path needs K % 32 == 0 and a 32-aligned window; these cases
+// take it (the shape_cases mostly take the general decode): blocks straddling rows and
+// experts (K = 96 with blocks of 64), a window starting 32 into its block, 70 experts with
+// empty and decode-sized segments, ragged chunk, k-tile and split counts (K = 1056 = 33
+// chunks, N = 45), segments longer than the tile rows, and fewer W rows than splits.
+std::vector<Case> stream_cases() {
+  std::vector<Case> cases = {
+      {70, 13, 96, 64, 32, {}},
+      {3, 45, 1056, 64, 0, {17, 0, 3}},
+      {2, 5, 64, 32, 0, {2, 9}},
+  };
+  for (int e = 0; e < 70; ++e) cases[0].counts.push_back(e % 5 == 0 ? 0 : std::uint32_t(e % 7));
+  return cases;
+}
+
+TEST_F(Nf4Device, StreamAtSeveralPointsMatchesTheReference) {
+  std::vector<Case> cases = shape_cases();
+  for (int e = 0; e < 66; ++e) cases.back().counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
+  for (const Case& c : stream_cases()) cases.push_back(c);
+  for (const auto& [fp, bp] : kStreamPoints)
+    for (const Case& c : cases) run_case(c, choice("nf4_forward", "stream", fp), choice("nf4_backward", "stream", bp));
+  // Half types on both paths, at the default and the widest point.
+  for (ElementType t : {ElementType::f16, ElementType::bf16}) {
+    for (const Case& base : {Case{3, 24, 160, 64, 32, {2, 0, 5}}, Case{2, 19, 101, 32, 7, {1, 4}}}) {
+      Case c = base;
+      c.type = t;
+      for (std::size_t i : {std::size_t(0), std::size_t(2)})
+        run_case(c, choice("nf4_forward", "stream", kStreamPoints[i].first),
+                 choice("nf4_backward", "stream", kStreamPoints[i].second));
+    }
+  }
 }
 
 TEST_F(Nf4Device, HalfTypesAndBuiltinChoices) {

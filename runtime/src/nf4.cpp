@@ -1,10 +1,13 @@
-// The nf4 family slice on the device: parameter tables of the fused and tiled algorithms
-// (forward and input-gradient backward), shape classes, argument checks and launches.
-// Sources: kernels/nf4_{forward_fused,backward_fused,tiled}.cl and nf4_common.clh.
+// The nf4 family slice on the device: parameter tables of the fused, tiled and stream
+// algorithms (forward and input-gradient backward), shape classes, argument checks and
+// launches. Sources: kernels/nf4_{forward,backward}_{fused,stream}.cl, nf4_tiled.cl and
+// nf4_common.clh.
 #include "ocltk/nf4.hpp"
 
 #include <algorithm>
 #include <climits>
+#include <map>
+#include <mutex>
 
 #include "dispatch.hpp"
 #include "ocltk/status.hpp"
@@ -81,6 +84,51 @@ AlgorithmSpec backward_fused_algorithm() {
     return 4ull * (16 * param(p, "CBR") + param(p, "TR") * param(p, "NWG") + param(p, "WGS") * param(p, "VW"));
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
+  return a;
+}
+
+AlgorithmSpec forward_stream_algorithm() {
+  AlgorithmSpec a;
+  a.name = "stream";
+  a.source_name = "nf4_forward_stream.cl";
+  a.params = {
+      {"WGS", 128, {64, 128, 256}, "work-items per workgroup"},
+      {"RL", 2, {1, 2, 4, 8}, "row lanes: work-items sharing one W row, reading its 16-byte chunks side by side"},
+      {"UNROLL", 4, {1, 2, 4, 8}, "16-byte chunks each work-item loads before decoding any (loads in flight)"},
+      {"TR", 4, {1, 2, 4, 8}, "tile rows: segment rows multiplied by each decoded chunk"},
+  };
+  a.constraints = {
+      constraint("TR * UNROLL <= 16 (registers)",
+                 [](const Params& p) { return param(p, "TR") * param(p, "UNROLL") <= 16; }),
+  };
+  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+    return 4ull * (16 + (param(p, "RL") > 1 ? param(p, "TR") * param(p, "WGS") : 0));
+  };
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
+  return a;
+}
+
+AlgorithmSpec backward_stream_algorithm() {
+  AlgorithmSpec a;
+  a.name = "stream";
+  a.source_name = "nf4_backward_stream.cl";
+  a.params = {
+      {"NL", 2, {1, 2, 4, 8}, "slices of 32 work-items per workgroup, each sweeping every NL-th W row"},
+      {"VW", 16, {16, 32}, "consecutive k per work-item (16: one 8-byte load of codes per W row, 32: 16 bytes)"},
+      {"UNROLL", 4, {2, 4, 8}, "W rows each work-item loads before decoding any (loads in flight)"},
+      {"TR", 4, {2, 4, 8}, "tile rows: segment rows accumulated at once (weight reuse)"},
+      {"NSPLIT", 8, {1, 8, 32}, "most workgroups sharing one (expert, k tile)'s sweep over N"},
+  };
+  a.constraints = {
+      constraint("TR * VW <= 128 (accumulator registers)",
+                 [](const Params& p) { return param(p, "TR") * param(p, "VW") <= 128; }),
+      constraint("UNROLL * VW <= 128 (load registers)",
+                 [](const Params& p) { return param(p, "UNROLL") * param(p, "VW") <= 128; }),
+  };
+  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+    return 4ull * (16 + 1 + (param(p, "NL") - 1) * 32 * param(p, "VW"));
+  };
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(32 * param(p, "NL")), 1}; };
   return a;
 }
 
@@ -177,6 +225,44 @@ void check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, s
   }
 }
 
+// Most bytes of partial sums the split stream backward keeps; beyond, it uses fewer splits.
+constexpr std::int64_t kMaxSplitScratchBytes = std::int64_t(256) << 20;
+
+// How many splits of N the stream backward uses: at most NSPLIT, at most N (each split
+// has a row), and few enough that the partial sums (splits × rows × K f32) fit
+// kMaxSplitScratchBytes.
+std::int64_t stream_splits(const Params& p, const Nf4Geometry& g, std::int64_t rows) {
+  std::int64_t splits = std::min<std::int64_t>(param(p, "NSPLIT"), g.out_features);
+  const std::int64_t per_split = rows * g.in_features * 4;
+  if (per_split > 0) splits = std::min(splits, kMaxSplitScratchBytes / per_split);
+  return std::max<std::int64_t>(splits, 1);
+}
+
+// Scratch of the split stream backward: partial sums and one counter per (expert, k tile).
+// One per command queue: launches on an in-order queue run one after the other, so they
+// share it safely. Grown, never shrunk, kept for the life of the process (the map is never
+// destroyed, so no OpenCL object is released after the driver has unloaded). Counters are
+// created zeroed and every launch leaves them at zero.
+struct SplitScratch {
+  boost::compute::buffer partials, counters;
+};
+
+SplitScratch split_scratch(Runtime& rt, cl_command_queue queue, std::size_t partial_bytes, std::size_t counter_bytes) {
+  static std::mutex mutex;
+  static auto* by_queue = new std::map<cl_command_queue, SplitScratch>();
+  constexpr std::size_t kGrain = std::size_t(1) << 22;  // grow in 4 MiB steps
+  std::lock_guard<std::mutex> lock(mutex);
+  SplitScratch& s = (*by_queue)[queue];
+  if (s.partials.get() == nullptr || s.partials.size() < partial_bytes)
+    s.partials = boost::compute::buffer(rt.context(), (partial_bytes + kGrain - 1) / kGrain * kGrain);
+  if (s.counters.get() == nullptr || s.counters.size() < counter_bytes) {
+    const std::size_t bytes = (counter_bytes + 4095) / 4096 * 4096;
+    std::vector<std::uint32_t> zeros(bytes / 4, 0);
+    s.counters = boost::compute::buffer(rt.context(), bytes, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, zeros.data());
+  }
+  return s;
+}
+
 struct Direction {
   const char* who;
   bool forward;
@@ -208,6 +294,7 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
     return;
   }
   const bool tiled = algorithm->name == "tiled";
+  const bool stream = algorithm->name == "stream";
   const std::string kernel_name =
       tiled ? (d.forward ? "nf4_forward_tiled" : "nf4_backward_tiled") : (d.forward ? "nf4_forward" : "nf4_backward");
   const std::int64_t cap =
@@ -224,12 +311,35 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
     // A window with coefficients always has bytes and scales (checked); never null here.
     std::size_t local[2], groups0;
     std::int64_t groups1;
+    // Split stream backward only: splits of N, and its scratch when there are several.
+    cl_int splits = 1;
+    SplitScratch scratch;
+    cl_mem partials = nullptr, counters = nullptr;
     if (tiled) {
       local[0] = std::size_t(param(p, "NDIMC"));
       local[1] = std::size_t(param(p, "MDIMC"));
       const std::int64_t cols = d.forward ? g.out_features : g.in_features;
       groups0 = std::size_t(ceil_div(cols, param(p, "NWG")));
       groups1 = ceil_div(rows, param(p, "MWG")) + g.experts;  // upper bound on (expert, row tile) pairs
+    } else if (stream && d.forward) {
+      local[0] = std::size_t(param(p, "WGS"));
+      local[1] = 1;
+      groups0 = std::size_t(ceil_div(g.out_features, param(p, "WGS") / param(p, "RL")));
+      groups1 = g.experts;
+    } else if (stream) {
+      local[0] = std::size_t(32 * param(p, "NL"));
+      local[1] = 1;
+      const std::int64_t ktiles = ceil_div(g.in_features, 32 * param(p, "VW"));
+      splits = cl_int(stream_splits(p, g, rows));
+      groups0 = std::size_t(ktiles * splits);
+      groups1 = g.experts;
+      if (splits > 1) {
+        cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
+        scratch = split_scratch(rt, queue, std::size_t(splits * rows * g.in_features * 4),
+                                std::size_t(g.experts * ktiles * 4));
+        partials = scratch.partials.get();
+        counters = scratch.counters.get();
+      }
     } else {
       local[0] = std::size_t(param(p, "WGS"));
       local[1] = 1;
@@ -255,6 +365,9 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
                                  {sizeof type, &type},
                                  {sizeof offs, &offs},
                                  {sizeof out, &out}});
+      if (stream && !d.forward)
+        kargs.insert(kargs.end(),
+                     {{sizeof splits, &splits}, {sizeof partials, &partials}, {sizeof counters, &counters}});
       detail::set_kernel_args(kernel, kargs, kernel_name);
       const std::size_t global[2] = {groups0 * local[0], std::size_t(std::min(cap, groups1 - base)) * local[1]};
       chain.enqueue(kernel, 2, global, local, kernel_name);
@@ -272,10 +385,10 @@ double rows_per_expert(std::int64_t rows, std::int64_t experts) {
 namespace {
 
 // Forward and backward share the classes, the tiled algorithm and the built-in choices.
-KernelFamily nf4_family(const char* name, AlgorithmSpec fused) {
+KernelFamily nf4_family(const char* name, AlgorithmSpec fused, AlgorithmSpec stream) {
   KernelFamily f;
   f.name = name;
-  f.algorithms = {std::move(fused), tiled_algorithm()};
+  f.algorithms = {std::move(fused), tiled_algorithm(), std::move(stream)};
   f.classes = nf4_classes();
   f.builtin = {
       {"fused", {}},
@@ -288,12 +401,13 @@ KernelFamily nf4_family(const char* name, AlgorithmSpec fused) {
 }  // namespace
 
 const KernelFamily& nf4_forward_family() {
-  static const KernelFamily family = nf4_family("nf4_forward", forward_fused_algorithm());
+  static const KernelFamily family = nf4_family("nf4_forward", forward_fused_algorithm(), forward_stream_algorithm());
   return family;
 }
 
 const KernelFamily& nf4_backward_family() {
-  static const KernelFamily family = nf4_family("nf4_backward", backward_fused_algorithm());
+  static const KernelFamily family =
+      nf4_family("nf4_backward", backward_fused_algorithm(), backward_stream_algorithm());
   return family;
 }
 
