@@ -45,8 +45,9 @@ AlgorithmSpec forward_fused_algorithm() {
   // On GPUs the stream algorithm serves decode; fused keeps the neighbourhood of its old
   // H200 best as a fallback.
   a.gpu_search_pruning = {
-      constraint("WGS == 256, RW == 4 and UNROLL == 4",
-                 [](const Params& p) { return param(p, "WGS") == 256 && param(p, "RW") == 4 && param(p, "UNROLL") == 4; }),
+      constraint(
+          "WGS == 256, RW == 4 and UNROLL == 4",
+          [](const Params& p) { return param(p, "WGS") == 256 && param(p, "RW") == 4 && param(p, "UNROLL") == 4; }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
     return 4ull * (16 * param(p, "CBR") + param(p, "TR") * (param(p, "KWG") + param(p, "WGS")));
@@ -78,7 +79,8 @@ AlgorithmSpec backward_fused_algorithm() {
       constraint("WGS >= 64", [](const Params& p) { return param(p, "WGS") >= 64; }),
   };
   a.gpu_search_pruning = {
-      constraint("WGS == 256 and RW == 4", [](const Params& p) { return param(p, "WGS") == 256 && param(p, "RW") == 4; }),
+      constraint("WGS == 256 and RW == 4",
+                 [](const Params& p) { return param(p, "WGS") == 256 && param(p, "RW") == 4; }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
     return 4ull * (16 * param(p, "CBR") + param(p, "TR") * param(p, "NWG") + param(p, "WGS") * param(p, "VW"));
@@ -390,8 +392,10 @@ KernelFamily nf4_family(const char* name, AlgorithmSpec fused, AlgorithmSpec str
   f.name = name;
   f.algorithms = {std::move(fused), tiled_algorithm(), std::move(stream)};
   f.classes = nf4_classes();
+  // Decode: stream is the algorithm written for memory streaming; on PoCL its best point
+  // beat fused's by 2.4x (forward) and 5.2x (backward) on the decode class problem.
   f.builtin = {
-      {"fused", {}},
+      {"stream", {}},
       {"fused", {{"TR", 8}}},
       {"tiled", {{"MWG", 64}, {"NWG", 64}}},
   };
@@ -418,7 +422,10 @@ std::string nf4_shape_class(double rpe) {
 }
 
 std::map<std::string, std::int64_t> nf4_problem_of(std::int64_t rows, const Nf4Geometry& g) {
-  return {{"experts", g.experts}, {"n", g.out_features}, {"k", g.in_features}, {"rows", rows},
+  return {{"experts", g.experts},
+          {"n", g.out_features},
+          {"k", g.in_features},
+          {"rows", rows},
           {"block_size", g.block_size}};
 }
 
