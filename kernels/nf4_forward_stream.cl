@@ -53,6 +53,9 @@
 #if TR < 1 || TR > 16
 #error "TR must be 1 to 16"
 #endif
+#if TR * UNROLL > 16
+#error "TR * UNROLL must be at most 16 (registers)"
+#endif
 
 #include "nf4_common.clh"
 
