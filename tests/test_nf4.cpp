@@ -208,8 +208,9 @@ class Nf4Device : public RuntimeTest {
  protected:
   // Builds a window (the stream has `element_offset` leading coefficients of another
   // holder), runs forward and backward with `choice_*`, checks against the reference.
-  void run_case(const Case& c, const Choice& fwd, const Choice& bwd) {
-    Runtime& rt = runtime();
+  // `on`: another runtime than the shared one (other options).
+  void run_case(const Case& c, const Choice& fwd, const Choice& bwd, Runtime* on = nullptr) {
+    Runtime& rt = on ? *on : runtime();
     std::mt19937& g = rng();
     Nf4Geometry geo{c.experts, c.n, c.k, c.block, c.element_offset};
     const std::size_t count = std::size_t(geo.coefficients());
@@ -406,6 +407,19 @@ TEST_F(Nf4Device, StreamAtSeveralPointsMatchesTheReference) {
                  choice("nf4_backward", "stream", kStreamPoints[i].second));
     }
   }
+}
+
+// 70 experts over dispatches of at most 7 workgroups along dimension 1: each dispatch's
+// expert_base must reach the segment bounds, the split counters and the partial sums.
+TEST_F(Nf4Device, StreamSplitsOverSeveralDispatches) {
+  RuntimeOptions options = ocltk_test::test_runtime_options(ocltk_test::make_temp_dir("nf4_cap_cache"));
+  options.max_groups_per_dispatch = 7;
+  Result<Runtime> capped = Runtime::open(options);
+  ASSERT_TRUE(capped.ok()) << capped.status().message();
+  const Case c = stream_cases()[0];
+  for (std::size_t i : {std::size_t(0), std::size_t(2)})
+    run_case(c, choice("nf4_forward", "stream", kStreamPoints[i].first),
+             choice("nf4_backward", "stream", kStreamPoints[i].second), &capped.value());
 }
 
 TEST_F(Nf4Device, HalfTypesAndBuiltinChoices) {
