@@ -64,3 +64,5 @@ record)
   exit 2
   ;;
 esac
+# One archive: the device tool brings back only a few files per call.
+tar czf "/tmp/h200-$phase.tgz" -C "$out" . && mv "/tmp/h200-$phase.tgz" "$out/"
