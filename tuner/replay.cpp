@@ -114,6 +114,18 @@ std::vector<ReplayClassResult> replay(const Recording& recording, const ReplayOp
       }
     }
     if (r.verified == 0) continue;
+    const Point* builtin = nullptr;
+    if (const KernelFamily* family = find_family(rc.kernel); family != nullptr && options.builtin_first) {
+      try {
+        const BuiltinChoice b = family->builtin_for(rc.shape_class);
+        const AlgorithmSpec* a = family->find_algorithm(b.algorithm);
+        const std::string key = b.algorithm + " " + format_params(a->complete(b.params));
+        for (const Point& p : space.points)
+          if (p.key() == key) builtin = &p;
+      } catch (const Error&) {
+        // A class or algorithm the current tables no longer have: no built-in to start from.
+      }
+    }
     r.max_evals = options.max_evals > 0
                       ? options.max_evals
                       : std::max<std::int64_t>(1, std::int64_t(options.max_evals_fraction * double(r.space_size)));
@@ -123,6 +135,8 @@ std::vector<ReplayClassResult> replay(const Recording& recording, const ReplayOp
       for (int s = 0; s < options.seeds; ++s) {
         std::mt19937_64 rng(options.seed + std::uint64_t(s));
         ReplayMeasure measure(space, r.max_evals);
+        // As `tune` does: the class's built-in default first (when the recording has it).
+        if (builtin != nullptr) measure.evaluate(*builtin);
         run_strategy(strategy, space.points, measure, rng);
         const double gap = std::isfinite(measure.best()) ? measure.best() / r.optimum_ms - 1 : 1e9;
         sr.gaps.push_back(gap);

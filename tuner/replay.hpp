@@ -23,6 +23,9 @@ struct ReplayOptions {
   double within = 0.05;               // a run succeeds when its best is within this of the optimum
   std::vector<std::string> kernels;   // empty: every kernel in the recording
   std::vector<std::string> classes;   // empty: every class
+  // Measure the class's built-in default first, as `tune` does (it counts against the
+  // budget); a recording without it starts from the strategy alone.
+  bool builtin_first = true;
 };
 
 struct ReplayStrategyResult {
