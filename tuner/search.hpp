@@ -17,8 +17,8 @@ namespace ocltk::tuner {
 enum class Strategy {
   kGuided,      // a cost model fitted on the points measured so far picks the next ones (default)
   kLocal,       // a random sample, then coordinate descent from each algorithm's best
-  kRandom,      // a seeded random sample of the space
-  kExhaustive,  // every point
+  kRandom,      // a seeded random sample of the space (the same order as exhaustive; named for intent)
+  kExhaustive,  // every point (in a seeded random order: a budget-cut run is an unbiased sample)
 };
 const char* to_string(Strategy s);
 std::optional<Strategy> parse_strategy(const std::string& name);
