@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <csignal>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -320,9 +320,8 @@ std::vector<std::string> split_list(const std::string& text) {
 
 int cmd_tune_replay(const Args& args) {
   ocltk::tuner::ReplayOptions options;
-  for (const char* device_only :
-       {"--device", "--out", "--budget", "--repeats", "--record", "--report", "--jobs", "--timeout", "--cache",
-        "--shapes"})
+  for (const char* device_only : {"--device", "--out", "--budget", "--repeats", "--record", "--report", "--jobs",
+                                  "--timeout", "--cache", "--shapes"})
     if (args.get(device_only)) throw UsageError(std::string(device_only) + " does not apply to --replay (no device)");
   for (const char* device_only : {"--cold", "--no-resume"})
     if (args.flag(device_only)) throw UsageError(std::string(device_only) + " does not apply to --replay (no device)");
@@ -435,8 +434,7 @@ int cmd_tune(const std::vector<std::string>& tokens) {
   if (result.interrupted) {
     std::cerr << "ocltk tune: interrupted; " << out << " was not written. The measurements so far are kept in";
     for (const std::string& c : result.caches) std::cerr << " " << c;
-    std::cerr << (result.caches.empty() ? " no cache (--cache -)" : "; run the same command again to resume")
-              << ".\n";
+    std::cerr << (result.caches.empty() ? " no cache (--cache -)" : "; run the same command again to resume") << ".\n";
     return 130;
   }
   if (!json) ocltk::tuner::print_summary(std::cout, result);

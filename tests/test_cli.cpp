@@ -1050,9 +1050,9 @@ TEST_F(CliTest, TuneRejectsARepeatCountBeyondRange) {
 // as a list under the class; --report writes the JSON and one plot per tuned problem.
 TEST_F(CliTest, TuneShapesStoresEntriesBesideTheDefaultsAndReports) {
   write_text(path("shapes.yaml"), "shapes:\n  - {kernel: gemm_nt, m: 3, n: 8, k: 64}\n");
-  const CliResult r = run_cli({"tune", "--shapes", "shapes.yaml", "--kernels", "gemm_nt", "--classes", "lora_shrink",
-                               "--max-evals", "2", "--repeats", "1", "--out", "p.yaml", "--report", "rep",
-                               "--cache", "-"});
+  const CliResult r =
+      run_cli({"tune", "--shapes", "shapes.yaml", "--kernels", "gemm_nt", "--classes", "lora_shrink", "--max-evals",
+               "2", "--repeats", "1", "--out", "p.yaml", "--report", "rep", "--cache", "-"});
   ASSERT_EQ(r.status, 0) << r.describe();
   const ocltk::Profile p = ocltk::read_profile(path("p.yaml").string());
   ASSERT_EQ(p.entries.size(), 2u) << read_text(path("p.yaml"));
@@ -1090,9 +1090,9 @@ TEST_F(CliTest, TuneShapesRejectsBadFilesAndWritesNothing) {
 // same command again recalls every measurement from the cache and goes on.
 TEST_F(CliTest, TuneInterruptedByCtrlCResumesFromItsCache) {
   const std::string cache = (root_ / "tune-cache").string();
-  const std::vector<std::string> args = {"tune", "--kernels", "gemm_nt", "--classes", "gemv", "--strategy",
-                                         "exhaustive", "--repeats", "1", "--budget", "600", "--cold",
-                                         "--cache", cache, "--out", "p.yaml"};
+  const std::vector<std::string> args = {"tune",       "--kernels", "gemm_nt", "--classes", "gemv", "--strategy",
+                                         "exhaustive", "--repeats", "1",       "--budget",  "600",  "--cold",
+                                         "--cache",    cache,       "--out",   "p.yaml"};
   const CliResult first = run_cli(args, {}, 6.0);
   ASSERT_EQ(first.status, 130) << first.describe();
   EXPECT_NE(first.err.find("interrupted; p.yaml was not written"), std::string::npos) << first.describe();

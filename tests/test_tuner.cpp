@@ -175,8 +175,8 @@ TEST(RecordedSpaces, GuidedWithin5PercentUsingAtMost15PercentOfTheEvaluations) {
       EXPECT_LE(double(r.max_evals), 0.15 * double(r.space_size));
       EXPECT_LE(r.strategies[0].median_gap, 0.05) << "guided median gap " << r.strategies[0].median_gap;
       // Printed for the record: random sampling with the same budget.
-      std::cout << file << " " << r.kernel << "/" << r.shape_class << ": space " << r.space_size << ", "
-                << r.max_evals << " evals, guided median gap " << r.strategies[0].median_gap * 100
+      std::cout << file << " " << r.kernel << "/" << r.shape_class << ": space " << r.space_size << ", " << r.max_evals
+                << " evals, guided median gap " << r.strategies[0].median_gap * 100
                 << "% (within 5%: " << r.strategies[0].within << "/20), random " << r.strategies[1].median_gap * 100
                 << "% (" << r.strategies[1].within << "/20)\n";
     }

@@ -42,10 +42,10 @@ std::vector<Problem> derive_experts(const ModelDescription& m) {
   if (m.experts <= 0 || m.hidden <= 0 || m.intermediate <= 0) return out;
   for (std::int64_t t : m.tokens) {
     const std::int64_t rows = t * std::max<std::int64_t>(1, m.top_k);
-    out.push_back({{"experts", m.experts}, {"n", m.intermediate}, {"k", m.hidden}, {"rows", rows},
-                   {"block_size", m.block_size}});
-    out.push_back({{"experts", m.experts}, {"n", m.hidden}, {"k", m.intermediate}, {"rows", rows},
-                   {"block_size", m.block_size}});
+    out.push_back(
+        {{"experts", m.experts}, {"n", m.intermediate}, {"k", m.hidden}, {"rows", rows}, {"block_size", m.block_size}});
+    out.push_back(
+        {{"experts", m.experts}, {"n", m.hidden}, {"k", m.intermediate}, {"rows", rows}, {"block_size", m.block_size}});
   }
   return out;
 }
@@ -58,15 +58,29 @@ std::string nf4_class_of(const Problem& p) {
 
 const std::vector<FamilyTuning>& tunable_families() {
   static const std::vector<FamilyTuning> families = {
-      {&gemm_nt_family(), make_gemm_nt_workload, {"m", "n", "k"},
+      {&gemm_nt_family(),
+       make_gemm_nt_workload,
+       {"m", "n", "k"},
        [](const Problem& p) { return gemm_nt_shape_class(gemm_of(p)); },
-       [](Runtime& rt, const Problem& p, std::mt19937_64& rng) { return make_gemm_nt_workload_for(rt, gemm_of(p), rng); },
+       [](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
+         return make_gemm_nt_workload_for(rt, gemm_of(p), rng);
+       },
        derive_lora},
-      {&nf4_forward_family(), make_nf4_forward_workload, {"experts", "n", "k", "rows", "block_size"}, nf4_class_of,
-       [](Runtime& rt, const Problem& p, std::mt19937_64& rng) { return make_nf4_workload_for(rt, true, nf4_of(p), rng); },
+      {&nf4_forward_family(),
+       make_nf4_forward_workload,
+       {"experts", "n", "k", "rows", "block_size"},
+       nf4_class_of,
+       [](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
+         return make_nf4_workload_for(rt, true, nf4_of(p), rng);
+       },
        derive_experts},
-      {&nf4_backward_family(), make_nf4_backward_workload, {"experts", "n", "k", "rows", "block_size"}, nf4_class_of,
-       [](Runtime& rt, const Problem& p, std::mt19937_64& rng) { return make_nf4_workload_for(rt, false, nf4_of(p), rng); },
+      {&nf4_backward_family(),
+       make_nf4_backward_workload,
+       {"experts", "n", "k", "rows", "block_size"},
+       nf4_class_of,
+       [](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
+         return make_nf4_workload_for(rt, false, nf4_of(p), rng);
+       },
        derive_experts},
   };
   return families;

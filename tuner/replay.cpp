@@ -148,7 +148,8 @@ std::vector<ReplayClassResult> replay(const Recording& recording, const ReplayOp
     results.push_back(std::move(r));
   }
   if (results.empty())
-    throw Error(ErrorCode::kInvalidArgument, "the recording has no class with a verified point that matches the filters");
+    throw Error(ErrorCode::kInvalidArgument,
+                "the recording has no class with a verified point that matches the filters");
   return results;
 }
 
@@ -156,8 +157,8 @@ void print_replay(std::ostream& out, const std::vector<ReplayClassResult>& resul
   out << "Replay: " << options.seeds << " seeds per strategy; budget "
       << (options.max_evals > 0 ? std::to_string(options.max_evals) + " evaluations"
                                 : std::to_string(int(options.max_evals_fraction * 100 + 0.5)) + "% of each space")
-      << "; gap = best found / recorded optimum - 1 (median over seeds); within = seeds within "
-      << options.within * 100 << "%\n\n";
+      << "; gap = best found / recorded optimum - 1 (median over seeds); within = seeds within " << options.within * 100
+      << "%\n\n";
   out << std::left << std::setw(14) << "kernel" << std::setw(13) << "class" << std::right << std::setw(7) << "space"
       << std::setw(7) << "evals" << std::setw(12) << "optimum ms";
   for (const ReplayStrategyResult& s : results.front().strategies)
@@ -180,10 +181,10 @@ void print_replay_json(std::ostream& out, const std::vector<ReplayClassResult>& 
       << ",\n  \"seeds\": " << options.seeds << ", \"within\": " << options.within << ",\n  \"classes\": [";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const ReplayClassResult& r = results[i];
-    out << (i ? "," : "") << "\n    {\"kernel\": " << json_string(r.kernel) << ", \"class\": "
-        << json_string(r.shape_class) << ", \"problem\": " << json_problem(r.problem)
-        << ", \"space_size\": " << r.space_size << ", \"verified\": " << r.verified << ", \"max_evals\": "
-        << r.max_evals << ", \"optimum_ms\": " << std::setprecision(6) << r.optimum_ms
+    out << (i ? "," : "") << "\n    {\"kernel\": " << json_string(r.kernel)
+        << ", \"class\": " << json_string(r.shape_class) << ", \"problem\": " << json_problem(r.problem)
+        << ", \"space_size\": " << r.space_size << ", \"verified\": " << r.verified
+        << ", \"max_evals\": " << r.max_evals << ", \"optimum_ms\": " << std::setprecision(6) << r.optimum_ms
         << ", \"optimum\": " << json_string(r.optimum) << ", \"strategies\": {";
     for (std::size_t j = 0; j < r.strategies.size(); ++j) {
       const ReplayStrategyResult& s = r.strategies[j];

@@ -16,13 +16,13 @@ namespace ocltk::tuner {
 
 struct ReplayOptions {
   std::vector<Strategy> strategies{Strategy::kGuided, Strategy::kLocal, Strategy::kRandom};
-  std::int64_t max_evals = 0;         // per class; 0: use max_evals_fraction
-  double max_evals_fraction = 0.15;   // of the recorded space
-  int seeds = 20;                     // runs per strategy, seeds seed .. seed + seeds - 1
+  std::int64_t max_evals = 0;        // per class; 0: use max_evals_fraction
+  double max_evals_fraction = 0.15;  // of the recorded space
+  int seeds = 20;                    // runs per strategy, seeds seed .. seed + seeds - 1
   std::uint64_t seed = 1;
-  double within = 0.05;               // a run succeeds when its best is within this of the optimum
-  std::vector<std::string> kernels;   // empty: every kernel in the recording
-  std::vector<std::string> classes;   // empty: every class
+  double within = 0.05;              // a run succeeds when its best is within this of the optimum
+  std::vector<std::string> kernels;  // empty: every kernel in the recording
+  std::vector<std::string> classes;  // empty: every class
   // Measure the class's built-in default first, as `tune` does (it counts against the
   // budget); a recording without it starts from the strategy alone.
   bool builtin_first = true;

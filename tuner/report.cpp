@@ -60,8 +60,8 @@ std::string class_svg(const ClassResult& c) {
       << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   std::ostringstream title;
   title << c.kernel << " / " << c.shape_class << " (" << format_problem(c.problem) << "): " << c.evaluations
-        << " evaluations of " << c.space_size << ", best " << std::setprecision(4)
-        << (c.best.ok ? c.best.time_ms : 0.0) << " ms, " << std::setprecision(2) << c.speedup() << "x the default";
+        << " evaluations of " << c.space_size << ", best " << std::setprecision(4) << (c.best.ok ? c.best.time_ms : 0.0)
+        << " ms, " << std::setprecision(2) << c.speedup() << "x the default";
   svg << "<text x=\"" << kLeft << "\" y=\"20\" font-size=\"14\">" << xml_escape(title.str()) << "</text>\n";
   svg << "<text x=\"" << kLeft << "\" y=\"38\" fill=\"#555\">"
       << xml_escape(c.best.ok ? c.best.algorithm + " " + format_params(c.best.params) : "nothing verified")
@@ -116,10 +116,9 @@ std::string class_svg(const ClassResult& c) {
     path << " L" << x_of(n - 1) << " " << y_of(best);
     svg << "<path d=\"" << path.str() << "\" fill=\"none\" stroke=\"#25c\" stroke-width=\"2\"/>\n";
   }
-  svg << "<text x=\"" << kLeft + 8 << "\" y=\"" << kTop + ph - 8
-      << "\" fill=\"#25c\">best so far</text><text x=\"" << kLeft + 100 << "\" y=\"" << kTop + ph - 8
-      << "\" fill=\"#3a7\">measured point</text><text x=\"" << kLeft + 220 << "\" y=\"" << kTop + ph - 8
-      << "\" fill=\"#d33\">rejected (hover: why)</text>\n";
+  svg << "<text x=\"" << kLeft + 8 << "\" y=\"" << kTop + ph - 8 << "\" fill=\"#25c\">best so far</text><text x=\""
+      << kLeft + 100 << "\" y=\"" << kTop + ph - 8 << "\" fill=\"#3a7\">measured point</text><text x=\"" << kLeft + 220
+      << "\" y=\"" << kTop + ph - 8 << "\" fill=\"#d33\">rejected (hover: why)</text>\n";
   svg << "</svg>\n";
   return svg.str();
 }
@@ -153,8 +152,8 @@ void write_report(const std::string& dir, const TuneResult& result) {
     const ClassResult& c = result.classes[i];
     const std::string plot = c.kernel + "-" + c.shape_class + ".svg";
     write_file(std::filesystem::path(dir) / plot, class_svg(c));
-    json << (i ? "," : "") << "\n    {\"kernel\": " << json_string(c.kernel) << ", \"class\": "
-         << json_string(c.shape_class) << ", \"problem\": " << json_problem(c.problem)
+    json << (i ? "," : "") << "\n    {\"kernel\": " << json_string(c.kernel)
+         << ", \"class\": " << json_string(c.shape_class) << ", \"problem\": " << json_problem(c.problem)
          << ", \"space_size\": " << c.space_size << ", \"evaluations\": " << c.evaluations
          << ", \"rejected\": " << c.rejected << ", \"cached\": " << c.cached << ", \"seconds\": " << c.seconds
          << ", \"speedup\": " << c.speedup() << ", \"plot\": " << json_string(plot)

@@ -58,10 +58,12 @@ std::vector<UserShape> read_shapes(const std::string& path, const std::vector<Fa
   } catch (const YAML::ParserException& e) {
     r.fail(e.mark, "malformed YAML: " + e.msg);
   }
-  if (!root || !root.IsMap()) r.fail(root ? root.Mark() : YAML::Mark(), "a shapes file must be a mapping with 'model' and/or 'shapes'");
+  if (!root || !root.IsMap())
+    r.fail(root ? root.Mark() : YAML::Mark(), "a shapes file must be a mapping with 'model' and/or 'shapes'");
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
-    if (key != "model" && key != "shapes") r.fail(kv.first.Mark(), "unknown key '" + key + "' (expected model, shapes)");
+    if (key != "model" && key != "shapes")
+      r.fail(kv.first.Mark(), "unknown key '" + key + "' (expected model, shapes)");
   }
   std::vector<UserShape> out;
   std::set<std::pair<std::string, Problem>> seen;
@@ -92,8 +94,9 @@ std::vector<UserShape> read_shapes(const std::string& path, const std::vector<Fa
       } else if (key == "tokens") {
         m.tokens = r.positive_list(v, "model.tokens");
       } else {
-        r.fail(kv.first.Mark(), "unknown model key '" + key +
-                                    "' (expected hidden, intermediate, experts, top_k, block_size, lora_ranks, tokens)");
+        r.fail(kv.first.Mark(),
+               "unknown model key '" + key +
+                   "' (expected hidden, intermediate, experts, top_k, block_size, lora_ranks, tokens)");
       }
     }
     if (m.hidden == 0) r.fail(model.Mark(), "model needs 'hidden'");
@@ -106,7 +109,8 @@ std::vector<UserShape> read_shapes(const std::string& path, const std::vector<Fa
       }
     }
     if (derived == 0)
-      r.fail(model.Mark(), "the model implies no problem: give lora_ranks (LoRA) and/or experts and intermediate (NF4)");
+      r.fail(model.Mark(),
+             "the model implies no problem: give lora_ranks (LoRA) and/or experts and intermediate (NF4)");
   }
 
   if (const YAML::Node shapes = root["shapes"]) {
@@ -127,7 +131,8 @@ std::vector<UserShape> read_shapes(const std::string& path, const std::vector<Fa
         if (std::find(f->problem_keys.begin(), f->problem_keys.end(), key) == f->problem_keys.end()) {
           std::string keys;
           for (const std::string& k : f->problem_keys) keys += (keys.empty() ? "" : ", ") + k;
-          r.fail(kv.first.Mark(), "kernel " + kernel + " has no problem dimension '" + key + "' (expected " + keys + ")");
+          r.fail(kv.first.Mark(),
+                 "kernel " + kernel + " has no problem dimension '" + key + "' (expected " + keys + ")");
         }
         p[key] = r.positive(kv.second, origin + "." + key);
         if (key == "block_size") check_block_size(r, kv.second, p[key]);

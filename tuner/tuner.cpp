@@ -322,8 +322,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   };
   std::vector<Job> jobs;
   for (const std::string& k : options.kernels) {
-    const bool known = std::any_of(families.begin(), families.end(),
-                                   [&](const FamilyTuning& f) { return f.family->name == k; });
+    const bool known =
+        std::any_of(families.begin(), families.end(), [&](const FamilyTuning& f) { return f.family->name == k; });
     if (!known) throw Error(ErrorCode::kInvalidArgument, "no tunable kernel named '" + k + "'");
   }
   for (const std::string& c : options.classes) {
@@ -332,10 +332,12 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     if (!known) throw Error(ErrorCode::kInvalidArgument, "no kernel has a shape class named '" + c + "'");
   }
   auto kernel_selected = [&](const std::string& name) {
-    return options.kernels.empty() || std::find(options.kernels.begin(), options.kernels.end(), name) != options.kernels.end();
+    return options.kernels.empty() ||
+           std::find(options.kernels.begin(), options.kernels.end(), name) != options.kernels.end();
   };
   auto class_selected = [&](const std::string& name) {
-    return options.classes.empty() || std::find(options.classes.begin(), options.classes.end(), name) != options.classes.end();
+    return options.classes.empty() ||
+           std::find(options.classes.begin(), options.classes.end(), name) != options.classes.end();
   };
   for (const FamilyTuning& f : families) {
     if (!options.default_classes || !kernel_selected(f.family->name)) continue;
@@ -345,7 +347,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   for (const UserShape& shape : options.shapes)
     if (kernel_selected(shape.tuning->family->name) && class_selected(shape.shape_class))
       jobs.push_back({shape.tuning, shape.shape_class, shape.problem});
-  if (jobs.empty()) throw Error(ErrorCode::kInvalidArgument, "the selected kernels, classes and shapes leave nothing to tune");
+  if (jobs.empty())
+    throw Error(ErrorCode::kInvalidArgument, "the selected kernels, classes and shapes leave nothing to tune");
 
   // Resume caches, one per kernel; a foreign one stops the run before any measuring.
   TuneResult result;
@@ -406,11 +409,11 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       max_evals = max_evals > 0 ? std::min(max_evals, cap) : cap;
     }
     const auto cache_it = caches.find(family.name);
-    DeviceMeasure measure({rt, options, family.name, cr, *workload,
-                           cache_it == caches.end() ? nullptr : cache_it->second.get(), pool, progress,
-                           "[" + std::to_string(ji + 1) + "/" + std::to_string(jobs.size()) + " " + family.name + "/" +
-                               shape_class + "]",
-                           class_budget, max_evals});
+    DeviceMeasure measure(
+        {rt, options, family.name, cr, *workload, cache_it == caches.end() ? nullptr : cache_it->second.get(), pool,
+         progress,
+         "[" + std::to_string(ji + 1) + "/" + std::to_string(jobs.size()) + " " + family.name + "/" + shape_class + "]",
+         class_budget, max_evals});
 
     // The built-in default is always measured: it is the baseline of the speed-up, and
     // its time sets the hang limit of the others.
@@ -470,16 +473,16 @@ void print_summary(std::ostream& out, const TuneResult& result) {
   out << "\n"
       << std::left << std::setw(14) << "kernel" << std::setw(13) << "class" << std::setw(int(problem_width))
       << "problem" << std::right << std::setw(12) << "default ms" << std::setw(12) << "best ms" << std::setw(10)
-      << "GFLOP/s" << std::setw(10) << "speed-up" << std::setw(8) << "evals" << std::setw(8) << "space"
-      << std::setw(8) << "secs"
+      << "GFLOP/s" << std::setw(10) << "speed-up" << std::setw(8) << "evals" << std::setw(8) << "space" << std::setw(8)
+      << "secs"
       << "  best choice\n";
   for (const ClassResult& c : result.classes) {
     out << std::left << std::setw(14) << c.kernel << std::setw(13) << c.shape_class << std::setw(int(problem_width))
         << format_problem(c.problem) << std::right << std::fixed << std::setprecision(3) << std::setw(12)
         << (c.builtin.ok ? c.builtin.time_ms : 0.0) << std::setw(12) << (c.best.ok ? c.best.time_ms : 0.0)
         << std::setprecision(1) << std::setw(10) << (c.best.ok ? c.flops / c.best.time_ms * 1e-6 : 0.0)
-        << std::setprecision(2) << std::setw(9) << c.speedup() << "x" << std::setw(8) << c.evaluations
-        << std::setw(8) << c.space_size << std::setprecision(0) << std::setw(8) << c.seconds << "  "
+        << std::setprecision(2) << std::setw(9) << c.speedup() << "x" << std::setw(8) << c.evaluations << std::setw(8)
+        << c.space_size << std::setprecision(0) << std::setw(8) << c.seconds << "  "
         << (c.best.ok ? c.best.algorithm + " " + format_params(c.best.params) : "none verified") << "\n";
   }
   int cached = 0;

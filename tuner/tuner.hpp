@@ -24,10 +24,10 @@ namespace ocltk::tuner {
 
 struct TuneOptions {
   Strategy strategy = Strategy::kGuided;
-  double budget_seconds = 180;  // whole run; split evenly over the classes still to tune
-  std::int64_t max_evals = 0;   // per class; 0 = no limit besides the budget
+  double budget_seconds = 180;    // whole run; split evenly over the classes still to tune
+  std::int64_t max_evals = 0;     // per class; 0 = no limit besides the budget
   double max_evals_fraction = 0;  // per class, as a fraction of its search space; 0 = none
-  int repeats = 5;              // timed runs per candidate (median), after one warm-up
+  int repeats = 5;                // timed runs per candidate (median), after one warm-up
   std::uint64_t seed = 1;
   // Measure the choices of profiles that already fit the device (OCLTK_PROFILE_PATH, the
   // user folder, installed configs) right after the built-in default.
@@ -68,7 +68,7 @@ struct ClassResult {
   Evaluation builtin;  // the built-in default on the same problem
   int evaluations = 0;
   int rejected = 0;
-  int cached = 0;  // of the evaluations, recalled from the resume cache
+  int cached = 0;                   // of the evaluations, recalled from the resume cache
   std::vector<Evaluation> history;  // every evaluation in order (the report plots it)
   std::size_t space_size = 0;
   double seconds = 0;
@@ -79,7 +79,7 @@ struct TuneResult {
   Profile profile;
   std::vector<ClassResult> classes;
   double seconds = 0;
-  bool interrupted = false;       // stopped by options.stop before every class was tuned
+  bool interrupted = false;         // stopped by options.stop before every class was tuned
   std::vector<std::string> caches;  // resume cache files used
   int compile_threads = 0;
 };

@@ -19,8 +19,7 @@ void wait_for_event(cl_event event, double timeout_seconds) {
     cl_int exec = CL_QUEUED;
     const cl_int status = clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, nullptr);
     if (status != CL_SUCCESS) throw Error(ErrorCode::kDevice, "clGetEventInfo failed", status);
-    if (exec < 0)
-      throw Error(ErrorCode::kDevice, "launch failed with OpenCL status " + std::to_string(exec), exec);
+    if (exec < 0) throw Error(ErrorCode::kDevice, "launch failed with OpenCL status " + std::to_string(exec), exec);
     if (exec == CL_COMPLETE) return;
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     if (timeout_seconds > 0 && waited > timeout_seconds) {

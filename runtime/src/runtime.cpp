@@ -279,8 +279,9 @@ Choice Runtime::choose(const std::string& kernel, const std::string& shape_class
   c.shape_class = shape_class;
   for (const ProfileCandidate& candidate : impl_->profiles.candidates) {
     if (const ProfileEntry* e = candidate.profile.find(kernel, shape_class, &problem)) {
-      const auto same_class = std::count_if(candidate.profile.entries.begin(), candidate.profile.entries.end(),
-                                            [&](const ProfileEntry& x) { return x.kernel == kernel && x.shape_class == shape_class; });
+      const auto same_class =
+          std::count_if(candidate.profile.entries.begin(), candidate.profile.entries.end(),
+                        [&](const ProfileEntry& x) { return x.kernel == kernel && x.shape_class == shape_class; });
       if (same_class > 1) c.tuned_on = e->problem;
       c.algorithm = e->algorithm;
       c.params = e->params;

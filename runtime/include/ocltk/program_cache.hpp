@@ -6,9 +6,9 @@
 // rebuilt from source and overwritten, never trusted.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <string>
