@@ -271,9 +271,12 @@ class TunerEngine : public ::testing::Test {
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    families_ = {{&mock_family(), [this](Runtime&, const std::string&, std::mt19937_64&) {
-                    return std::unique_ptr<Workload>(new MockWorkload(state_));
-                  }}};
+    FamilyTuning mock;
+    mock.family = &mock_family();
+    mock.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+      return std::unique_ptr<Workload>(new MockWorkload(state_));
+    };
+    families_ = {mock};
   }
   void TearDown() override { fs::remove_all(dir_); }
   TuneOptions options(std::int64_t max_evals) {
