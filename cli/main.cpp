@@ -87,7 +87,8 @@ Options:
   --device SEL        device index or name substring (default: OCLTK_DEVICE, else first GPU, else first device)
   --out FILE          where to write the profile (default: ~/.config/ocltk/profiles/<device>.yaml,
                       where the runtime finds it)
-  --budget SECONDS    time budget for the whole run (default 180), split over the classes
+  --budget SECONDS    time budget of the search (default 165, so that a whole run, with the candidate
+                      in flight at the end, stays within 3 minutes), split over the classes
   --strategy NAME     guided (default: a Gaussian-process cost model fitted on the points measured
                       so far picks the next ones), local (sample + coordinate descent), random, or
                       exhaustive

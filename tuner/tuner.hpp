@@ -24,7 +24,7 @@ namespace ocltk::tuner {
 
 struct TuneOptions {
   Strategy strategy = Strategy::kGuided;
-  double budget_seconds = 180;    // whole run; split evenly over the classes still to tune
+  double budget_seconds = 165;    // whole run (a whole default run ends within 3 min); split over the classes
   std::int64_t max_evals = 0;     // per class; 0 = no limit besides the budget
   double max_evals_fraction = 0;  // per class, as a fraction of its search space; 0 = none
   int repeats = 5;                // timed runs per candidate (median), after one warm-up
