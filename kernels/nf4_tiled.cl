@@ -13,7 +13,10 @@
 // Work split: group id 0 runs along output columns; group id 1 (+ tile_base) numbers the
 // (expert, row tile) pairs in expert order, ceil(segment / MWG) tiles per expert. Each
 // workgroup finds its expert by walking offsets on the device (no host round trip); the
-// launch covers ceil(rows / MWG) + experts ids, an upper bound, and the surplus exits.
+// launch covers ceil(rows / MWG) + experts ids, an upper bound, and a surplus workgroup
+// runs an empty tile (no reduction steps, no stores) rather than returning early: every
+// work-item reaches every barrier. PoCL 3.1 miscompiled an early return ahead of the
+// barriers: zeros were stored past the last row (seen mostly with MWG == MDIMC).
 // MDIMC × NDIMC work-items each own (MWG/MDIMC) × (NWG/NDIMC) outputs.
 
 #ifndef MWG
@@ -91,8 +94,10 @@ __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void nf4_forward
   const int tn = get_local_id(0), tm = get_local_id(1);
   const int lid = tm * NDIMC + tn;
   nf4_stage_codebook(cb, codebook, lid, WGS);
-  int e, r0, seg_end;
-  if (!nf4_find_tile(offsets, experts, rows, tile_base + get_group_id(1), &e, &r0, &seg_end)) return;  // uniform
+  int e = 0, r0 = 0, seg_end = 0;
+  // Uniform per workgroup; a surplus id keeps r0 == seg_end == 0: no reduction step, no store.
+  const bool live = nf4_find_tile(offsets, experts, rows, tile_base + get_group_id(1), &e, &r0, &seg_end);
+  const int reduce_end = live ? K : 0;
   const int n0 = get_group_id(0) * NWG;
   packed += packed_offset;
   scales += scales_offset;
@@ -105,7 +110,7 @@ __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void nf4_forward
     for (int j = 0; j < NWI; ++j) acc[i][j] = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  for (int k0 = 0; k0 < K; k0 += KWG) {
+  for (int k0 = 0; k0 < reduce_end; k0 += KWG) {
     for (int idx = lid; idx < MWG * KWG; idx += WGS) {
       const int r = r0 + idx / KWG, k = k0 + idx % KWG;
       As[(idx / KWG) * LSTRIDE + idx % KWG] = (r < seg_end && k < K) ? nf4_load(x, (long)r * K + k, type) : 0.0f;
@@ -142,8 +147,10 @@ __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void nf4_backwar
   const int tn = get_local_id(0), tm = get_local_id(1);
   const int lid = tm * NDIMC + tn;
   nf4_stage_codebook(cb, codebook, lid, WGS);
-  int e, r0, seg_end;
-  if (!nf4_find_tile(offsets, experts, rows, tile_base + get_group_id(1), &e, &r0, &seg_end)) return;  // uniform
+  int e = 0, r0 = 0, seg_end = 0;
+  // Uniform per workgroup; a surplus id keeps r0 == seg_end == 0: no reduction step, no store.
+  const bool live = nf4_find_tile(offsets, experts, rows, tile_base + get_group_id(1), &e, &r0, &seg_end);
+  const int reduce_end = live ? N : 0;
   const int c0 = get_group_id(0) * NWG;  // first output column (k)
   packed += packed_offset;
   scales += scales_offset;
@@ -156,7 +163,7 @@ __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void nf4_backwar
     for (int j = 0; j < NWI; ++j) acc[i][j] = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  for (int n0 = 0; n0 < N; n0 += KWG) {
+  for (int n0 = 0; n0 < reduce_end; n0 += KWG) {
     for (int idx = lid; idx < MWG * KWG; idx += WGS) {
       const int r = r0 + idx / KWG, n = n0 + idx % KWG;
       As[(idx / KWG) * LSTRIDE + idx % KWG] = (r < seg_end && n < N) ? nf4_load(g, (long)r * N + n, type) : 0.0f;

@@ -257,9 +257,12 @@ class Nf4Device : public RuntimeTest {
     auto codebook = up(kNf4Codebook.data(), 64);
     auto xbuf = up(xb.data(), xb.size()), gbuf = up(gb.data(), gb.size());
     auto obuf = up(offsets.data(), offsets.size() * 4);
-    // Poisoned outputs: NaN (0xFF bytes) everywhere so an unwritten element fails.
-    std::vector<std::uint8_t> nan_y(std::size_t(rows * c.n) * es + 8, 0xFF),
-        nan_dx(std::size_t(rows * c.k) * 4 + 8, 0xFF);
+    // Poisoned outputs: NaN (0xFF bytes) everywhere so an unwritten element fails. A guard
+    // tail of one 64-row tile past the last row catches stray stores inside the buffer
+    // (they landed up to a tile past the end) instead of corrupting the driver's heap.
+    const std::size_t guard_rows = 64;
+    std::vector<std::uint8_t> nan_y(std::size_t((rows + guard_rows) * c.n) * es + 8, 0xFF),
+        nan_dx(std::size_t((rows + guard_rows) * c.k) * 4 + 8, 0xFF);
     auto ybuf = up(nan_y.data(), nan_y.size()), dxbuf = up(nan_dx.data(), nan_dx.size());
 
     Nf4Weights wts{geo, packed.get(), 0, scales.get(), 0, codebook.get()};
@@ -349,9 +352,13 @@ const std::vector<std::pair<Params, Params>> kStreamPoints = {
     {{{"WGS", 64}, {"RL", 4}, {"UNROLL", 2}, {"TR", 1}},
      {{"NL", 8}, {"VW", 32}, {"UNROLL", 4}, {"TR", 4}, {"NSPLIT", 8}}},
 };
+// The last two have one row per work-item (MWG == MDIMC): PoCL 3.1 miscompiled the kernels'
+// old early return for surplus workgroups there (zeros stored past the last row).
 const std::vector<Params> kTiledPoints = {
     {},
     {{"MWG", 16}, {"NWG", 8}, {"KWG", 16}, {"MDIMC", 4}, {"NDIMC", 4}},
+    {{"MWG", 8}, {"NWG", 32}, {"KWG", 32}, {"MDIMC", 8}, {"NDIMC", 8}},
+    {{"MWG", 16}, {"NWG", 16}, {"KWG", 64}, {"MDIMC", 16}, {"NDIMC", 16}},
 };
 
 std::vector<Case> shape_cases() {
