@@ -1010,6 +1010,14 @@ TEST_F(CliTest, TuneRejectsBadOptionsAndWritesNothing) {
       {{"--kernels", "nosuch"}, {"nosuch"}},
       {{"--device", "nosuchdevice"}, {"nosuchdevice"}},
       {{"--frob"}, {"--frob"}},
+      {{"--max-evals", "0%"}, {"--max-evals"}},
+      {{"--max-evals", "150%"}, {"--max-evals"}},
+      {{"--jobs", "-1"}, {"--jobs"}},
+      {{"--timeout", "0"}, {"--timeout"}},
+      {{"--seeds", "3"}, {"--seeds", "--replay"}},
+      {{"--cache", ""}, {"--cache"}},
+      {{"--shapes", "missing.yaml"}, {"--shapes", "missing.yaml"}},
+      {{"--replay", "missing.jsonl"}, {"does not apply to --replay"}},
   };
   for (const auto& [extra, needles] : cases) {
     std::vector<std::string> args = {"tune", "--out", "p.yaml", "--budget", "5", "--quiet"};
