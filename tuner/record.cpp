@@ -13,16 +13,6 @@
 namespace ocltk::tuner {
 namespace {
 
-std::string sanitize(const std::string& name) {
-  std::string out;
-  for (char ch : name) {
-    const bool keep = std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
-    out += keep ? char(std::tolower(static_cast<unsigned char>(ch))) : '-';
-  }
-  while (out.find("--") != std::string::npos) out.replace(out.find("--"), 2, "-");
-  return out.empty() ? "device" : out;
-}
-
 std::string hex64(std::uint64_t v) {
   std::ostringstream out;
   out << std::hex << std::setw(16) << std::setfill('0') << v;
@@ -60,6 +50,16 @@ Line parse_line(const YAML::Node& node) {
 }
 
 }  // namespace
+
+std::string file_name_of(const std::string& name) {
+  std::string out;
+  for (char ch : name) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+    out += keep ? char(std::tolower(static_cast<unsigned char>(ch))) : '-';
+  }
+  while (out.find("--") != std::string::npos) out.replace(out.find("--"), 2, "-");
+  return out.empty() ? "device" : out;
+}
 
 std::string json_string(const std::string& text) {
   std::ostringstream out;
@@ -192,7 +192,7 @@ std::string TuneCache::default_dir() {
 
 std::string TuneCache::path_for(const std::string& dir, const DeviceInfo& device, const std::string& kernel,
                                 std::uint64_t space_hash) {
-  return (std::filesystem::path(dir) / (sanitize(device.name) + "-" + kernel + "-" + hex64(space_hash) + ".jsonl"))
+  return (std::filesystem::path(dir) / (file_name_of(device.name) + "-" + kernel + "-" + hex64(space_hash) + ".jsonl"))
       .string();
 }
 

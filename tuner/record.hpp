@@ -22,6 +22,9 @@ namespace ocltk::tuner {
 
 using Problem = std::map<std::string, std::int64_t>;
 
+// A device name as a file name: lower case, runs of other characters as one '-'.
+std::string file_name_of(const std::string& name);
+
 std::string json_string(const std::string& text);
 std::string json_problem(const Problem& problem);
 std::string json_choice(const Evaluation& e);

@@ -88,16 +88,6 @@ std::string now_iso8601() {
   return buf;
 }
 
-std::string sanitize(const std::string& name) {
-  std::string out;
-  for (char ch : name) {
-    const bool keep = std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
-    out += keep ? char(std::tolower(static_cast<unsigned char>(ch))) : '-';
-  }
-  while (out.find("--") != std::string::npos) out.replace(out.find("--"), 2, "-");
-  return out.empty() ? "device" : out;
-}
-
 // Compiles candidates on worker threads while the device measures others. The program
 // cache (thread-safe, one build per program) hands the measuring thread the built
 // program, or makes it wait for a build in flight. Build errors are left for the
@@ -303,7 +293,7 @@ int default_compile_threads(const DeviceInfo& device) {
 
 std::string default_profile_path(const DeviceInfo& device) {
   const std::string dir = user_profile_dir();
-  const std::string file = sanitize(device.name) + ".yaml";
+  const std::string file = file_name_of(device.name) + ".yaml";
   return dir.empty() ? file : dir + "/" + file;
 }
 
