@@ -86,7 +86,8 @@ built-in default, speed-up, evaluations, space size and time spent.
 Options:
   --device SEL        device index or name substring (default: OCLTK_DEVICE, else first GPU, else first device)
   --out FILE          where to write the profile (default: ~/.config/ocltk/profiles/<device>.yaml,
-                      where the runtime finds it)
+                      where the runtime finds it); a profile of this device already there keeps
+                      the entries this run does not tune
   --budget SECONDS    time budget of the search (default 165, so that a whole run, with the candidate
                       in flight at the end, stays within 3 minutes), split over the classes
   --strategy NAME     guided (default: a Gaussian-process cost model fitted on the points measured
@@ -405,6 +406,17 @@ int cmd_tune(const std::vector<std::string>& tokens) {
   ocltk::Runtime rt = open_runtime(rt_options);
   const std::string out = args.get("--out").value_or(ocltk::tuner::default_profile_path(rt.device()));
   check_writable(out, "--out");  // before minutes of tuning, not after
+  // A profile already at --out keeps what this run does not tune; anything else there is
+  // refused now rather than overwritten after minutes of tuning.
+  std::optional<ocltk::Profile> existing;
+  if (std::filesystem::exists(out)) {
+    try {
+      existing = ocltk::read_profile(out);
+    } catch (const std::exception& e) {
+      throw UsageError("--out " + out + " exists and is not an ocltk profile (" + e.what() +
+                       "); remove it or choose another path");
+    }
+  }
   std::ofstream record;
   if (auto path = args.get("--record")) {
     record.open(*path, std::ios::app);
@@ -439,11 +451,25 @@ int cmd_tune(const std::vector<std::string>& tokens) {
     return 130;
   }
   if (!json) ocltk::tuner::print_summary(std::cout, result);
-  ocltk::write_profile_atomically(out, result.profile);
+  ocltk::Profile written = result.profile;
+  std::size_t kept = 0;
+  if (existing) {
+    try {
+      existing = ocltk::read_profile(out);  // as it is now, should it have changed meanwhile
+    } catch (const std::exception&) {
+      // Keep the copy read before tuning.
+    }
+    kept = ocltk::tuner::keep_untuned_entries(*existing, written);
+    if (existing->device.name != written.device.name)
+      log << "replacing " << out << ", a profile of another device (" << existing->device.name << ")\n";
+  }
+  ocltk::write_profile_atomically(out, written);
   if (json) {
     ocltk::tuner::print_summary_json(std::cout, result, out);
   } else {
-    std::cout << "profile written to " << out << "\n";
+    std::cout << "profile written to " << out;
+    if (kept > 0) std::cout << " (with " << kept << " entries of the profile that were not tuned in this run)";
+    std::cout << "\n";
     if (report) std::cout << "report written to " << *report << "/report.json and one SVG plot per class\n";
   }
   return kExitOk;

@@ -1030,6 +1030,36 @@ TEST_F(CliTest, TuneRejectsBadOptionsAndWritesNothing) {
   }
 }
 
+// Tuning some classes into an existing profile of the device keeps its other entries
+// (and replaces, not duplicates, the ones tuned again); a file at --out that is not a
+// profile is refused before tuning and left as it was.
+TEST_F(CliTest, TuneIntoAnExistingProfileKeepsTheEntriesItDidNotTune) {
+  const auto tune_class = [&](const std::string& shape_class) {
+    return run_cli({"tune", "--classes", shape_class, "--max-evals", "1", "--budget", "20", "--repeats", "1", "--quiet",
+                    "--out", "p.yaml"});
+  };
+  const CliResult first = tune_class("gemv");
+  ASSERT_EQ(first.status, 0) << first.describe();
+  const CliResult second = tune_class("lora_expand");
+  ASSERT_EQ(second.status, 0) << second.describe();
+  EXPECT_NE(second.out.find("with 1 entries of the profile that were not tuned"), std::string::npos)
+      << second.describe();
+  ocltk::Profile p = ocltk::read_profile(path("p.yaml").string());
+  EXPECT_EQ(p.entries.size(), 2u) << read_text(path("p.yaml"));
+  EXPECT_NE(p.find("gemm_nt", "gemv"), nullptr);
+  EXPECT_NE(p.find("gemm_nt", "lora_expand"), nullptr);
+
+  const CliResult again = tune_class("gemv");
+  ASSERT_EQ(again.status, 0) << again.describe();
+  p = ocltk::read_profile(path("p.yaml").string());
+  EXPECT_EQ(p.entries.size(), 2u) << "gemv was replaced, not added twice: " << read_text(path("p.yaml"));
+
+  write_text(path("notes.yaml"), "shopping: [eggs]\n");
+  const CliResult refused = run_cli({"tune", "--classes", "gemv", "--budget", "5", "--quiet", "--out", "notes.yaml"});
+  EXPECT_TRUE(is_usage_error(refused, {"--out", "notes.yaml", "not an ocltk profile"}));
+  EXPECT_EQ(read_text(path("notes.yaml")), "shopping: [eggs]\n");
+}
+
 // An --out that cannot be written is refused before any tuning, not after it.
 TEST_F(CliTest, TuneRefusesAnUnwritableOutBeforeTuning) {
   std::filesystem::create_directory(work_ / "folder");

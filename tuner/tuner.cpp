@@ -297,6 +297,26 @@ std::string default_profile_path(const DeviceInfo& device) {
   return dir.empty() ? file : dir + "/" + file;
 }
 
+std::size_t keep_untuned_entries(const Profile& existing, Profile& tuned) {
+  if (existing.device.name != tuned.device.name) return 0;
+  std::set<std::pair<std::string, std::string>> tuned_classes;
+  for (const ProfileEntry& e : tuned.entries) tuned_classes.insert({e.kernel, e.shape_class});
+  std::vector<ProfileEntry> kept;
+  for (const ProfileEntry& old : existing.entries) {
+    bool replaced = false;
+    if (tuned_classes.count({old.kernel, old.shape_class})) {
+      // The first entry of a class is its default problem (tune measures it first).
+      const ProfileEntry* class_default = tuned.find(old.kernel, old.shape_class);
+      const std::map<std::string, std::int64_t>& problem = old.problem.empty() ? class_default->problem : old.problem;
+      for (const ProfileEntry& e : tuned.entries)
+        if (e.kernel == old.kernel && e.shape_class == old.shape_class && e.problem == problem) replaced = true;
+    }
+    if (!replaced) kept.push_back(old);
+  }
+  tuned.entries.insert(tuned.entries.end(), kept.begin(), kept.end());
+  return kept.size();
+}
+
 TuneResult tune(Runtime& rt, const TuneOptions& options) {
   const DeviceInfo& device = rt.device();
   const DeviceLimits limits = DeviceLimits::of(device);

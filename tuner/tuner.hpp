@@ -101,4 +101,12 @@ void write_report(const std::string& dir, const TuneResult& result);
 // The default profile location for a device: <user profile folder>/<device>.yaml.
 std::string default_profile_path(const DeviceInfo& device);
 
+// A run that tunes some kernels or classes must not drop the others from the profile it
+// rewrites: adds to `tuned` every entry of `existing` (the profile already at --out) that
+// this run did not measure, i.e. of another kernel or class, or of a problem of a tuned
+// class that this run did not tune (a --shapes entry of an earlier run). An entry without
+// a problem counts as its class's default problem. Only when `existing` is for the same
+// device (name); returns how many entries were kept.
+std::size_t keep_untuned_entries(const Profile& existing, Profile& tuned);
+
 }  // namespace ocltk::tuner
