@@ -59,14 +59,6 @@
 
 #include "nf4_common.clh"
 
-// Four consecutive inputs x[i .. i+3] of run-time type `type` as f32, i a multiple of 4
-// (buffers start 16-byte aligned, so f32 comes in one 16-byte load, bf16 in one 8-byte).
-inline float4 nf4_load4(const __global uchar* x, const long i, const int type) {
-  if (type == NF4_F32) return *(const __global float4*)((const __global float*)x + i);
-  if (type == NF4_F16) return vload_half4(0, (const __global half*)x + i);
-  return as_float4(convert_uint4(*(const __global ushort4*)((const __global ushort*)x + i)) << 16);
-}
-
 // The aligned sweep of one W row (stream position row_pos, a multiple of 32) by this
 // lane: chunks lane, lane + RL, ... Inlined with a constant `type`, so each element type
 // gets its own loop without a branch per load.

@@ -208,6 +208,7 @@ class Nf4Device : public RuntimeTest {
  protected:
   // Builds a window (the stream has `element_offset` leading coefficients of another
   // holder), runs forward and backward with `choice_*`, checks against the reference.
+  // A `bwd` without an algorithm runs the forward only (forward-only algorithms).
   // `on`: another runtime than the shared one (other options).
   void run_case(const Case& c, const Choice& fwd, const Choice& bwd, Runtime* on = nullptr) {
     Runtime& rt = on ? *on : runtime();
@@ -270,8 +271,11 @@ class Nf4Device : public RuntimeTest {
     Nf4BackwardArgs ba{wts, gbuf.get(), c.type, rows, obuf.get(), dxbuf.get()};
     Status s = nf4_forward_with(rt, fwd, fa);
     ASSERT_TRUE(s.ok()) << s.message();
-    s = nf4_backward_with(rt, bwd, ba);
-    ASSERT_TRUE(s.ok()) << s.message();
+    const bool backward = !bwd.algorithm.empty();
+    if (backward) {
+      s = nf4_backward_with(rt, bwd, ba);
+      ASSERT_TRUE(s.ok()) << s.message();
+    }
     std::vector<std::uint8_t> yb(nan_y.size()), dxb(nan_dx.size());
     rt.queue().enqueue_read_buffer(ybuf, 0, yb.size(), yb.data());
     rt.queue().enqueue_read_buffer(dxbuf, 0, dxb.size(), dxb.data());
@@ -303,7 +307,7 @@ class Nf4Device : public RuntimeTest {
               << where << " forward y(" << r << ", " << n << ") expert " << e << " algorithm " << fwd.algorithm << " "
               << format_params(fwd.params);
         }
-        for (std::int64_t k = 0; k < c.k; ++k) {
+        for (std::int64_t k = 0; backward && k < c.k; ++k) {
           double abs_dot = 0;
           for (std::int64_t n = 0; n < c.n; ++n)
             abs_dot += std::fabs(double(gr[r * c.n + n]) * w[(e * c.n + n) * c.k + k]);
@@ -351,6 +355,14 @@ const std::vector<std::pair<Params, Params>> kStreamPoints = {
      {{"NL", 4}, {"VW", 16}, {"UNROLL", 8}, {"TR", 8}, {"NSPLIT", 32}}},
     {{{"WGS", 64}, {"RL", 4}, {"UNROLL", 2}, {"TR", 1}},
      {{"NL", 8}, {"VW", 32}, {"UNROLL", 4}, {"TR", 4}, {"NSPLIT", 8}}},
+};
+// Lanes points (forward only): 16-byte chunks with the two-level reduction (defaults);
+// 4-byte chunks, many passes over K and more outputs (RB × TR = 64) than work-items, so
+// each work-item sums whole outputs; 8-byte chunks, 256 lanes and 8 tile rows.
+const std::vector<Params> kLanesPoints = {
+    {},
+    {{"WGS", 32}, {"CW", 8}, {"RB", 16}, {"TR", 4}},
+    {{"WGS", 256}, {"CW", 16}, {"RB", 2}, {"TR", 8}},
 };
 // The last two have one row per work-item (MWG == MDIMC): PoCL 3.1 miscompiled the kernels'
 // old early return for surplus workgroups there (zeros stored past the last row).
@@ -416,8 +428,33 @@ TEST_F(Nf4Device, StreamAtSeveralPointsMatchesTheReference) {
   }
 }
 
+// Lanes against the same cases as stream (its aligned path needs K, element_offset and the
+// byte offset aligned to CW: K = 75 or 101 take the general decode, the 66-expert window at
+// offset 40 is aligned for CW = 8 only), plus blocks of 4096 holding several W rows, a
+// window 1056 into such a block, zero rows, and both half types.
+TEST_F(Nf4Device, LanesAtSeveralPointsMatchesTheReference) {
+  std::vector<Case> cases = shape_cases();
+  for (int e = 0; e < 66; ++e) cases.back().counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
+  for (const Case& c : stream_cases()) cases.push_back(c);
+  cases.push_back({2, 24, 2048, 4096, 0, {3, 1}});
+  cases.push_back({1, 7, 1024, 4096, 1056, {5}});
+  cases.push_back({4, 16, 64, 64, 0, {0, 0, 0, 0}});
+  const Choice no_backward;
+  for (const Params& p : kLanesPoints)
+    for (const Case& c : cases) run_case(c, choice("nf4_forward", "lanes", p), no_backward);
+  for (ElementType t : {ElementType::f16, ElementType::bf16}) {
+    for (const Case& base : {Case{3, 24, 160, 64, 32, {2, 0, 5}}, Case{2, 19, 101, 32, 7, {1, 4}}}) {
+      Case c = base;
+      c.type = t;
+      for (std::size_t i : {std::size_t(0), std::size_t(2)})
+        run_case(c, choice("nf4_forward", "lanes", kLanesPoints[i]), no_backward);
+    }
+  }
+}
+
 // 70 experts over dispatches of at most 7 workgroups along dimension 1: each dispatch's
-// expert_base must reach the segment bounds, the split counters and the partial sums.
+// expert_base must reach the segment bounds, the split counters and the partial sums
+// (and the lanes forward's segment bounds).
 TEST_F(Nf4Device, StreamSplitsOverSeveralDispatches) {
   RuntimeOptions options = ocltk_test::test_runtime_options(ocltk_test::make_temp_dir("nf4_cap_cache"));
   options.max_groups_per_dispatch = 7;
@@ -427,6 +464,7 @@ TEST_F(Nf4Device, StreamSplitsOverSeveralDispatches) {
   for (std::size_t i : {std::size_t(0), std::size_t(2)})
     run_case(c, choice("nf4_forward", "stream", kStreamPoints[i].first),
              choice("nf4_backward", "stream", kStreamPoints[i].second), &capped.value());
+  run_case(c, choice("nf4_forward", "lanes", kLanesPoints[1]), Choice(), &capped.value());
 }
 
 TEST_F(Nf4Device, HalfTypesAndBuiltinChoices) {

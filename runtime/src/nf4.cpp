@@ -1,7 +1,8 @@
 // The nf4 family slice on the device: parameter tables of the fused, tiled and stream
-// algorithms (forward and input-gradient backward), shape classes, argument checks and
-// launches. Sources: kernels/nf4_{forward,backward}_{fused,stream}.cl, nf4_tiled.cl and
-// nf4_common.clh.
+// algorithms (forward and input-gradient backward) and the forward-only lanes algorithm,
+// shape classes, argument checks and launches. Sources:
+// kernels/nf4_{forward,backward}_{fused,stream}.cl, nf4_forward_lanes.cl, nf4_tiled.cl
+// and nf4_common.clh.
 #include "ocltk/nf4.hpp"
 
 #include <algorithm>
@@ -105,6 +106,34 @@ AlgorithmSpec forward_stream_algorithm() {
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
     return 4ull * (16 + (param(p, "RL") > 1 ? param(p, "TR") * param(p, "WGS") : 0));
+  };
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
+  return a;
+}
+
+// Decode on GPUs: the workgroup lies along K, x in registers, coalesced W reads, one
+// local-memory codebook lookup per code (docs/nf4.md has the floor reasoning).
+AlgorithmSpec forward_lanes_algorithm() {
+  AlgorithmSpec a;
+  a.name = "lanes";
+  a.source_name = "nf4_forward_lanes.cl";
+  a.params = {
+      {"WGS", 128, {32, 64, 128, 256}, "work-items per workgroup, side by side along K"},
+      {"CW", 32, {8, 16, 32}, "codes per lane chunk (8, 16, 32: one 4-, 8- or 16-byte load per W row)"},
+      {"RB", 4, {2, 4, 8, 16}, "W rows (output columns) per workgroup, their chunks loaded before any is decoded"},
+      {"TR", 2, {1, 2, 4, 8}, "tile rows: segment rows whose x chunks each lane keeps in registers"},
+  };
+  a.constraints = {
+      constraint("CW * TR <= 128 (x registers)",
+                 [](const Params& p) { return param(p, "CW") * param(p, "TR") <= 128; }),
+      constraint("RB * TR <= 64 (accumulator registers)",
+                 [](const Params& p) { return param(p, "RB") * param(p, "TR") <= 64; }),
+      constraint("RB * CW <= 256 (code registers)",
+                 [](const Params& p) { return param(p, "RB") * param(p, "CW") <= 256; }),
+  };
+  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+    const std::uint64_t wgs = param(p, "WGS"), outputs = param(p, "RB") * param(p, "TR");
+    return 4ull * (16 + wgs * (outputs + 1) + (outputs < wgs ? wgs : 0));
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
   return a;
@@ -297,6 +326,7 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
   }
   const bool tiled = algorithm->name == "tiled";
   const bool stream = algorithm->name == "stream";
+  const bool lanes = algorithm->name == "lanes";
   const std::string kernel_name =
       tiled ? (d.forward ? "nf4_forward_tiled" : "nf4_backward_tiled") : (d.forward ? "nf4_forward" : "nf4_backward");
   const std::int64_t cap =
@@ -323,6 +353,11 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
       const std::int64_t cols = d.forward ? g.out_features : g.in_features;
       groups0 = std::size_t(ceil_div(cols, param(p, "NWG")));
       groups1 = ceil_div(rows, param(p, "MWG")) + g.experts;  // upper bound on (expert, row tile) pairs
+    } else if (lanes) {
+      local[0] = std::size_t(param(p, "WGS"));
+      local[1] = 1;
+      groups0 = std::size_t(ceil_div(g.out_features, param(p, "RB")));
+      groups1 = g.experts;
     } else if (stream && d.forward) {
       local[0] = std::size_t(param(p, "WGS"));
       local[1] = 1;
@@ -386,11 +421,14 @@ double rows_per_expert(std::int64_t rows, std::int64_t experts) {
 
 namespace {
 
-// Forward and backward share the classes, the tiled algorithm and the built-in choices.
-KernelFamily nf4_family(const char* name, AlgorithmSpec fused, AlgorithmSpec stream) {
+// Forward and backward share the classes, the tiled algorithm and the built-in choices;
+// `more` are algorithms of one direction only, tuned but never a built-in choice.
+KernelFamily nf4_family(const char* name, AlgorithmSpec fused, AlgorithmSpec stream,
+                        std::vector<AlgorithmSpec> more = {}) {
   KernelFamily f;
   f.name = name;
   f.algorithms = {std::move(fused), tiled_algorithm(), std::move(stream)};
+  for (AlgorithmSpec& a : more) f.algorithms.push_back(std::move(a));
   f.classes = nf4_classes();
   // Decode: stream is the algorithm written for memory streaming; on PoCL its best point
   // beat fused's by 2.4x (forward) and 5.2x (backward) on the decode class problem.
@@ -405,7 +443,8 @@ KernelFamily nf4_family(const char* name, AlgorithmSpec fused, AlgorithmSpec str
 }  // namespace
 
 const KernelFamily& nf4_forward_family() {
-  static const KernelFamily family = nf4_family("nf4_forward", forward_fused_algorithm(), forward_stream_algorithm());
+  static const KernelFamily family =
+      nf4_family("nf4_forward", forward_fused_algorithm(), forward_stream_algorithm(), {forward_lanes_algorithm()});
   return family;
 }
 
