@@ -5,8 +5,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "ocltk/nf4.hpp"
 #include "workload.hpp"
@@ -14,25 +17,55 @@
 namespace ocltk::tuner {
 namespace {
 
+// Random weights of one geometry: quantized, dequantized on the host for the reference,
+// and on the device. Building them takes seconds at GPU class sizes (184 M coefficients),
+// so the classes and both directions of a run share one set per geometry: a new workload
+// reuses the set of one still alive (tune() keeps the previous class's workload until the
+// next one is built).
+struct Nf4WeightSet {
+  std::vector<float> w;  // dequantized, for the reference
+  boost::compute::buffer packed, scales, codebook;
+};
+
+std::shared_ptr<const Nf4WeightSet> weights_for(Runtime& rt, const Nf4Geometry& geo, std::mt19937_64& rng) {
+  static std::mutex mutex;
+  static std::weak_ptr<const Nf4WeightSet> last;
+  static std::tuple<cl_context, std::int64_t, std::int64_t, std::int64_t, std::int64_t> last_key;
+  const auto key = std::make_tuple(rt.context().get(), geo.experts, geo.out_features, geo.in_features, geo.block_size);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto set = last.lock(); set && key == last_key) return set;
+  auto set = std::make_shared<Nf4WeightSet>();
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> stream(std::size_t(geo.coefficients()));
+  for (float& v : stream) v = dist(rng);
+  const Nf4Packed q = quantize_nf4(stream.data(), stream.size(), geo.block_size);
+  set->w.resize(stream.size());
+  dequantize_nf4(q.packed.data(), q.scales.data(), kNf4Codebook, 0, geo.block_size, set->w.size(), set->w.data());
+  const auto upload = [&](const void* data, std::size_t bytes) {
+    boost::compute::buffer b = rt.allocate(bytes).value();
+    rt.queue().enqueue_write_buffer(b, 0, bytes, data);
+    return b;
+  };
+  set->packed = upload(q.packed.data(), q.packed.size());
+  set->scales = upload(q.scales.data(), q.scales.size() * 4);
+  set->codebook = upload(kNf4Codebook.data(), 64);
+  last = set;
+  last_key = key;
+  return set;
+}
+
 class Nf4Workload : public Workload {
  public:
   Nf4Workload(Runtime& rt, bool forward, const Nf4Problem& p, std::mt19937_64& rng)
       : rt_(rt), forward_(forward), p_(p), geo_{p.experts, p.n, p.k, p.block_size, 0} {
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    std::vector<float> stream(std::size_t(geo_.coefficients()));
-    for (float& v : stream) v = dist(rng);
-    const Nf4Packed q = quantize_nf4(stream.data(), stream.size(), p.block_size);
-    w_.resize(stream.size());
-    dequantize_nf4(q.packed.data(), q.scales.data(), kNf4Codebook, 0, p.block_size, w_.size(), w_.data());
+    weights_ = weights_for(rt, geo_, rng);
     offsets_.push_back(0);
     for (std::int64_t e = 0; e < p.experts; ++e) offsets_.push_back(std::uint32_t(p.rows * (e + 1) / p.experts));
     in_width_ = forward ? p.k : p.n;
     out_width_ = forward ? p.n : p.k;
     in_.resize(std::size_t(p.rows * in_width_));
     for (float& v : in_) v = dist(rng);
-    packed_ = upload(q.packed.data(), q.packed.size());
-    scales_ = upload(q.scales.data(), q.scales.size() * 4);
-    codebook_ = upload(kNf4Codebook.data(), 64);
     offsets_buf_ = upload(offsets_.data(), offsets_.size() * 4);
     in_buf_ = upload(in_.data(), in_.size() * 4);
     out_buf_ = rt.allocate(std::size_t(p.rows * out_width_) * 4).value();
@@ -52,14 +85,15 @@ class Nf4Workload : public Workload {
   }
   void poison() override {
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    std::vector<float> fill(std::size_t(p_.rows * out_width_), nan);
-    rt_.queue().enqueue_write_buffer(out_buf_, 0, fill.size() * 4, fill.data());
+    const cl_int status = clEnqueueFillBuffer(rt_.queue().get(), out_buf_.get(), &nan, sizeof nan, 0, out_buf_.size(),
+                                              0, nullptr, nullptr);
+    if (status != CL_SUCCESS) throw Error(ErrorCode::kDevice, "clEnqueueFillBuffer failed", status);
   }
   double run(const Choice& choice) override {
     cl_event event = nullptr;
     Launch launch;
     launch.event = &event;
-    const Nf4Weights w{geo_, packed_.get(), 0, scales_.get(), 0, codebook_.get()};
+    const Nf4Weights w{geo_, weights_->packed.get(), 0, weights_->scales.get(), 0, weights_->codebook.get()};
     Status s =
         forward_
             ? nf4_forward_with(rt_, choice,
@@ -82,20 +116,24 @@ class Nf4Workload : public Workload {
     return double(end - start) * 1e-6;  // the class problems fit one dispatch
   }
   std::string verify() override {
-    std::vector<float> got(std::size_t(p_.rows * out_width_));
-    rt_.queue().enqueue_read_buffer(out_buf_, 0, got.size() * 4, got.data());
-    for (std::int64_t r : sample_) {
+    // Only the sampled rows come back (a prefill output is hundreds of MB).
+    std::vector<float> got(sample_.size() * std::size_t(out_width_));
+    for (std::size_t s = 0; s < sample_.size(); ++s)
+      rt_.queue().enqueue_read_buffer(out_buf_, std::size_t(sample_[s] * out_width_) * 4, std::size_t(out_width_) * 4,
+                                      got.data() + s * std::size_t(out_width_));
+    for (std::size_t s = 0; s < sample_.size(); ++s) {
+      const std::int64_t r = sample_[s];
       std::int64_t e = 0;
       while (std::int64_t(offsets_[e + 1]) <= r) ++e;
       for (std::int64_t j = 0; j < out_width_; ++j) {
         double want = 0, mag = 0;
         for (std::int64_t i = 0; i < in_width_; ++i) {
           const std::int64_t n = forward_ ? j : i, k = forward_ ? i : j;
-          const double t = double(in_[r * in_width_ + i]) * w_[(e * p_.n + n) * p_.k + k];
+          const double t = double(in_[r * in_width_ + i]) * weights_->w[(e * p_.n + n) * p_.k + k];
           want += t;
           mag += std::fabs(t);
         }
-        const double v = got[r * out_width_ + j];
+        const double v = got[s * std::size_t(out_width_) + std::size_t(j)];
         if (!(std::fabs(v - want) <= gemm_nt_error_bound(in_width_, mag, 1.0, 0))) {
           std::ostringstream out;
           out << (forward_ ? "y(" : "dx(") << r << ", " << j << ") = " << v << ", want " << want;
@@ -117,11 +155,12 @@ class Nf4Workload : public Workload {
   bool forward_;
   Nf4Problem p_;
   Nf4Geometry geo_;
-  std::vector<float> w_, in_;
+  std::shared_ptr<const Nf4WeightSet> weights_;
+  std::vector<float> in_;
   std::vector<std::uint32_t> offsets_;
   std::int64_t in_width_ = 0, out_width_ = 0;
   std::vector<std::int64_t> sample_;
-  boost::compute::buffer packed_, scales_, codebook_, offsets_buf_, in_buf_, out_buf_;
+  boost::compute::buffer offsets_buf_, in_buf_, out_buf_;
 };
 
 bool is_cpu(const Runtime& rt) {

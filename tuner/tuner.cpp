@@ -390,6 +390,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   result.profile.device = profile_device_of(device);
   result.profile.tuner_version = version();
 
+  std::unique_ptr<Workload> previous_workload;
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     if (options.stop != nullptr && options.stop->load()) {
       result.interrupted = true;
@@ -411,6 +412,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     cr.space_size = space.size();
     std::unique_ptr<Workload> workload = jobs[ji].problem ? jobs[ji].tuning->make_for(rt, *jobs[ji].problem, rng)
                                                           : jobs[ji].tuning->make(rt, shape_class, rng);
+    previous_workload.reset();  // kept until now, so data it shares with this one is reused
     cr.problem = workload->problem();
     cr.flops = workload->flops();
     std::int64_t max_evals = options.max_evals;
@@ -468,6 +470,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       result.profile.entries.push_back(entry);
     }
     result.classes.push_back(std::move(cr));
+    previous_workload = std::move(workload);
     if (options.stop != nullptr && options.stop->load()) result.interrupted = true;
   }
   result.seconds = seconds_since(start);
