@@ -468,7 +468,8 @@ int cmd_tune(const std::vector<std::string>& tokens) {
     ocltk::tuner::print_summary_json(std::cout, result, out);
   } else {
     std::cout << "profile written to " << out;
-    if (kept > 0) std::cout << " (with " << kept << " entries of the profile that were not tuned in this run)";
+    if (kept > 0)
+      std::cout << " (kept " << kept << (kept == 1 ? " entry" : " entries") << " of the profile not tuned in this run)";
     std::cout << "\n";
     if (report) std::cout << "report written to " << *report << "/report.json and one SVG plot per class\n";
   }
