@@ -10,14 +10,19 @@
 #          shapes in the same call.
 # clblast: CLBlast's own tuner (clblast_tuner_xgemm, 2048^3, all four stages, timed) and, in
 #          the same call, `ocltk tune` of the large class plus a 2048^3 shape, then the bench.
+# samecall (kind nvidia-h200-x2): CLBlast's tuner on GPU 0 while, on GPU 1, `ocltk tune` of
+#          the large class with a 2048^3 shape, the whole default tune and the benches.
+# record2 (kind nvidia-h200-x2): exhaustive recordings of gemm_nt and nf4_forward side by
+#          side, then the NF4 forward decode tuned and benched at the Mixtral-like shape.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
 #          `tune --replay` and tests/test_tuner.cpp search offline).
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record}
 phase=${2:-tune}
 mkdir -p "$out"
+call_start=$(date +%s)
 profile=${PROFILE:-$out/nvidia-h200.yaml}
 ref="python3 $here/cublas_ref.py"
 export OCLTK_CACHE_DIR=/tmp/ocltk-cache
@@ -49,9 +54,109 @@ clblast)
   "$here/ocltk" tune --kernels gemm_nt --classes large --shapes "$out/shapes-2048.yaml" --budget 120 --cold \
     --out "$out/large.yaml" --report "$out/report-large" > "$out/tune-large.txt" 2> "$out/tune-large-progress.txt"
   echo "tune exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/tune-large.txt"
+  echo "large tune done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
   "$here/ocltk_bench" --ocltk_profile="$out/large.yaml" --benchmark_repetitions=3 --benchmark_filter='large' \
     --benchmark_out="$out/h200-gemm_nt-large.json" --benchmark_out_format=json > "$out/bench-large.txt" 2>&1
   $ref gemm --dtype f32 --shapes 2048x2048x2048,4096x4096x4096 --json "$out/cublas-large.json" > /dev/null
+  ;;
+samecall)
+  # On the two-GPU kind (nvidia-h200-x2): CLBlast's tuner on one H200 and our tuning on the
+  # other, started together in one call (CLBlast's tuner alone takes ~580 s of the 600-s
+  # limit of a call, so the two cannot run one after the other). Then, on our GPU, the
+  # whole default tune, the large class with a 2048^3 shape, and the benches.
+  if [ "$(CUDA_VISIBLE_DEVICES=1 "$here/ocltk" devices | grep -c '\] NVIDIA')" = 1 ]; then
+    theirs="env CUDA_VISIBLE_DEVICES=0"; ours="env CUDA_VISIBLE_DEVICES=1"
+  else  # the driver ignores CUDA_VISIBLE_DEVICES: pick by index
+    theirs="env"; ours="env OCLTK_DEVICE=1"
+  fi
+  # Separate cores too: CLBlast's tuner compiles one candidate at a time and must not wait
+  # behind our compile threads (it ran 2 % to 60 % slower per compile when they shared).
+  ncpu=$(nproc)
+  theirs="taskset -c 0-3 $theirs"; ours="taskset -c 4-$((ncpu - 1)) $ours"
+  echo "CLBlast tuner: $theirs; ocltk: $ours" >> "$out/device.txt"
+  ( start=$(date +%s.%N)
+    $theirs timeout "${CLBLAST_LIMIT:-592}" "$here/clblast_tuner_xgemm" -device 0 -m 2048 -n 2048 -k 2048 \
+      > "$out/clblast-tuner.txt" 2>&1
+    echo "clblast_tuner_xgemm exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/clblast-tuner.txt"
+  ) &
+  clblast=$!
+  sleep 20 && nvidia-smi > "$out/nvidia-smi-both-busy.txt" 2>&1 &
+  printf 'shapes:\n  - {kernel: gemm_nt, m: 2048, n: 2048, k: 2048}\n' > "$out/shapes-2048.yaml"
+  start=$(date +%s.%N)
+  $ours "$here/ocltk" tune --kernels gemm_nt --classes large --shapes "$out/shapes-2048.yaml" --budget 70 --cold \
+    --out "$out/large.yaml" --report "$out/report-large" --record "$out/large-record.jsonl" \
+    > "$out/tune-large.txt" 2> "$out/tune-large-progress.txt"
+  echo "tune exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/tune-large.txt"
+  echo "large tune done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
+  $ours "$here/ocltk_bench" --ocltk_profile="$out/large.yaml" --benchmark_repetitions=3 --benchmark_filter='large' \
+    --benchmark_out="$out/h200-gemm_nt-large.json" --benchmark_out_format=json > "$out/bench-large.txt" 2>&1
+  # The whole tune with caches of its own, as on a user's first run.
+  start=$(date +%s.%N)
+  $ours OCLTK_CACHE_DIR=/tmp/ocltk-cache-whole "$here/ocltk" tune --out "$profile" --report "$out/report" \
+    --record "$out/tune-record.jsonl" \
+    > "$out/tune.txt" 2> "$out/tune-progress.txt"
+  echo "tune exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/tune.txt"
+  $ours "$here/ocltk_bench" --ocltk_profile="$profile" --benchmark_repetitions=3 \
+    --benchmark_out="$out/h200-gemm_nt.json" --benchmark_out_format=json > "$out/bench-gemm_nt.txt" 2>&1
+  $ours "$here/ocltk_bench_nf4" --ocltk_profile="$profile" \
+    --benchmark_out="$out/h200-nf4.json" --benchmark_out_format=json > "$out/bench-nf4.txt" 2>&1
+  export CUDA_VISIBLE_DEVICES=1
+  $ref gemm --dtype f32 --shapes 1x4096x4096,16x4096x4096,4096x16x4096,4096x64x4096,4096x4096x16,4096x4096x64,2048x2048x2048,4096x4096x4096 \
+    --json "$out/cublas-gemm.json" > /dev/null
+  $ref gemm --dtype f32 --accumulate --shapes 4096x4096x16,4096x4096x64,2048x2048x2048,4096x4096x4096 \
+    --json "$out/cublas-gemm-accum.json" > /dev/null
+  $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64,512,4096 --json "$out/cublas-nf4-mixtral.json" > /dev/null
+  $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64,512,4096 --json "$out/cublas-nf4-fine.json" > /dev/null
+  $ref copy > "$out/copy.json"
+  unset CUDA_VISIBLE_DEVICES
+  # Spare time on our GPU while CLBlast's tuner runs: NF4 decode tuned longer, into a copy
+  # of the profile (the other entries kept), and the NF4 bench again with it.
+  left=$(awk "BEGIN{print int(${CALL_END:-575} - ($(date +%s) - $call_start))}")
+  if [ "$left" -gt 100 ]; then
+    cp "$profile" "$out/nvidia-h200-nf4.yaml"
+    $ours OCLTK_CACHE_DIR=/tmp/ocltk-cache-whole "$here/ocltk" tune --kernels nf4_forward,nf4_backward \
+      --classes decode --budget $((left - 70)) --out "$out/nvidia-h200-nf4.yaml" \
+      > "$out/tune-nf4-decode.txt" 2> "$out/tune-nf4-decode-progress.txt"
+    $ours "$here/ocltk_bench_nf4" --ocltk_profile="$out/nvidia-h200-nf4.yaml" --benchmark_filter='/decode/' \
+      > "$out/bench-nf4-decode.txt" 2>&1
+  fi
+  echo "ours done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
+  wait $clblast
+  cp clblast_xgemm_*.json "$out/" 2>/dev/null
+  ;;
+record2)
+  # On the two-GPU kind: exhaustive recordings (seeded order) of gemm_nt on one H200 and
+  # nf4_forward on the other, then on the second the NF4 forward decode tuned for the
+  # Mixtral-like shape (the recording's programs are cached by then) and benched.
+  if [ "$(CUDA_VISIBLE_DEVICES=1 "$here/ocltk" devices | grep -c '\] NVIDIA')" = 1 ]; then
+    gpu0="env CUDA_VISIBLE_DEVICES=0"; gpu1="env CUDA_VISIBLE_DEVICES=1"
+  else
+    gpu0="env OCLTK_DEVICE=0"; gpu1="env OCLTK_DEVICE=1"
+  fi
+  ncpu=$(nproc); half=$((ncpu / 2))
+  gpu0="taskset -c 0-$((half - 1)) $gpu0 OCLTK_CACHE_DIR=/tmp/ocltk-cache0"
+  gpu1="taskset -c $half-$((ncpu - 1)) $gpu1 OCLTK_CACHE_DIR=/tmp/ocltk-cache1"
+  budget=${RECORD_BUDGET:-380}
+  ( start=$(date +%s.%N)
+    $gpu0 "$here/ocltk" tune --kernels gemm_nt --strategy exhaustive --cold --repeats 2 --budget "$budget" \
+      --cache - --record "$out/h200-space-gemm_nt.jsonl" --out "$out/exhaustive-gemm_nt.yaml" \
+      > "$out/record-gemm_nt.txt" 2> "$out/record-gemm_nt-progress.txt"
+    echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record-gemm_nt.txt"
+  ) &
+  rec0=$!
+  start=$(date +%s.%N)
+  $gpu1 "$here/ocltk" tune --kernels nf4_forward --strategy exhaustive --cold --repeats 2 \
+    --budget "${NF4_RECORD_BUDGET:-250}" --cache - --record "$out/h200-space-nf4_forward.jsonl" \
+    --out "$out/exhaustive-nf4_forward.yaml" > "$out/record-nf4_forward.txt" 2> "$out/record-nf4_forward-progress.txt"
+  echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record-nf4_forward.txt"
+  printf 'shapes:\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 8, block_size: 64}\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 64, block_size: 64}\n' \
+    > "$out/shapes-mixtral.yaml"
+  $gpu1 "$here/ocltk" tune --kernels nf4_forward --classes decode --shapes "$out/shapes-mixtral.yaml" --budget 50 \
+    --out "$out/nf4-decode.yaml" > "$out/tune-nf4-decode.txt" 2> "$out/tune-nf4-decode-progress.txt"
+  $gpu1 timeout 100 "$here/ocltk_bench_nf4" --ocltk_profile="$out/nf4-decode.yaml" --benchmark_filter='nf4_forward/.*/decode/' \
+    > "$out/bench-nf4-decode.txt" 2>&1
+  echo "nf4 done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
+  wait $rec0
   ;;
 record)
   start=$(date +%s.%N)
@@ -64,5 +169,5 @@ record)
   exit 2
   ;;
 esac
-# One archive: the device tool brings back only a few files per call.
-tar czf "/tmp/h200-$phase.tgz" -C "$out" . && mv "/tmp/h200-$phase.tgz" "$out/"
+# The device tool brings back only a few files per call: leave the archive alone in OUT.
+tar czf "/tmp/h200-$phase.tgz" -C "$out" . && find "$out" -mindepth 1 -delete && mv "/tmp/h200-$phase.tgz" "$out/"
