@@ -124,6 +124,51 @@ TEST(Strategies, ExhaustiveCoversTheSpaceAndOtherSeedsDiffer) {
   EXPECT_NE(a.order, b.order);
 }
 
+// What a strategy hints to the compile pool: an ordered strategy keeps a full window of
+// points ahead of the one it measures (not blocks that drain); guided, beyond each batch
+// it is about to measure, hints its model's next-best points as speculative builds.
+class HintMeasure : public LookupMeasure {
+ public:
+  using LookupMeasure::LookupMeasure;
+  const Evaluation* evaluate(const Point& p) override {
+    std::size_t ahead = 0;
+    for (const std::string& k : urgent)
+      if (std::find(order.begin(), order.end(), k) == order.end() && k != p.key()) ++ahead;
+    min_ahead = std::min(min_ahead, ahead);
+    return LookupMeasure::evaluate(p);
+  }
+  void will_evaluate(const std::vector<const Point*>& points) override {
+    for (const Point* p : points) urgent.insert(p->key());
+  }
+  void might_evaluate(const std::vector<const Point*>& points) override {
+    for (const Point* p : points) {
+      if (std::find(order.begin(), order.end(), p->key()) != order.end()) measured_speculative = true;
+      speculative.insert(p->key());
+    }
+  }
+  std::set<std::string> urgent, speculative;
+  std::size_t min_ahead = 1 << 20;
+  bool measured_speculative = false;
+};
+
+TEST(Strategies, CompileHintsRunAheadOfTheMeasurements) {
+  const Landscape l = make_landscape(5);  // 144 points
+  HintMeasure ordered(l, 100);
+  std::mt19937_64 rng(3);
+  run_strategy(Strategy::kExhaustive, l.points, ordered, rng);
+  ASSERT_EQ(ordered.order.size(), 100u);
+  EXPECT_GE(ordered.min_ahead, 31u) << "the window of hinted, unmeasured points ran dry";
+
+  HintMeasure guided(l, 40);
+  std::mt19937_64 rng2(3);
+  run_strategy(Strategy::kGuided, l.points, guided, rng2);
+  EXPECT_GE(guided.speculative.size(), 12u);
+  EXPECT_FALSE(guided.measured_speculative) << "a speculative hint named a point already measured";
+  std::size_t used = 0;
+  for (const std::string& k : guided.order) used += guided.speculative.count(k);
+  EXPECT_GT(used, 0u) << "no speculative build was ever measured";
+}
+
 TEST(Strategies, GuidedFindsTheBowlFloorWithFewEvaluations) {
   // 144 points; 15% = 21 evaluations; median over 20 seeds within 5% of the optimum.
   const Landscape l = make_landscape(11);

@@ -31,14 +31,16 @@ std::optional<Strategy> parse_strategy(const std::string& name) {
 
 namespace {
 
+// A sliding window of hints: before each point, the next kLookahead points are hinted, so
+// the compile pool always has that many ahead (it skips what it already has) instead of
+// draining at the end of each block of hints.
+constexpr std::size_t kLookahead = 32;
+
 void run_in_order(const std::vector<Point>& space, const std::vector<std::size_t>& order, Measure& measure) {
-  constexpr std::size_t kLookahead = 16;
   for (std::size_t i = 0; i < order.size() && !measure.out_of_budget(); ++i) {
-    if (i % kLookahead == 0) {
-      std::vector<const Point*> next;
-      for (std::size_t j = i; j < std::min(order.size(), i + kLookahead); ++j) next.push_back(&space[order[j]]);
-      measure.will_evaluate(next);
-    }
+    std::vector<const Point*> next;
+    for (std::size_t j = i; j < std::min(order.size(), i + kLookahead); ++j) next.push_back(&space[order[j]]);
+    measure.will_evaluate(next);
     measure.evaluate(space[order[i]]);
   }
 }
@@ -172,6 +174,7 @@ class GuidedSearch {
 
  private:
   static constexpr std::size_t kBatch = 4;
+  static constexpr std::size_t kSpeculative = 12;  // next-best points hinted beyond a batch
 
   void evaluate_batch(const std::vector<std::size_t>& batch) {
     std::vector<const Point*> hint;
@@ -268,8 +271,14 @@ class GuidedSearch {
       if (!done_[i]) candidates.push_back(i);
     std::shuffle(candidates.begin(), candidates.end(), rng_);  // ties broken by the seed
     const std::size_t take = std::min(kBatch, candidates.size());
-    std::partial_sort(candidates.begin(), candidates.begin() + long(take), candidates.end(),
+    const std::size_t ranked = std::min(kBatch + kSpeculative, candidates.size());
+    std::partial_sort(candidates.begin(), candidates.begin() + long(ranked), candidates.end(),
                       [&](std::size_t x, std::size_t y) { return score[x] < score[y]; });
+    // The next-best beyond the batch are likely in the next batches: compiling them while
+    // this batch is measured keeps the pool busy when builds are slower than runs.
+    std::vector<const Point*> speculative;
+    for (std::size_t j = take; j < ranked; ++j) speculative.push_back(&space_[candidates[j]]);
+    measure_.might_evaluate(speculative);
     candidates.resize(take);
     return candidates;
   }

@@ -49,8 +49,12 @@ class Measure {
   // the budget is spent before it could be measured.
   virtual const Evaluation* evaluate(const Point& point) = 0;
   // The points the strategy will ask for next, in order: a device measure compiles them
-  // on its thread pool while it measures the current one. A hint only.
+  // on its thread pool, ahead of anything only `might_evaluate`d, while it measures the
+  // current one. A hint only.
   virtual void will_evaluate(const std::vector<const Point*>& points) { (void)points; }
+  // Points the strategy may ask for after those (e.g. the model's next-best beyond the
+  // batch): compiled when the pool has nothing more urgent. A hint only.
+  virtual void might_evaluate(const std::vector<const Point*>& points) { (void)points; }
 };
 
 // Runs `strategy` over `space` until the space or the budget is exhausted. Deterministic

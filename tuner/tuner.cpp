@@ -105,19 +105,44 @@ class CompilePool {
     wake_.notify_all();
     for (std::thread& t : threads_) t.join();
   }
-  void prefetch(const std::vector<const Point*>& points) {
+  // Queues builds of `points` (each program once). Urgent points (about to be measured)
+  // go ahead of the speculative ones, in their order; a speculative point already queued
+  // that becomes urgent moves up.
+  void prefetch(const std::vector<const Point*>& points, bool urgent = true) {
     if (threads_.empty()) return;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      std::size_t insert_at = 0;  // urgent points go after the urgent ones already queued
+      while (insert_at < queue_.size() && queue_[insert_at].urgent) ++insert_at;
       for (const Point* p : points) {
         std::string options = p->algorithm->source_name + " " + p->algorithm->build_options(p->params);
-        if (queued_.insert(options).second) queue_.push_back(*p);
+        if (queued_.insert(options).second) {
+          if (urgent)
+            queue_.insert(queue_.begin() + long(insert_at++), Job{*p, options, true});
+          else
+            queue_.push_back(Job{*p, options, false});
+        } else if (urgent) {
+          const auto it = std::find_if(queue_.begin() + long(insert_at), queue_.end(),
+                                       [&](const Job& j) { return j.options == options; });
+          if (it != queue_.end()) {  // still waiting, as a speculative build
+            Job job = *it;
+            job.urgent = true;
+            queue_.erase(it);
+            queue_.insert(queue_.begin() + long(insert_at++), job);
+          }
+        }
       }
     }
     wake_.notify_all();
   }
 
  private:
+  struct Job {
+    Point point;
+    std::string options;
+    bool urgent = true;
+  };
+
   void work() {
     while (true) {
       Point p;
@@ -125,7 +150,7 @@ class CompilePool {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
         if (stop_) return;
-        p = queue_.front();
+        p = queue_.front().point;
         queue_.pop_front();
       }
       try {
@@ -139,7 +164,7 @@ class CompilePool {
   Runtime& rt_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Point> queue_;
+  std::deque<Job> queue_;
   std::set<std::string> queued_;
   bool stop_ = false;
   std::vector<std::thread> threads_;
@@ -254,7 +279,8 @@ class DeviceMeasure : public Measure {
     return &seen_.emplace(key, std::move(e)).first->second;
   }
 
-  void will_evaluate(const std::vector<const Point*>& points) override { s_.pool.prefetch(points); }
+  void will_evaluate(const std::vector<const Point*>& points) override { s_.pool.prefetch(points, true); }
+  void might_evaluate(const std::vector<const Point*>& points) override { s_.pool.prefetch(points, false); }
 
   void finish() {
     const double left = s_.budget_seconds - seconds_since(start_);
