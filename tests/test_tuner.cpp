@@ -169,6 +169,22 @@ TEST(Strategies, CompileHintsRunAheadOfTheMeasurements) {
   EXPECT_GT(used, 0u) << "no speculative build was ever measured";
 }
 
+// What tune compiles ahead for a class (its strategy's opening, known before any
+// measurement) is what the strategy then asks for first.
+TEST(Strategies, OpeningPointsAreTheFirstOnesEvaluated) {
+  const Landscape l = make_landscape(9);
+  for (Strategy s : kAll) {
+    std::mt19937_64 rng(17);
+    const std::vector<const Point*> opening = opening_points(s, l.points, rng, 24);
+    LookupMeasure m(l, 60);
+    run_strategy(s, l.points, m, rng);
+    ASSERT_GE(opening.size(), 8u) << to_string(s);
+    ASSERT_GE(m.order.size(), opening.size()) << to_string(s);
+    for (std::size_t i = 0; i < opening.size(); ++i)
+      EXPECT_EQ(opening[i]->key(), m.order[i]) << to_string(s) << " point " << i;
+  }
+}
+
 TEST(Strategies, GuidedFindsTheBowlFloorWithFewEvaluations) {
   // 144 points; 15% = 21 evaluations; median over 20 seeds within 5% of the optimum.
   const Landscape l = make_landscape(11);

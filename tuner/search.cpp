@@ -159,17 +159,41 @@ class GuidedSearch {
   }
 
   void run() {
-    const std::size_t n = space_.size();
-    // Initial design: a seeded sample spread over the algorithms (round robin).
+    evaluate_batch(initial_design(space_, rng_));
+    while (!measure_.out_of_budget() && measured_ < space_.size()) evaluate_batch(next_batch());
+  }
+
+  // A seeded sample of max(8, min(24, n/50)) points spread over the algorithms (round robin).
+  static std::vector<std::size_t> initial_design(const std::vector<Point>& space, std::mt19937_64& rng) {
+    const std::size_t n = space.size();
     const std::size_t initial = std::min(n, std::clamp<std::size_t>(n / 50, 8, 24));
-    std::vector<std::vector<std::size_t>> by_algorithm(algorithms_.size());
-    for (std::size_t i : shuffled_indices(n, rng_)) by_algorithm[algorithm_of_[i]].push_back(i);
+    std::vector<const AlgorithmSpec*> algorithms;
+    std::vector<std::vector<std::size_t>> by_algorithm;
+    for (std::size_t i : shuffled_indices(n, rng)) {
+      const auto it = std::find(algorithms.begin(), algorithms.end(), space[i].algorithm);
+      const std::size_t a = std::size_t(it - algorithms.begin());
+      if (it == algorithms.end()) {
+        algorithms.push_back(space[i].algorithm);
+        by_algorithm.emplace_back();
+      }
+      by_algorithm[a].push_back(i);
+    }
+    // In the order the algorithms appear in the space, as the model numbers them.
+    std::vector<std::size_t> rank(algorithms.size());
+    {
+      std::vector<const AlgorithmSpec*> in_space;
+      for (const Point& p : space)
+        if (std::find(in_space.begin(), in_space.end(), p.algorithm) == in_space.end()) in_space.push_back(p.algorithm);
+      for (std::size_t a = 0; a < algorithms.size(); ++a)
+        rank[a] = std::size_t(std::find(in_space.begin(), in_space.end(), algorithms[a]) - in_space.begin());
+    }
+    std::vector<std::vector<std::size_t>> ordered(algorithms.size());
+    for (std::size_t a = 0; a < algorithms.size(); ++a) ordered[rank[a]] = std::move(by_algorithm[a]);
     std::vector<std::size_t> first;
     for (std::size_t round = 0; first.size() < initial; ++round)
-      for (const auto& list : by_algorithm)
+      for (const auto& list : ordered)
         if (round < list.size() && first.size() < initial) first.push_back(list[round]);
-    evaluate_batch(first);
-    while (!measure_.out_of_budget() && measured_ < n) evaluate_batch(next_batch());
+    return first;
   }
 
  private:
@@ -296,6 +320,27 @@ class GuidedSearch {
 };
 
 }  // namespace
+
+std::vector<const Point*> opening_points(Strategy strategy, const std::vector<Point>& space, std::mt19937_64 rng,
+                                         std::size_t count) {
+  std::vector<std::size_t> first;
+  if (!space.empty()) {
+    switch (strategy) {
+      case Strategy::kGuided:
+        first = GuidedSearch::initial_design(space, rng);
+        break;
+      case Strategy::kLocal:  // its sample is a shuffled order's head
+      case Strategy::kExhaustive:
+      case Strategy::kRandom:
+        first = shuffled_indices(space.size(), rng);
+        if (strategy == Strategy::kLocal) first.resize(std::min<std::size_t>(first.size(), 8));
+        break;
+    }
+  }
+  std::vector<const Point*> points;
+  for (std::size_t i = 0; i < first.size() && points.size() < count; ++i) points.push_back(&space[first[i]]);
+  return points;
+}
 
 void run_strategy(Strategy strategy, const std::vector<Point>& space, Measure& measure, std::mt19937_64& rng) {
   if (space.empty()) return;

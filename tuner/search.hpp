@@ -57,6 +57,12 @@ class Measure {
   virtual void might_evaluate(const std::vector<const Point*>& points) { (void)points; }
 };
 
+// The first points `strategy` will ask for, given the same rng state, before any
+// measurement can steer it (at most `count`): a tuner compiles them ahead, while earlier
+// classes are still being measured.
+std::vector<const Point*> opening_points(Strategy strategy, const std::vector<Point>& space, std::mt19937_64 rng,
+                                         std::size_t count);
+
 // Runs `strategy` over `space` until the space or the budget is exhausted. Deterministic
 // for a given rng state and the same measurements.
 void run_strategy(Strategy strategy, const std::vector<Point>& space, Measure& measure, std::mt19937_64& rng);

@@ -416,6 +416,28 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   result.profile.device = profile_device_of(device);
   result.profile.tuner_version = version();
 
+  // Each class searches with its own generator, so what its strategy asks for first is
+  // known now: those points and the built-in defaults of every class are queued as
+  // speculative builds, compiled while earlier classes are measured (programs do not
+  // depend on the class), so a class whose programs are slow to build starts at once.
+  std::vector<std::vector<Point>> spaces(jobs.size());
+  std::vector<std::mt19937_64> search_rngs;
+  for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
+    const KernelFamily& family = *jobs[ji].tuning->family;
+    for (const AlgorithmSpec& algorithm : family.algorithms)
+      for (Params& p : algorithm.search_space(&limits)) spaces[ji].push_back({&algorithm, std::move(p)});
+    search_rngs.emplace_back(options.seed * 0x9E3779B97F4A7C15ull + ji + 1);
+  }
+  for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
+    const KernelFamily& family = *jobs[ji].tuning->family;
+    const BuiltinChoice builtin = family.builtin_for(jobs[ji].shape_class);
+    const AlgorithmSpec* algorithm = family.find_algorithm(builtin.algorithm);
+    const Point point{algorithm, algorithm->complete(builtin.params)};
+    pool.prefetch({&point}, false);
+  }
+  for (std::size_t ji = 0; ji < jobs.size(); ++ji)
+    pool.prefetch(opening_points(options.strategy, spaces[ji], search_rngs[ji], 24), false);
+
   std::unique_ptr<Workload> previous_workload;
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     if (options.stop != nullptr && options.stop->load()) {
@@ -428,9 +450,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     const double remaining = options.budget_seconds - seconds_since(start);
     const double class_budget = std::max(0.0, remaining / double(jobs.size() - ji));
 
-    std::vector<Point> space;
-    for (const AlgorithmSpec& algorithm : family.algorithms)
-      for (Params& p : algorithm.search_space(&limits)) space.push_back({&algorithm, std::move(p)});
+    const std::vector<Point>& space = spaces[ji];
 
     ClassResult cr;
     cr.kernel = family.name;
@@ -479,7 +499,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     pool.prefetch(warm_hint);
     for (const Point& p : warm) measure.evaluate(p);
 
-    run_strategy(options.strategy, space, measure, rng);
+    run_strategy(options.strategy, space, measure, search_rngs[ji]);
     measure.finish();
     cr.best = measure.best().ok ? measure.best() : cr.builtin;
     cr.seconds = seconds_since(class_start);
