@@ -14,12 +14,13 @@
 #          the large class with a 2048^3 shape, the whole default tune and the benches.
 # record2 (kind nvidia-h200-x2): exhaustive recordings of gemm_nt and nf4_forward side by
 #          side, then the NF4 forward decode tuned and benched at the Mixtral-like shape.
+# record-nf4 (kind nvidia-h200-x2): the NF4 spaces, nf4_forward and nf4_backward side by side.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
 #          `tune --replay` and tests/test_tuner.cpp search offline).
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -157,6 +158,28 @@ record2)
     > "$out/bench-nf4-decode.txt" 2>&1
   echo "nf4 done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
   wait $rec0
+  ;;
+record-nf4)
+  # On the two-GPU kind: the whole NF4 spaces, nf4_forward on one H200 and nf4_backward on
+  # the other (seeded exhaustive order; NF4 programs build slowly, so every class of a
+  # kernel shares one run and its programs).
+  if [ "$(CUDA_VISIBLE_DEVICES=1 "$here/ocltk" devices | grep -c '\] NVIDIA')" = 1 ]; then
+    gpu0="env CUDA_VISIBLE_DEVICES=0"; gpu1="env CUDA_VISIBLE_DEVICES=1"
+  else
+    gpu0="env OCLTK_DEVICE=0"; gpu1="env OCLTK_DEVICE=1"
+  fi
+  ncpu=$(nproc); half=$((ncpu / 2))
+  budget=${RECORD_BUDGET:-560}
+  for k in nf4_forward nf4_backward; do
+    if [ $k = nf4_forward ]; then dev="taskset -c 0-$((half - 1)) $gpu0"; else dev="taskset -c $half-$((ncpu - 1)) $gpu1"; fi
+    ( start=$(date +%s.%N)
+      $dev OCLTK_CACHE_DIR=/tmp/ocltk-cache-$k "$here/ocltk" tune --kernels $k --strategy exhaustive --cold \
+        --repeats 2 --budget "$budget" --cache - --record "$out/h200-space-$k.jsonl" --out "$out/exhaustive-$k.yaml" \
+        > "$out/record-$k.txt" 2> "$out/record-$k-progress.txt"
+      echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record-$k.txt"
+    ) &
+  done
+  wait
   ;;
 record)
   start=$(date +%s.%N)
