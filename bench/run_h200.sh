@@ -27,6 +27,15 @@ call_start=$(date +%s)
 profile=${PROFILE:-$out/nvidia-h200.yaml}
 ref="python3 $here/cublas_ref.py"
 export OCLTK_CACHE_DIR=/tmp/ocltk-cache
+# gpu0/gpu1: env prefixes that give a command only the first or only the second GPU
+# (CUDA_VISIBLE_DEVICES, which NVIDIA's OpenCL honours; else the ocltk device index).
+pick_gpus() {
+  if [ "$(CUDA_VISIBLE_DEVICES=1 "$here/ocltk" devices | grep -c '\] NVIDIA')" = 1 ]; then
+    gpu0="env CUDA_VISIBLE_DEVICES=0"; gpu1="env CUDA_VISIBLE_DEVICES=1"
+  else
+    gpu0="env OCLTK_DEVICE=0"; gpu1="env OCLTK_DEVICE=1"
+  fi
+}
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; nproc; "$here/ocltk" devices; } > "$out/device.txt" 2>&1
 case "$phase" in
 tune)
@@ -65,11 +74,8 @@ samecall)
   # other, started together in one call (CLBlast's tuner alone takes ~580 s of the 600-s
   # limit of a call, so the two cannot run one after the other). Then, on our GPU, the
   # whole default tune, the large class with a 2048^3 shape, and the benches.
-  if [ "$(CUDA_VISIBLE_DEVICES=1 "$here/ocltk" devices | grep -c '\] NVIDIA')" = 1 ]; then
-    theirs="env CUDA_VISIBLE_DEVICES=0"; ours="env CUDA_VISIBLE_DEVICES=1"
-  else  # the driver ignores CUDA_VISIBLE_DEVICES: pick by index
-    theirs="env"; ours="env OCLTK_DEVICE=1"
-  fi
+  pick_gpus
+  theirs=$gpu0; ours=$gpu1
   # Separate cores too: CLBlast's tuner compiles one candidate at a time and must not wait
   # behind our compile threads (it ran 2 % to 60 % slower per compile when they shared).
   ncpu=$(nproc)
@@ -129,11 +135,7 @@ record2)
   # On the two-GPU kind: exhaustive recordings (seeded order) of gemm_nt on one H200 and
   # nf4_forward on the other, then on the second the NF4 forward decode tuned for the
   # Mixtral-like shape (the recording's programs are cached by then) and benched.
-  if [ "$(CUDA_VISIBLE_DEVICES=1 "$here/ocltk" devices | grep -c '\] NVIDIA')" = 1 ]; then
-    gpu0="env CUDA_VISIBLE_DEVICES=0"; gpu1="env CUDA_VISIBLE_DEVICES=1"
-  else
-    gpu0="env OCLTK_DEVICE=0"; gpu1="env OCLTK_DEVICE=1"
-  fi
+  pick_gpus
   ncpu=$(nproc); half=$((ncpu / 2))
   gpu0="taskset -c 0-$((half - 1)) $gpu0 OCLTK_CACHE_DIR=/tmp/ocltk-cache0"
   gpu1="taskset -c $half-$((ncpu - 1)) $gpu1 OCLTK_CACHE_DIR=/tmp/ocltk-cache1"
@@ -163,11 +165,7 @@ record-nf4)
   # On the two-GPU kind: the whole NF4 spaces, nf4_forward on one H200 and nf4_backward on
   # the other (seeded exhaustive order; NF4 programs build slowly, so every class of a
   # kernel shares one run and its programs).
-  if [ "$(CUDA_VISIBLE_DEVICES=1 "$here/ocltk" devices | grep -c '\] NVIDIA')" = 1 ]; then
-    gpu0="env CUDA_VISIBLE_DEVICES=0"; gpu1="env CUDA_VISIBLE_DEVICES=1"
-  else
-    gpu0="env OCLTK_DEVICE=0"; gpu1="env OCLTK_DEVICE=1"
-  fi
+  pick_gpus
   ncpu=$(nproc); half=$((ncpu / 2))
   budget=${RECORD_BUDGET:-560}
   for k in nf4_forward nf4_backward; do

@@ -454,11 +454,6 @@ int cmd_tune(const std::vector<std::string>& tokens) {
   ocltk::Profile written = result.profile;
   std::size_t kept = 0;
   if (existing) {
-    try {
-      existing = ocltk::read_profile(out);  // as it is now, should it have changed meanwhile
-    } catch (const std::exception&) {
-      // Keep the copy read before tuning.
-    }
     kept = ocltk::tuner::keep_untuned_entries(*existing, written);
     if (existing->device.name != written.device.name)
       log << "replacing " << out << ", a profile of another device (" << existing->device.name << ")\n";

@@ -69,11 +69,8 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
   const int lane = lid / CPW;
   const int k_first = (get_group_id(0) * CPW + col) * VW;
   const int e = expert_base + get_group_id(1);
-  nf4_stage_codebook(cb, codebook, lid, WGS);
   int seg_begin, seg_end;
-  nf4_segment(offsets, e, rows, &seg_begin, &seg_end);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (seg_begin >= seg_end) return;  // uniform over the workgroup
+  if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
 
   packed += packed_offset;
   scales += scales_offset;

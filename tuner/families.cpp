@@ -54,6 +54,19 @@ std::string nf4_class_of(const Problem& p) {
   return nf4_shape_class(double(p.at("rows")) / double(std::max<std::int64_t>(1, p.at("experts"))));
 }
 
+// An NF4 direction: its problems, classes and model shapes are the same both ways.
+FamilyTuning nf4_tuning(const KernelFamily& family, bool forward,
+                        std::unique_ptr<Workload> (*make)(Runtime&, const std::string&, std::mt19937_64&)) {
+  return {&family,
+          make,
+          {"experts", "n", "k", "rows", "block_size"},
+          nf4_class_of,
+          [forward](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
+            return make_nf4_workload_for(rt, forward, nf4_of(p), rng);
+          },
+          derive_experts};
+}
+
 }  // namespace
 
 const std::vector<FamilyTuning>& tunable_families() {
@@ -66,22 +79,8 @@ const std::vector<FamilyTuning>& tunable_families() {
          return make_gemm_nt_workload_for(rt, gemm_of(p), rng);
        },
        derive_lora},
-      {&nf4_forward_family(),
-       make_nf4_forward_workload,
-       {"experts", "n", "k", "rows", "block_size"},
-       nf4_class_of,
-       [](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
-         return make_nf4_workload_for(rt, true, nf4_of(p), rng);
-       },
-       derive_experts},
-      {&nf4_backward_family(),
-       make_nf4_backward_workload,
-       {"experts", "n", "k", "rows", "block_size"},
-       nf4_class_of,
-       [](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
-         return make_nf4_workload_for(rt, false, nf4_of(p), rng);
-       },
-       derive_experts},
+      nf4_tuning(nf4_forward_family(), true, make_nf4_forward_workload),
+      nf4_tuning(nf4_backward_family(), false, make_nf4_backward_workload),
   };
   return families;
 }

@@ -52,6 +52,16 @@ std::vector<std::size_t> shuffled_indices(std::size_t n, std::mt19937_64& rng) {
   return order;
 }
 
+// The algorithms of a space in order of first appearance, and each point's index in that list.
+void number_algorithms(const std::vector<Point>& space, std::vector<const AlgorithmSpec*>& algorithms,
+                       std::vector<std::size_t>& algorithm_of) {
+  for (const Point& p : space) {
+    auto it = std::find(algorithms.begin(), algorithms.end(), p.algorithm);
+    if (it == algorithms.end()) it = algorithms.insert(algorithms.end(), p.algorithm);
+    algorithm_of.push_back(std::size_t(it - algorithms.begin()));
+  }
+}
+
 // A small random sample finds good basins; coordinate descent then walks each
 // algorithm's best point (algorithms have different basins: a GPU's best gemv and best
 // large square rarely share one), changing one parameter at a time and moving on the
@@ -73,9 +83,8 @@ void local_search(const std::vector<Point>& space, Measure& measure, std::mt1993
   for (std::size_t i = 0; i < sample && !measure.out_of_budget(); ++i) evaluate(order[i]);
 
   std::vector<const AlgorithmSpec*> algorithms;
-  for (const Point& p : space)
-    if (std::find(algorithms.begin(), algorithms.end(), p.algorithm) == algorithms.end())
-      algorithms.push_back(p.algorithm);
+  std::vector<std::size_t> algorithm_of;
+  number_algorithms(space, algorithms, algorithm_of);
   auto best_of = [&](const AlgorithmSpec* a) -> std::optional<std::size_t> {
     std::optional<std::size_t> found;
     for (const auto& [i, e] : seen)
@@ -140,14 +149,9 @@ class GuidedSearch {
  public:
   GuidedSearch(const std::vector<Point>& space, Measure& measure, std::mt19937_64& rng)
       : space_(space), measure_(measure), rng_(rng), done_(space.size(), false) {
+    number_algorithms(space, algorithms_, algorithm_of_);
     for (std::size_t i = 0; i < space.size(); ++i) {
       const AlgorithmSpec* a = space[i].algorithm;
-      auto it = std::find(algorithms_.begin(), algorithms_.end(), a);
-      if (it == algorithms_.end()) {
-        algorithms_.push_back(a);
-        it = algorithms_.end() - 1;
-      }
-      algorithm_of_.push_back(std::size_t(it - algorithms_.begin()));
       std::vector<double> x;
       for (const ParamSpec& spec : a->params) {
         const auto pos = std::find(spec.allowed.begin(), spec.allowed.end(), space[i].params.at(spec.name));
@@ -168,30 +172,13 @@ class GuidedSearch {
     const std::size_t n = space.size();
     const std::size_t initial = std::min(n, std::clamp<std::size_t>(n / 50, 8, 24));
     std::vector<const AlgorithmSpec*> algorithms;
-    std::vector<std::vector<std::size_t>> by_algorithm;
-    for (std::size_t i : shuffled_indices(n, rng)) {
-      const auto it = std::find(algorithms.begin(), algorithms.end(), space[i].algorithm);
-      const std::size_t a = std::size_t(it - algorithms.begin());
-      if (it == algorithms.end()) {
-        algorithms.push_back(space[i].algorithm);
-        by_algorithm.emplace_back();
-      }
-      by_algorithm[a].push_back(i);
-    }
-    // In the order the algorithms appear in the space, as the model numbers them.
-    std::vector<std::size_t> rank(algorithms.size());
-    {
-      std::vector<const AlgorithmSpec*> in_space;
-      for (const Point& p : space)
-        if (std::find(in_space.begin(), in_space.end(), p.algorithm) == in_space.end()) in_space.push_back(p.algorithm);
-      for (std::size_t a = 0; a < algorithms.size(); ++a)
-        rank[a] = std::size_t(std::find(in_space.begin(), in_space.end(), algorithms[a]) - in_space.begin());
-    }
-    std::vector<std::vector<std::size_t>> ordered(algorithms.size());
-    for (std::size_t a = 0; a < algorithms.size(); ++a) ordered[rank[a]] = std::move(by_algorithm[a]);
+    std::vector<std::size_t> algorithm_of;
+    number_algorithms(space, algorithms, algorithm_of);
+    std::vector<std::vector<std::size_t>> by_algorithm(algorithms.size());
+    for (std::size_t i : shuffled_indices(n, rng)) by_algorithm[algorithm_of[i]].push_back(i);
     std::vector<std::size_t> first;
     for (std::size_t round = 0; first.size() < initial; ++round)
-      for (const auto& list : ordered)
+      for (const auto& list : by_algorithm)
         if (round < list.size() && first.size() < initial) first.push_back(list[round]);
     return first;
   }
