@@ -15,12 +15,14 @@
 # record2 (kind nvidia-h200-x2): exhaustive recordings of gemm_nt and nf4_forward side by
 #          side, then the NF4 forward decode tuned and benched at the Mixtral-like shape.
 # record-nf4 (kind nvidia-h200-x2): the NF4 spaces, nf4_forward and nf4_backward side by side.
+# spaces-nf4 (kind nvidia-h200-x2): nf4_forward's whole space on one H200; on the other the
+#          whole default tune (empty caches, timed), then nf4_backward's space.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
 #          `tune --replay` and tests/test_tuner.cpp search offline).
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -178,6 +180,39 @@ record-nf4)
     ) &
   done
   wait
+  ;;
+spaces-nf4)
+  # On the two-GPU kind: nf4_forward's whole space (every class) recorded on one H200; on
+  # the other, the whole default tune with empty caches of its own (timed, as a user's first
+  # run), then nf4_backward's space with the time left. Each process has its own cores,
+  # program cache and NVIDIA compute cache, so neither reuses the other's builds.
+  pick_gpus
+  ncpu=$(nproc); half=$((ncpu / 2))
+  gpu0="taskset -c 0-$((half - 1)) $gpu0 OCLTK_CACHE_DIR=/tmp/ocltk-cache0 CUDA_CACHE_PATH=/tmp/nv-cache0"
+  gpu1="taskset -c $half-$((ncpu - 1)) $gpu1 CUDA_CACHE_PATH=/tmp/nv-cache1"
+  end=${CALL_END:-560}
+  ( start=$(date +%s.%N)
+    $gpu0 "$here/ocltk" tune --kernels nf4_forward --strategy exhaustive --cold --repeats 2 \
+      --budget $((end - 30)) --cache - --record "$out/h200-space-nf4_forward.jsonl" \
+      --out "$out/exhaustive-nf4_forward.yaml" > "$out/record-nf4_forward.txt" 2> "$out/record-nf4_forward-progress.txt"
+    echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record-nf4_forward.txt"
+  ) &
+  rec0=$!
+  start=$(date +%s.%N)
+  $gpu1 OCLTK_CACHE_DIR=/tmp/ocltk-cache-whole "$here/ocltk" tune --out "$profile" --report "$out/report" \
+    --record "$out/tune-record.jsonl" > "$out/tune.txt" 2> "$out/tune-progress.txt"
+  echo "tune exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/tune.txt"
+  left=$(( end - 20 - ($(date +%s) - call_start) ))
+  echo "whole tune done at +$(( $(date +%s) - call_start )) s; nf4_backward budget $left s" >> "$out/device.txt"
+  if [ "$left" -gt 60 ]; then
+    start=$(date +%s.%N)
+    $gpu1 OCLTK_CACHE_DIR=/tmp/ocltk-cache1 "$here/ocltk" tune --kernels nf4_backward --strategy exhaustive --cold \
+      --repeats 2 --budget "$left" --cache - --record "$out/h200-space-nf4_backward.jsonl" \
+      --out "$out/exhaustive-nf4_backward.yaml" > "$out/record-nf4_backward.txt" 2> "$out/record-nf4_backward-progress.txt"
+    echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record-nf4_backward.txt"
+  fi
+  wait $rec0
+  echo "all done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
   ;;
 record)
   start=$(date +%s.%N)
