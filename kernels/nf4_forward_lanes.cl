@@ -1,8 +1,7 @@
 // nf4_forward_lanes: y[r, n] = Σ_k x[r, k] · W[e, n, k] for the rows r of expert e's
 // segment, written for decode on GPUs (1 to a few rows per expert): the workgroup lies
 // along K, so x lives in registers, W reads are coalesced across the workgroup, and the
-// only per-code local-memory traffic is the codebook lookup (LUT = 2: one pair-table
-// lookup per byte, two codes).
+// only per-code local-memory traffic is the codebook lookup.
 //
 // Memory layout (row-major; W is the NF4 stream, see nf4_common.clh):
 //
@@ -32,16 +31,10 @@
 // loads of its first chunk of the next batch (codes, scales, and x when its x chunk
 // changed), so they are in flight during the barriers. Segments longer than TR loop over
 // row tiles (weights re-read, mostly from cache), each over the workgroup's batches.
-// The decode table is staged once per workgroup: with LUT = 1 the 16-entry codebook, one
-// lookup per code; with LUT = 2 also a 256-entry pair table, one lookup per byte:
-//
-//   pairs[b·16 + (l % 16)] = (codebook[b >> 4], codebook[b & 15])   (even code first)
-//
-// 16 copies of each entry, lane l reading copy l % 16: a warp's 8-byte loads (two
-// half-warps of 16 lanes) then fall on distinct banks whatever bytes they look up.
+// The codebook is staged once per workgroup, for all its batches.
 // When K % CW, element_offset % CW or packed_offset % (CW/2) is not 0, chunks may straddle
-// blocks or be misaligned, and every chunk takes the general decode (nf4_decode_run, with
-// the codebook and without the cross-batch prefetch).
+// blocks or be misaligned, and every chunk takes the general decode (nf4_decode_run,
+// without the cross-batch prefetch).
 
 #ifndef WGS
 #define WGS 128  // work-items per workgroup, side by side along K
@@ -57,9 +50,6 @@
 #endif
 #ifndef NB
 #define NB 1  // W row batches (of RB rows) per workgroup, strided over the workgroups along N
-#endif
-#ifndef LUT
-#define LUT 1  // decode table: 1 = 16-entry codebook per code, 2 = 256-entry pair table per byte
 #endif
 
 #define NOUT (RB * TR)  // outputs per row tile, reduced across the workgroup
@@ -89,15 +79,6 @@
 #if NB != 1 && NB != 4 && NB != 16
 #error "NB must be 1, 4 or 16"
 #endif
-#if LUT != 1 && LUT != 2
-#error "LUT must be 1 or 2"
-#endif
-
-#if LUT == 2
-#define NF4_LANES_TABLE float2  // the pair table, 256 × 16 entries
-#else
-#define NF4_LANES_TABLE float  // the codebook
-#endif
 
 #include "nf4_common.clh"
 
@@ -115,34 +96,6 @@ inline void nf4_lanes_fma(float* acc, const int b, const float* w, const float* 
       acc[b * TR + t] = mad(sc, (sum.s0 + sum.s1) + (sum.s2 + sum.s3), acc[b * TR + t]);
     }
   }
-}
-
-// Fills the pair table (LUT = 2): 16 copies of the 256 byte entries, entry b holding the
-// values of the byte's even (high nibble) and odd (low nibble) codes; the caller's barrier
-// publishes it.
-inline void nf4_lanes_stage_pairs(__local float2* pairs, const __global float* codebook, const int lid) {
-  for (int i = lid; i < 256 * 16; i += WGS) {
-    const int b = i / 16;
-    pairs[i] = (float2)(codebook[b >> 4], codebook[b & 15]);
-  }
-}
-
-// Decodes one chunk already loaded as little-endian words (byte j of a word holds codes
-// 2j, 2j+1 in its high and low nibble), unscaled.
-inline void nf4_lanes_decode(float* w, const uint* words, __local const NF4_LANES_TABLE* table) {
-#if LUT == 2
-#pragma unroll
-  for (int q = 0; q < CW / 8; ++q) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 v = table[((words[q] >> (8 * j)) & 255u) * 16 + (get_local_id(0) % 16)];
-      w[q * 8 + 2 * j] = v.x;
-      w[q * 8 + 2 * j + 1] = v.y;
-    }
-  }
-#else
-  nf4_decode_words(w, words, 1.0f, table);
-#endif
 }
 
 // x[r, c·CW ..] of the live rows of the tile starting at x_row, into registers.
@@ -188,8 +141,7 @@ inline void nf4_lanes_sweep_aligned(float* acc, float* xv, NF4_RUN* raw, float* 
                                     const __global float* scales, const long row_pos, const int nrows, const int first,
                                     const int has_next, const long next_pos, const int next_nrows, const int K,
                                     const int log2_block, const int lid, const int chunks, const __global uchar* x,
-                                    const long x_row, const int live, const int type,
-                                    __local const NF4_LANES_TABLE* table) {
+                                    const long x_row, const int live, const int type, __local const float* cb) {
   for (int c = lid; c < chunks; c += WGS) {
     if (first || c != lid) {
       nf4_lanes_load_x(xv, x, x_row, K, c, live, type);
@@ -206,7 +158,7 @@ inline void nf4_lanes_sweep_aligned(float* acc, float* xv, NF4_RUN* raw, float* 
 #else
         const uint words[4] = {raw[b].s0, raw[b].s1, raw[b].s2, raw[b].s3};
 #endif
-        nf4_lanes_decode(w, words, table);
+        nf4_decode_words(w, words, 1.0f, cb);
         nf4_lanes_fma(acc, b, w, xv, sc[b], live);
       }
     }
@@ -224,12 +176,6 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
     const __global float* codebook, const __global uchar* x, const int type, const __global uint* offsets,
     __global uchar* y) {
   __local float cb[16 * NF4_CB_REPLICAS];
-#if LUT == 2
-  __local float2 pairs[256 * 16];
-  __local const NF4_LANES_TABLE* table = pairs;
-#else
-  __local const NF4_LANES_TABLE* table = cb;
-#endif
   // Lane l's partial of output o at partial[l·(NOUT+1) + o]: the odd stride keeps both the
   // writes (one lane per bank) and the first-level reads on distinct banks.
   __local float partial[WGS * (NOUT + 1)];
@@ -239,9 +185,6 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
 
   const int lid = get_local_id(0);
   const int e = expert_base + get_group_id(1);
-#if LUT == 2
-  nf4_lanes_stage_pairs(pairs, codebook, lid);  // published by nf4_open_segment's barrier
-#endif
   int seg_begin, seg_end;
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
 
@@ -282,13 +225,13 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
         const long next_pos = expert_pos + (long)(has_next ? next_n0 : n0) * K;
         if (type == NF4_F32)
           nf4_lanes_sweep_aligned(acc, xv, raw, sc, packed, scales, row_pos, nrows, j == 0, has_next, next_pos,
-                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_F32, table);
+                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_F32, cb);
         else if (type == NF4_F16)
           nf4_lanes_sweep_aligned(acc, xv, raw, sc, packed, scales, row_pos, nrows, j == 0, has_next, next_pos,
-                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_F16, table);
+                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_F16, cb);
         else
           nf4_lanes_sweep_aligned(acc, xv, raw, sc, packed, scales, row_pos, nrows, j == 0, has_next, next_pos,
-                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_BF16, table);
+                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_BF16, cb);
       } else {
         for (int c = lid; c < chunks; c += WGS) {
           const int k0 = c * CW;

@@ -112,8 +112,7 @@ AlgorithmSpec forward_stream_algorithm() {
 }
 
 // Decode on GPUs: the workgroup lies along K, x in registers, coalesced W reads, one
-// local-memory codebook lookup per code or pair table lookup per byte (docs/nf4.md has
-// the floor reasoning).
+// local-memory codebook lookup per code (docs/nf4.md has the floor reasoning).
 AlgorithmSpec forward_lanes_algorithm() {
   AlgorithmSpec a;
   a.name = "lanes";
@@ -124,7 +123,6 @@ AlgorithmSpec forward_lanes_algorithm() {
       {"RB", 4, {2, 4, 8, 16}, "W rows (output columns) per batch, their chunks loaded before any is decoded"},
       {"TR", 2, {1, 2, 4, 8}, "tile rows: segment rows whose x chunks each lane keeps in registers"},
       {"NB", 1, {1, 4, 16}, "W row batches (of RB rows) per workgroup, strided over the workgroups along N"},
-      {"LUT", 1, {1, 2}, "decode table: 1 = 16-entry codebook per code, 2 = 256-entry pair table per byte"},
   };
   a.constraints = {
       constraint("CW * TR <= 128 (x registers)",
@@ -136,8 +134,7 @@ AlgorithmSpec forward_lanes_algorithm() {
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
     const std::uint64_t wgs = param(p, "WGS"), outputs = param(p, "RB") * param(p, "TR");
-    // LUT = 2 adds the pair table: 256 bytes × 16 copies of a float2 (32 KiB).
-    return 4ull * (16 + wgs * (outputs + 1) + (outputs < wgs ? wgs : 0)) + (param(p, "LUT") == 2 ? 32768 : 0);
+    return 4ull * (16 + wgs * (outputs + 1) + (outputs < wgs ? wgs : 0));
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
   return a;
