@@ -10,11 +10,14 @@
 //  rows  | x[r*K + k]      |   E×N     | W[(e*N + n)*K + k] |   rows   | y[r*N + n]    |
 //        +-----------------+           +--------------------+          +---------------+
 //
-// A W row is cut into chunks of CW codes (CW/2 bytes: one uint, uint2 or uint4). A
-// workgroup serves one expert (group id 1, + expert_base) and RB consecutive W rows
-// n0 .. n0+RB-1 (group id 0, n0 = group · RB). Lane l owns chunk positions
-// c = l, l + WGS, l + 2·WGS, ... of all RB rows, so each load of the workgroup reads
-// WGS·CW/2 contiguous bytes of one W row:
+// A W row is cut into chunks of CW codes (CW/2 bytes: one uint, uint2 or uint4). W rows
+// come in batches of RB consecutive rows (batch i: rows i·RB .. i·RB+RB-1). A workgroup
+// serves one expert (group id 1, + expert_base) and up to NB batches, strided by the
+// number of workgroups G along dimension 0 (G = ceil(ceil(N / RB) / NB)): workgroup g
+// takes batches g, g + G, g + 2·G, ... below ceil(N / RB), so workgroups running side by
+// side read neighbouring batches. Lane l owns chunk positions c = l, l + WGS, l + 2·WGS,
+// ... of all RB rows of a batch, so each load of the workgroup reads WGS·CW/2 contiguous
+// bytes of one W row:
 //
 //   W row n:  | chunk 0 | chunk 1 | ... | chunk WGS-1 | chunk WGS | ...    (CW/2 bytes each)
 //               lane 0    lane 1          lane WGS-1    lane 0
@@ -23,11 +26,15 @@
 // registers (read once per W row batch, not once per W row), loads its RB code chunks
 // and their scales before decoding any, then decodes each chunk once and multiplies it
 // into RB × TR partial sums; the scale multiplies each chunk's dot product once. After
-// the K sweep (no barrier inside it) the WGS partials of each of the RB × TR outputs
-// meet in local memory in two levels. Segments longer than TR loop over row tiles
-// (weights re-read, mostly from cache).
+// a batch's K sweep (no barrier inside it) the WGS partials of each of the RB × TR
+// outputs meet in local memory in two levels; before that reduction each lane issues the
+// loads of its first chunk of the next batch (codes, scales, and x when its x chunk
+// changed), so they are in flight during the barriers. Segments longer than TR loop over
+// row tiles (weights re-read, mostly from cache), each over the workgroup's batches.
+// The codebook is staged once per workgroup, for all its batches.
 // When K % CW, element_offset % CW or packed_offset % (CW/2) is not 0, chunks may straddle
-// blocks or be misaligned, and every chunk takes the general decode (nf4_decode_run).
+// blocks or be misaligned, and every chunk takes the general decode (nf4_decode_run,
+// without the cross-batch prefetch).
 
 #ifndef WGS
 #define WGS 128  // work-items per workgroup, side by side along K
@@ -36,10 +43,13 @@
 #define CW 32  // codes per lane chunk (8, 16, 32: one 4-, 8- or 16-byte load per W row)
 #endif
 #ifndef RB
-#define RB 4  // W rows (output columns) per workgroup, their chunks loaded before any is decoded
+#define RB 4  // W rows (output columns) per batch, their chunks loaded before any is decoded
 #endif
 #ifndef TR
 #define TR 2  // tile rows: segment rows whose x chunks each lane keeps in registers
+#endif
+#ifndef NB
+#define NB 1  // W row batches (of RB rows) per workgroup, strided over the workgroups along N
 #endif
 
 #define NOUT (RB * TR)  // outputs per row tile, reduced across the workgroup
@@ -66,6 +76,9 @@
 #if RB * CW > 256
 #error "RB * CW must be at most 256 (code registers: RB * CW / 8 words)"
 #endif
+#if NB != 1 && NB != 4 && NB != 16
+#error "NB must be 1, 4 or 16"
+#endif
 
 #include "nf4_common.clh"
 
@@ -85,37 +98,54 @@ inline void nf4_lanes_fma(float* acc, const int b, const float* w, const float* 
   }
 }
 
-// The aligned sweep of this lane's chunks of the W rows at stream positions row_pos,
-// row_pos + K, ... (nrows of them, each a multiple of CW): every chunk is one CW/2-byte
-// load inside one block. Inlined with a constant `type`, so each element type gets its own
-// loop without a branch per load.
-inline void nf4_lanes_sweep_aligned(float* acc, const __global uchar* packed, const __global float* scales,
-                                    const long row_pos, const int K, const int nrows, const int log2_block,
-                                    const int lid, const int chunks, const __global uchar* x, const long x_row,
-                                    const int live, const int type, __local const float* cb) {
-  for (int c = lid; c < chunks; c += WGS) {
-    float xv[TR * CW];
+// x[r, c·CW ..] of the live rows of the tile starting at x_row, into registers.
+inline void nf4_lanes_load_x(float* xv, const __global uchar* x, const long x_row, const int K, const int c,
+                             const int live, const int type) {
 #pragma unroll
-    for (int t = 0; t < TR; ++t) {
-      if (t < live) {
+  for (int t = 0; t < TR; ++t) {
+    if (t < live) {
 #pragma unroll
-        for (int q = 0; q < CW / 4; ++q) {
-          const float4 v = nf4_load4(x, x_row + (long)t * K + c * CW + 4 * q, type);
-          xv[t * CW + 4 * q] = v.s0;
-          xv[t * CW + 4 * q + 1] = v.s1;
-          xv[t * CW + 4 * q + 2] = v.s2;
-          xv[t * CW + 4 * q + 3] = v.s3;
-        }
+      for (int q = 0; q < CW / 4; ++q) {
+        const float4 v = nf4_load4(x, x_row + (long)t * K + c * CW + 4 * q, type);
+        xv[t * CW + 4 * q] = v.s0;
+        xv[t * CW + 4 * q + 1] = v.s1;
+        xv[t * CW + 4 * q + 2] = v.s2;
+        xv[t * CW + 4 * q + 3] = v.s3;
       }
     }
-    NF4_RUN raw[RB];
-    float sc[RB];
+  }
+}
+
+// Chunk c of the RB W rows at stream positions row_pos, row_pos + K, ... (nrows of them):
+// codes and scales.
+inline void nf4_lanes_load_w(NF4_RUN* raw, float* sc, const __global uchar* packed, const __global float* scales,
+                             const long row_pos, const int K, const int nrows, const int c, const int log2_block) {
 #pragma unroll
-    for (int b = 0; b < RB; ++b) {
-      // Rows past N re-read the batch's last row (valid memory); skipped below.
-      const long pos = row_pos + (long)min(b, nrows - 1) * K + c * CW;
-      raw[b] = *(const __global NF4_RUN*)(packed + (pos >> 1));
-      sc[b] = scales[pos >> log2_block];
+  for (int b = 0; b < RB; ++b) {
+    // Rows past N re-read the batch's last row (valid memory); skipped when decoding.
+    const long pos = row_pos + (long)min(b, nrows - 1) * K + c * CW;
+    raw[b] = *(const __global NF4_RUN*)(packed + (pos >> 1));
+    sc[b] = scales[pos >> log2_block];
+  }
+}
+
+// The aligned sweep of this lane's chunks of one batch (W rows at stream positions
+// row_pos, row_pos + K, ..., nrows of them, each a multiple of CW): every chunk is one
+// CW/2-byte load inside one block. xv, raw and sc carry the lane's first chunk (c = lid)
+// between batches: with `first` it is loaded here, otherwise the previous batch's sweep
+// loaded it. When has_next, the sweep ends by loading the first chunk of the next batch
+// (at next_pos, next_nrows rows), so those loads are in flight during the reduction.
+// Inlined with a constant `type`, so each element type gets its own loop without a branch
+// per load.
+inline void nf4_lanes_sweep_aligned(float* acc, float* xv, NF4_RUN* raw, float* sc, const __global uchar* packed,
+                                    const __global float* scales, const long row_pos, const int nrows, const int first,
+                                    const int has_next, const long next_pos, const int next_nrows, const int K,
+                                    const int log2_block, const int lid, const int chunks, const __global uchar* x,
+                                    const long x_row, const int live, const int type, __local const float* cb) {
+  for (int c = lid; c < chunks; c += WGS) {
+    if (first || c != lid) {
+      nf4_lanes_load_x(xv, x, x_row, K, c, live, type);
+      nf4_lanes_load_w(raw, sc, packed, scales, row_pos, K, nrows, c, log2_block);
     }
 #pragma unroll
     for (int b = 0; b < RB; ++b) {
@@ -133,6 +163,11 @@ inline void nf4_lanes_sweep_aligned(float* acc, const __global uchar* packed, co
       }
     }
   }
+  if (has_next && lid < chunks) {
+    // xv still holds chunk lid's x unless this lane swept more than one chunk.
+    if (lid + WGS < chunks) nf4_lanes_load_x(xv, x, x_row, K, lid, live, type);
+    nf4_lanes_load_w(raw, sc, packed, scales, next_pos, K, next_nrows, lid, log2_block);
+  }
 }
 
 __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
@@ -149,84 +184,102 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
 #endif
 
   const int lid = get_local_id(0);
-  const int n0 = get_group_id(0) * RB;
   const int e = expert_base + get_group_id(1);
   int seg_begin, seg_end;
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
 
   packed += packed_offset;
   scales += scales_offset;
-  const int nrows = min(RB, N - n0);  // W rows of this batch that exist (>= 1)
-  const long row_pos = element_offset + ((long)e * N + n0) * (long)K;
+  // This workgroup's batches: g, g + groups, ... below `batches` (at least g itself, as
+  // groups = ceil(batches / NB) <= batches), at most NB.
+  const int batches = (N + RB - 1) / RB;
+  const int groups = get_num_groups(0);
+  const int g = get_group_id(0);
+  const int my_batches = min(NB, (batches - g + groups - 1) / groups);
+  const long expert_pos = element_offset + (long)e * N * (long)K;
   const int chunks = (K + CW - 1) / CW;
   // Uniform: every chunk is CW/2-byte aligned and inside one block (blocks hold >= 32).
   const int aligned = (K % CW == 0) && (element_offset % CW == 0) && (packed_offset % (CW / 2) == 0);
+  // The aligned sweep's first chunk of a batch, carried across batches (see the sweep).
+  float xv[TR * CW];
+  NF4_RUN raw[RB];
+  float sc[RB];
 
   for (int r0 = seg_begin; r0 < seg_end; r0 += TR) {
-    float acc[NOUT];
-#pragma unroll
-    for (int o = 0; o < NOUT; ++o) acc[o] = 0.0f;
     // Rows of this tile that exist: one TR serves segments of any length.
     const int live = min(TR, seg_end - r0);
     const long x_row = (long)r0 * K;
 
-    if (aligned) {
-      if (type == NF4_F32)
-        nf4_lanes_sweep_aligned(acc, packed, scales, row_pos, K, nrows, log2_block, lid, chunks, x, x_row, live,
-                                NF4_F32, cb);
-      else if (type == NF4_F16)
-        nf4_lanes_sweep_aligned(acc, packed, scales, row_pos, K, nrows, log2_block, lid, chunks, x, x_row, live,
-                                NF4_F16, cb);
-      else
-        nf4_lanes_sweep_aligned(acc, packed, scales, row_pos, K, nrows, log2_block, lid, chunks, x, x_row, live,
-                                NF4_BF16, cb);
-    } else {
-      for (int c = lid; c < chunks; c += WGS) {
-        const int k0 = c * CW;
-        float xv[TR * CW];
+    for (int j = 0; j < my_batches; ++j) {
+      const int n0 = (g + j * groups) * RB;
+      const int nrows = min(RB, N - n0);  // W rows of this batch that exist (>= 1)
+      const long row_pos = expert_pos + (long)n0 * K;
+      float acc[NOUT];
 #pragma unroll
-        for (int t = 0; t < TR; ++t)
-          for (int i = 0; i < CW; ++i)
-            xv[t * CW + i] = (t < live && k0 + i < K) ? nf4_load(x, x_row + (long)t * K + k0 + i, type) : 0.0f;
+      for (int o = 0; o < NOUT; ++o) acc[o] = 0.0f;
+
+      if (aligned) {
+        const int has_next = j + 1 < my_batches;
+        const int next_n0 = n0 + groups * RB;
+        const int next_nrows = has_next ? min(RB, N - next_n0) : 1;
+        const long next_pos = expert_pos + (long)(has_next ? next_n0 : n0) * K;
+        if (type == NF4_F32)
+          nf4_lanes_sweep_aligned(acc, xv, raw, sc, packed, scales, row_pos, nrows, j == 0, has_next, next_pos,
+                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_F32, cb);
+        else if (type == NF4_F16)
+          nf4_lanes_sweep_aligned(acc, xv, raw, sc, packed, scales, row_pos, nrows, j == 0, has_next, next_pos,
+                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_F16, cb);
+        else
+          nf4_lanes_sweep_aligned(acc, xv, raw, sc, packed, scales, row_pos, nrows, j == 0, has_next, next_pos,
+                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_BF16, cb);
+      } else {
+        for (int c = lid; c < chunks; c += WGS) {
+          const int k0 = c * CW;
+          float xg[TR * CW];
 #pragma unroll
-        for (int b = 0; b < RB; ++b) {
-          if (b < nrows) {
-            float w[CW];
-            nf4_decode_run(w, packed, packed_offset, scales, row_pos + (long)b * K + k0, K - k0, log2_block, cb);
-            nf4_lanes_fma(acc, b, w, xv, 1.0f, live);
+          for (int t = 0; t < TR; ++t)
+            for (int i = 0; i < CW; ++i)
+              xg[t * CW + i] = (t < live && k0 + i < K) ? nf4_load(x, x_row + (long)t * K + k0 + i, type) : 0.0f;
+#pragma unroll
+          for (int b = 0; b < RB; ++b) {
+            if (b < nrows) {
+              float w[CW];
+              nf4_decode_run(w, packed, packed_offset, scales, row_pos + (long)b * K + k0, K - k0, log2_block, cb);
+              nf4_lanes_fma(acc, b, w, xg, 1.0f, live);
+            }
           }
         }
       }
-    }
 
-    // Reduction across the workgroup: with NOUT < WGS, WGS / NOUT parts of NOUT lanes
-    // each, summed by one work-item per (part, output), then the parts by one work-item
-    // per output; with NOUT >= WGS, one work-item sums all WGS lanes of an output.
+      // Reduction across the workgroup: with NOUT < WGS, WGS / NOUT parts of NOUT lanes
+      // each, summed by one work-item per (part, output), then the parts by one work-item
+      // per output; with NOUT >= WGS, one work-item sums all WGS lanes of an output.
 #pragma unroll
-    for (int o = 0; o < NOUT; ++o) partial[lid * (NOUT + 1) + o] = acc[o];
-    barrier(CLK_LOCAL_MEM_FENCE);
+      for (int o = 0; o < NOUT; ++o) partial[lid * (NOUT + 1) + o] = acc[o];
+      barrier(CLK_LOCAL_MEM_FENCE);
 #if NOUT < WGS
-    {
-      const int o = lid % NOUT, part = lid / NOUT;
-      float sum = 0.0f;
-      for (int l = part * NOUT; l < (part + 1) * NOUT; ++l) sum += partial[l * (NOUT + 1) + o];
-      part_sums[lid] = sum;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid < NOUT) {
-      const int b = lid / TR, t = lid % TR;
-      float sum = 0.0f;
-      for (int part = 0; part < WGS / NOUT; ++part) sum += part_sums[part * NOUT + lid];
-      if (b < nrows && t < live) nf4_store(y, (long)(r0 + t) * N + n0 + b, type, sum);
-    }
+      {
+        const int o = lid % NOUT, part = lid / NOUT;
+        float sum = 0.0f;
+        for (int l = part * NOUT; l < (part + 1) * NOUT; ++l) sum += partial[l * (NOUT + 1) + o];
+        part_sums[lid] = sum;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (lid < NOUT) {
+        const int b = lid / TR, t = lid % TR;
+        float sum = 0.0f;
+        for (int part = 0; part < WGS / NOUT; ++part) sum += part_sums[part * NOUT + lid];
+        if (b < nrows && t < live) nf4_store(y, (long)(r0 + t) * N + n0 + b, type, sum);
+      }
 #else
-    for (int o = lid; o < NOUT; o += WGS) {
-      const int b = o / TR, t = o % TR;
-      float sum = 0.0f;
-      for (int l = 0; l < WGS; ++l) sum += partial[l * (NOUT + 1) + o];
-      if (b < nrows && t < live) nf4_store(y, (long)(r0 + t) * N + n0 + b, type, sum);
-    }
+      for (int o = lid; o < NOUT; o += WGS) {
+        const int b = o / TR, t = o % TR;
+        float sum = 0.0f;
+        for (int l = 0; l < WGS; ++l) sum += partial[l * (NOUT + 1) + o];
+        if (b < nrows && t < live) nf4_store(y, (long)(r0 + t) * N + n0 + b, type, sum);
+      }
 #endif
-    barrier(CLK_LOCAL_MEM_FENCE);  // partial and part_sums are rewritten by the next row tile
+      barrier(CLK_LOCAL_MEM_FENCE);  // partial and part_sums are rewritten by the next batch
+    }
   }
 }

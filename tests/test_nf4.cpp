@@ -358,11 +358,14 @@ const std::vector<std::pair<Params, Params>> kStreamPoints = {
 };
 // Lanes points (forward only): 16-byte chunks with the two-level reduction (defaults);
 // 4-byte chunks, many passes over K and more outputs (RB × TR = 64) than work-items, so
-// each work-item sums whole outputs; 8-byte chunks, 256 lanes and 8 tile rows.
+// each work-item sums whole outputs, and up to 4 batches per workgroup (the prefetched
+// first chunk then needs its x reloaded); 8-byte chunks, 256 lanes, 8 tile rows and up to
+// 16 batches of 2 W rows per workgroup (a ragged last batch, and fewer batches for the
+// last workgroups at N = 37). Each fits 48 KiB of local memory.
 const std::vector<Params> kLanesPoints = {
     {},
-    {{"WGS", 32}, {"CW", 8}, {"RB", 16}, {"TR", 4}},
-    {{"WGS", 256}, {"CW", 16}, {"RB", 2}, {"TR", 8}},
+    {{"WGS", 32}, {"CW", 8}, {"RB", 16}, {"TR", 4}, {"NB", 4}},
+    {{"WGS", 256}, {"CW", 16}, {"RB", 2}, {"TR", 8}, {"NB", 16}},
 };
 // The last two have one row per work-item (MWG == MDIMC): PoCL 3.1 miscompiled the kernels'
 // old early return for surplus workgroups there (zeros stored past the last row).
@@ -431,7 +434,8 @@ TEST_F(Nf4Device, StreamAtSeveralPointsMatchesTheReference) {
 // Lanes against the same cases as stream (its aligned path needs K, element_offset and the
 // byte offset aligned to CW: K = 75 or 101 take the general decode, the 66-expert window at
 // offset 40 is aligned for CW = 8 only), plus blocks of 4096 holding several W rows, a
-// window 1056 into such a block, zero rows, and both half types.
+// window 1056 into such a block, zero rows, and both half types (at the defaults and the
+// 256-lane point with 16 batches per workgroup).
 TEST_F(Nf4Device, LanesAtSeveralPointsMatchesTheReference) {
   std::vector<Case> cases = shape_cases();
   for (int e = 0; e < 66; ++e) cases.back().counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));

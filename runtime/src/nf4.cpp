@@ -120,8 +120,9 @@ AlgorithmSpec forward_lanes_algorithm() {
   a.params = {
       {"WGS", 128, {32, 64, 128, 256}, "work-items per workgroup, side by side along K"},
       {"CW", 32, {8, 16, 32}, "codes per lane chunk (8, 16, 32: one 4-, 8- or 16-byte load per W row)"},
-      {"RB", 4, {2, 4, 8, 16}, "W rows (output columns) per workgroup, their chunks loaded before any is decoded"},
+      {"RB", 4, {2, 4, 8, 16}, "W rows (output columns) per batch, their chunks loaded before any is decoded"},
       {"TR", 2, {1, 2, 4, 8}, "tile rows: segment rows whose x chunks each lane keeps in registers"},
+      {"NB", 1, {1, 4, 16}, "W row batches (of RB rows) per workgroup, strided over the workgroups along N"},
   };
   a.constraints = {
       constraint("CW * TR <= 128 (x registers)",
@@ -356,7 +357,8 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
     } else if (lanes) {
       local[0] = std::size_t(param(p, "WGS"));
       local[1] = 1;
-      groups0 = std::size_t(ceil_div(g.out_features, param(p, "RB")));
+      // Each workgroup serves up to NB batches of RB W rows (the kernel strides by groups0).
+      groups0 = std::size_t(ceil_div(ceil_div(g.out_features, param(p, "RB")), param(p, "NB")));
       groups1 = g.experts;
     } else if (stream && d.forward) {
       local[0] = std::size_t(param(p, "WGS"));
