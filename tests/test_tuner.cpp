@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <deque>
 #include <filesystem>
@@ -13,6 +14,8 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <string>
+#include <thread>
 
 #include "ocltk/ocltk.hpp"
 #include "record.hpp"
@@ -296,7 +299,8 @@ const KernelFamily& mock_family() {
 // (7, 4) hangs.
 class MockWorkload : public Workload {
  public:
-  explicit MockWorkload(MockState& s) : s_(s) {}
+  // run_ms: how long each run() sleeps (0: returns at once).
+  explicit MockWorkload(MockState& s, int run_ms = 0) : s_(s), run_ms_(run_ms) {}
   std::map<std::string, std::int64_t> problem() const override { return {{"n", 10}}; }
   double flops() const override { return 1e6; }
   double min_bytes() const override { return 0; }
@@ -310,12 +314,14 @@ class MockWorkload : public Workload {
     if (x == 3) throw BuildError("injected build failure", "log: error: injected", -11);
     if (x == 7 && y == 4) throw CandidateHang("hang or far too slow: still running after 0.01 s");
     wrong_ = x == 5 && y == 2;
+    if (run_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(run_ms_));
     return (x - 6) * (x - 6) + (y - 3) * (y - 3) + 1.0;
   }
   std::string verify() override { return wrong_ ? "wrong result: injected" : ""; }
 
  private:
   MockState& s_;
+  int run_ms_;
   bool wrong_ = false;
 };
 
@@ -448,6 +454,36 @@ TEST_F(TunerEngine, BudgetsAndFractionsCapEvaluations) {
   const TuneResult r = tune(*rt_, o);
   EXPECT_EQ(r.classes[0].evaluations, 8);
   EXPECT_TRUE(r.caches.empty());
+}
+
+// Two classes whose workloads take 0.5 s to build: each class's share of the budget
+// counts from the class's start, so building its workload comes out of its own share and
+// the second class still gets its half (it was left with ~0 when the first class's clock
+// started after its build).
+TEST_F(TunerEngine, WorkloadBuildTimeComesOutOfTheClassesOwnBudget) {
+  static const KernelFamily two_classes = [] {
+    KernelFamily k = mock_family();
+    k.name = "mock2";
+    k.classes = {{"c1", "first"}, {"c2", "second"}};
+    k.builtin = {{"mock", {}}, {"mock", {}}};
+    return k;
+  }();
+  FamilyTuning slow;
+  slow.family = &two_classes;
+  slow.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 20));
+  };
+  families_ = {slow};
+  TuneOptions o = options(0);
+  o.budget_seconds = 2;
+  o.cache_dir = "-";
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 2u);
+  // Each class: 0.5 s build + measurements up to its 1-s share, plus one candidate (20 ms).
+  EXPECT_LT(r.classes[0].seconds, 1.3);
+  EXPECT_GE(r.classes[1].evaluations, 3);  // ~0.5 s of 5 runs × 20 ms per candidate
+  EXPECT_LT(r.classes[0].seconds + r.classes[1].seconds, 2.5);
 }
 
 TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {
