@@ -6,17 +6,22 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "compile_pool.hpp"
 #include "ocltk/ocltk.hpp"
 #include "record.hpp"
 #include "replay.hpp"
@@ -264,6 +269,70 @@ TEST(Recording, MalformedLinesAreNamedWithTheirLine) {
   std::ofstream(path) << "{\"kernel\": \"gemm_nt\"}\n";
   EXPECT_THROW(read_recording(path), Error);  // no header
   fs::remove_all(dir);
+}
+
+// ---- the compile pool ------------------------------------------------------------------
+
+// Speculative builds never take more than their share of the threads, so an urgent build
+// queued behind many speculative ones starts at once; every distinct job is built once.
+TEST(CompilePoolTest, SpeculativeBuildsLeaveThreadsForUrgentOnes) {
+  std::mutex m;
+  std::condition_variable cv;
+  int running_speculative = 0, most_speculative = 0;
+  std::vector<int> built;
+  std::atomic<bool> urgent_started{false};
+  {
+    CompilePool<int> pool(4, 1, [&](const int& job) {
+      const bool speculative = job >= 100;
+      {
+        std::lock_guard<std::mutex> lock(m);
+        built.push_back(job);
+        if (speculative) most_speculative = std::max(most_speculative, ++running_speculative);
+        if (!speculative) urgent_started = true;
+      }
+      cv.notify_all();
+      std::this_thread::sleep_for(std::chrono::milliseconds(speculative ? 300 : 1));
+      std::lock_guard<std::mutex> lock(m);
+      if (speculative) --running_speculative;
+    });
+    for (int j = 100; j < 106; ++j) pool.add(j, "s" + std::to_string(j), false);
+    pool.add(100, "s100", false);  // the same program again: not built twice
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const auto queued = std::chrono::steady_clock::now();
+    pool.add(1, "u1", true);
+    {
+      std::unique_lock<std::mutex> lock(m);
+      ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return urgent_started.load(); }));
+    }
+    // Three threads were free: the urgent build did not wait for a speculative one (300 ms).
+    EXPECT_LT(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - queued).count(), 200);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1900));  // the rest drain, one at a time
+  }
+  EXPECT_EQ(most_speculative, 1);
+  std::sort(built.begin(), built.end());
+  EXPECT_EQ(built.size(), 7u);
+  EXPECT_EQ(std::adjacent_find(built.begin(), built.end()), built.end());
+}
+
+// A speculative job that becomes urgent moves ahead of the speculative ones.
+TEST(CompilePoolTest, AQueuedSpeculativeJobThatBecomesUrgentMovesUp) {
+  std::mutex m;
+  std::vector<int> order;
+  {
+    CompilePool<int> pool(1, 1, [&](const int& job) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(job == 0 ? 60 : 1));
+      std::lock_guard<std::mutex> lock(m);
+      order.push_back(job);
+    });
+    pool.add(0, "j0", false);  // occupies the only thread
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int j = 1; j <= 5; ++j) pool.add(j, "j" + std::to_string(j), false);
+    pool.add(4, "j4", true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  ASSERT_EQ(order.size(), 6u);
+  EXPECT_EQ(order[0], 0);
+  EXPECT_EQ(order[1], 4);
 }
 
 // ---- the tuner engine with a mock family ---------------------------------------------

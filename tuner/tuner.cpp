@@ -3,14 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <ctime>
-#include <deque>
 #include <iomanip>
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <ostream>
 #include <random>
@@ -18,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "compile_pool.hpp"
 #include "ocltk/family.hpp"
 
 namespace ocltk::tuner {
@@ -88,86 +86,24 @@ std::string now_iso8601() {
   return buf;
 }
 
-// Compiles candidates on worker threads while the device measures others. The program
+// Builds candidates' programs ahead of their measurement on a CompilePool. The program
 // cache (thread-safe, one build per program) hands the measuring thread the built
-// program, or makes it wait for a build in flight. Build errors are left for the
-// measuring thread to meet and record.
-class CompilePool {
+// program, or makes it wait for a build in flight. A quarter of the threads (at least
+// one) may run speculative builds; the rest are kept for urgent ones (compile_pool.hpp).
+class Prefetcher {
  public:
-  CompilePool(Runtime& rt, int threads) : rt_(rt) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
-  }
-  ~CompilePool() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread& t : threads_) t.join();
-  }
-  // Queues builds of `points` (each program once). Urgent points (about to be measured)
-  // go ahead of the speculative ones, in their order; a speculative point already queued
-  // that becomes urgent moves up.
+  Prefetcher(Runtime& rt, int threads)
+      : pool_(threads, std::max(1, threads / 4), [&rt](const Point& p) { rt.program_for(*p.algorithm, p.params); }) {}
+
+  // Queues builds of `points`; urgent ones (about to be measured) go first, in order.
   void prefetch(const std::vector<const Point*>& points, bool urgent = true) {
-    if (threads_.empty()) return;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      std::size_t insert_at = 0;  // urgent points go after the urgent ones already queued
-      while (insert_at < queue_.size() && queue_[insert_at].urgent) ++insert_at;
-      for (const Point* p : points) {
-        std::string options = p->algorithm->source_name + " " + p->algorithm->build_options(p->params);
-        if (queued_.insert(options).second) {
-          if (urgent)
-            queue_.insert(queue_.begin() + long(insert_at++), Job{*p, options, true});
-          else
-            queue_.push_back(Job{*p, options, false});
-        } else if (urgent) {
-          const auto it = std::find_if(queue_.begin() + long(insert_at), queue_.end(),
-                                       [&](const Job& j) { return j.options == options; });
-          if (it != queue_.end()) {  // still waiting, as a speculative build
-            Job job = *it;
-            job.urgent = true;
-            queue_.erase(it);
-            queue_.insert(queue_.begin() + long(insert_at++), job);
-          }
-        }
-      }
-    }
-    wake_.notify_all();
+    if (!pool_.enabled()) return;
+    for (const Point* p : points)
+      pool_.add(*p, p->algorithm->source_name + " " + p->algorithm->build_options(p->params), urgent);
   }
 
  private:
-  struct Job {
-    Point point;
-    std::string options;
-    bool urgent = true;
-  };
-
-  void work() {
-    while (true) {
-      Point p;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (stop_) return;
-        p = queue_.front().point;
-        queue_.pop_front();
-      }
-      try {
-        rt_.program_for(*p.algorithm, p.params);
-      } catch (const std::exception&) {
-        // Met again, and recorded, when the candidate is measured.
-      }
-    }
-  }
-
-  Runtime& rt_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Job> queue_;
-  std::set<std::string> queued_;
-  bool stop_ = false;
-  std::vector<std::thread> threads_;
+  CompilePool<Point> pool_;
 };
 
 class Progress {
@@ -221,7 +157,7 @@ class DeviceMeasure : public Measure {
     ClassResult& cr;
     Workload& workload;
     TuneCache* cache;
-    CompilePool& pool;
+    Prefetcher& pool;
     Progress& progress;
     std::string prefix;
     double budget_seconds;
@@ -415,7 +351,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   }
 
   result.compile_threads = options.compile_threads >= 0 ? options.compile_threads : default_compile_threads(device);
-  CompilePool pool(rt, result.compile_threads);
+  Prefetcher pool(rt, result.compile_threads);
   result.profile.device = profile_device_of(device);
   result.profile.tuner_version = version();
 

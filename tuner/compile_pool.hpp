@@ -1,0 +1,128 @@
+// Compiles candidates on worker threads while the device measures others.
+//
+// Jobs are urgent (about to be measured) or speculative (may be measured: a strategy's
+// likely next points, later classes' opening points). Urgent jobs go ahead of speculative
+// ones, and at most `max_speculative` speculative builds run at once, so the other
+// threads stay free for urgent ones. That bound matters on drivers that build one
+// program at a time however many threads ask (NVIDIA's OpenCL was seen to: an urgent
+// build then waits behind every build already inside the driver): with all threads on
+// speculative builds, a class's next candidate waited 20 s and the class ran far past its
+// budget, leaving the later classes almost none.
+//
+// The build function is called once per distinct `options` string; its errors are left
+// for the measuring thread to meet and record when it builds the same program.
+#pragma once
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ocltk::tuner {
+
+template <typename Item>
+class CompilePool {
+ public:
+  using Build = std::function<void(const Item&)>;
+
+  CompilePool(int threads, int max_speculative, Build build)
+      : max_speculative_(std::max(1, max_speculative)), build_(std::move(build)) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+  }
+  ~CompilePool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  CompilePool(const CompilePool&) = delete;
+  CompilePool& operator=(const CompilePool&) = delete;
+
+  bool enabled() const { return !threads_.empty(); }
+
+  // Queues the build of `item` under `options` (each options string once). Urgent jobs go
+  // after the urgent ones already queued and before every speculative one; a speculative
+  // job still queued that becomes urgent moves up.
+  void add(const Item& item, const std::string& options, bool urgent) {
+    if (threads_.empty()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      std::size_t insert_at = 0;  // urgent jobs go after the urgent ones already queued
+      while (insert_at < queue_.size() && queue_[insert_at].urgent) ++insert_at;
+      if (queued_.insert(options).second) {
+        if (urgent)
+          queue_.insert(queue_.begin() + long(insert_at), Job{item, options, true});
+        else
+          queue_.push_back(Job{item, options, false});
+      } else if (urgent) {
+        const auto it = std::find_if(queue_.begin() + long(insert_at), queue_.end(),
+                                     [&](const Job& j) { return j.options == options; });
+        if (it != queue_.end()) {  // still waiting, as a speculative build
+          Job job = *it;
+          job.urgent = true;
+          queue_.erase(it);
+          queue_.insert(queue_.begin() + long(insert_at), job);
+        }
+      }
+    }
+    wake_.notify_all();
+  }
+
+ private:
+  struct Job {
+    Item item;
+    std::string options;
+    bool urgent = true;
+  };
+
+  // The front job may start: it is urgent (urgent jobs are always in front), or fewer
+  // than max_speculative_ speculative builds are running.
+  bool can_start() const {
+    return !queue_.empty() && (queue_.front().urgent || speculative_running_ < max_speculative_);
+  }
+
+  void work() {
+    while (true) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || can_start(); });
+        if (stop_) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+        if (!job.urgent) ++speculative_running_;
+      }
+      try {
+        build_(job.item);
+      } catch (...) {
+        // Met again, and recorded, when the candidate is measured.
+      }
+      if (!job.urgent) {
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          --speculative_running_;
+        }
+        wake_.notify_all();
+      }
+    }
+  }
+
+  const int max_speculative_;
+  Build build_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Job> queue_;
+  std::set<std::string> queued_;
+  int speculative_running_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;  // last: started once everything above exists
+};
+
+}  // namespace ocltk::tuner
