@@ -17,8 +17,9 @@
 # record-nf4 (kind nvidia-h200-x2): the NF4 spaces, nf4_forward and nf4_backward side by side.
 # spaces-nf4 (kind nvidia-h200-x2): nf4_forward's whole space on one H200; on the other the
 #          whole default tune (empty caches, timed), then nf4_backward's space.
-# spaces-nf4-fwd (kind nvidia-h200-x2): nf4_forward's whole space on one H200; on the other
-#          the whole default tune, the Mixtral-like decode tuned, and the NF4 decode bench.
+# spaces-nf4-fwd (kind nvidia-h200-x2): nf4_forward's decode and small_batch spaces on one
+#          H200; on the other the whole default tune, the NF4 decode bench with the shipped
+#          profile (stage configs/nvidia-h200.yaml too), cuBLAS, then the prefill space.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
 #          `tune --replay` and tests/test_tuner.cpp search offline).
 # Everything lands in OUT/.
@@ -217,18 +218,18 @@ spaces-nf4)
   echo "all done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
   ;;
 spaces-nf4-fwd)
-  # On the two-GPU kind: nf4_forward's whole space recorded on one H200; on the other the
-  # whole default tune with empty caches of its own (timed), the NF4 forward decode tuned
-  # for the Mixtral-like rows 8 and 64 into a copy of its profile, and the NF4 decode bench
-  # with that profile beside dequantize + CLBlast, and cuBLAS on the same shapes.
+  # On the two-GPU kind: nf4_forward's decode and small_batch spaces recorded on one H200;
+  # on the other the whole default tune with empty caches of its own (timed), the NF4
+  # decode bench with the shipped profile (staged beside this script) beside dequantize +
+  # CLBlast, cuBLAS on the same shapes, then nf4_forward's prefill space with the time left.
   pick_gpus
   ncpu=$(nproc); half=$((ncpu / 2))
   gpu0="taskset -c 0-$((half - 1)) $gpu0 OCLTK_CACHE_DIR=/tmp/ocltk-cache0 CUDA_CACHE_PATH=/tmp/nv-cache0"
   gpu1="taskset -c $half-$((ncpu - 1)) $gpu1 CUDA_CACHE_PATH=/tmp/nv-cache1"
   end=${CALL_END:-555}
   ( start=$(date +%s.%N)
-    $gpu0 "$here/ocltk" tune --kernels nf4_forward --strategy exhaustive --cold --repeats 2 \
-      --budget $((end - 30)) --cache - --record "$out/h200-space-nf4_forward.jsonl" \
+    $gpu0 "$here/ocltk" tune --kernels nf4_forward --classes decode,small_batch --strategy exhaustive --cold \
+      --repeats 2 --budget $((end - 30)) --cache - --record "$out/h200-space-nf4_forward.jsonl" \
       --out "$out/exhaustive-nf4_forward.yaml" > "$out/record-nf4_forward.txt" 2> "$out/record-nf4_forward-progress.txt"
     echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record-nf4_forward.txt"
   ) &
@@ -238,14 +239,7 @@ spaces-nf4-fwd)
     --record "$out/tune-record.jsonl" > "$out/tune.txt" 2> "$out/tune-progress.txt"
   echo "tune exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/tune.txt"
   echo "whole tune done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
-  printf 'shapes:\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 8, block_size: 64}\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 64, block_size: 64}\n' \
-    > "$out/shapes-mixtral.yaml"
-  cp "$profile" "$out/nvidia-h200-mixtral.yaml"
-  $gpu1 OCLTK_CACHE_DIR=/tmp/ocltk-cache-whole "$here/ocltk" tune --kernels nf4_forward --classes decode \
-    --shapes "$out/shapes-mixtral.yaml" --budget "${MIXTRAL_BUDGET:-100}" --out "$out/nvidia-h200-mixtral.yaml" \
-    --record "$out/tune-mixtral-record.jsonl" > "$out/tune-mixtral.txt" 2> "$out/tune-mixtral-progress.txt"
-  echo "mixtral tune done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
-  $gpu1 timeout 150 "$here/ocltk_bench_nf4" --ocltk_profile="$out/nvidia-h200-mixtral.yaml" --ocltk_calls=20 \
+  $gpu1 timeout 150 "$here/ocltk_bench_nf4" --ocltk_profile="$here/nvidia-h200.yaml" --ocltk_calls=20 \
     --benchmark_filter='rows(1|8|64)/decode/(ours|baseline_dequant_clblast)' \
     --benchmark_out="$out/h200-nf4-decode.json" --benchmark_out_format=json > "$out/bench-nf4-decode.txt" 2>&1
   echo "bench done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
@@ -254,6 +248,16 @@ spaces-nf4-fwd)
   timeout 40 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64 --json "$out/cublas-nf4-fine.json" > /dev/null
   timeout 30 $ref copy > "$out/copy.json"
   unset CUDA_VISIBLE_DEVICES
+  left=$(( end - 15 - ($(date +%s) - call_start) ))
+  echo "cuBLAS done at +$(( $(date +%s) - call_start )) s; prefill budget $left s" >> "$out/device.txt"
+  if [ "$left" -gt 30 ]; then
+    start=$(date +%s.%N)
+    $gpu1 OCLTK_CACHE_DIR=/tmp/ocltk-cache1 "$here/ocltk" tune --kernels nf4_forward --classes prefill \
+      --strategy exhaustive --cold --repeats 2 --budget "$left" --cache - \
+      --record "$out/h200-space-nf4_forward-prefill.jsonl" --out "$out/exhaustive-nf4_forward-prefill.yaml" \
+      > "$out/record-prefill.txt" 2> "$out/record-prefill-progress.txt"
+    echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record-prefill.txt"
+  fi
   wait $rec0
   echo "all done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
   ;;
