@@ -305,7 +305,9 @@ TEST(CompilePoolTest, SpeculativeBuildsLeaveThreadsForUrgentOnes) {
       ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return urgent_started.load(); }));
     }
     // Three threads were free: the urgent build did not wait for a speculative one (300 ms).
-    EXPECT_LT(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - queued).count(), 200);
+    const double waited_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - queued).count();
+    EXPECT_LT(waited_ms, 200);
     std::this_thread::sleep_for(std::chrono::milliseconds(1900));  // the rest drain, one at a time
   }
   EXPECT_EQ(most_speculative, 1);
