@@ -243,7 +243,7 @@ spaces-nf4-fwd)
     --benchmark_filter='rows(1|8|64)/decode/(ours|baseline_dequant_clblast)' \
     --benchmark_out="$out/h200-nf4-decode.json" --benchmark_out_format=json > "$out/bench-nf4-decode.txt" 2>&1
   echo "bench done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
-  case "$gpu1" in *CUDA_VISIBLE_DEVICES=1*) export CUDA_VISIBLE_DEVICES=1 ;; esac
+  export CUDA_VISIBLE_DEVICES=1  # cuBLAS on the second GPU, away from the recording
   timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64 --json "$out/cublas-nf4-mixtral.json" > /dev/null
   timeout 40 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64 --json "$out/cublas-nf4-fine.json" > /dev/null
   timeout 30 $ref copy > "$out/copy.json"

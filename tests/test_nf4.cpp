@@ -361,7 +361,8 @@ const std::vector<std::pair<Params, Params>> kStreamPoints = {
 // each work-item sums whole outputs, and up to 4 batches per workgroup (the prefetched
 // first chunk then needs its x reloaded); 8-byte chunks, 256 lanes, 8 tile rows and up to
 // 16 batches of 2 W rows per workgroup (a ragged last batch, and fewer batches for the
-// last workgroups at N = 37). Each fits 48 KiB of local memory.
+// last workgroup: N = 45 with K = 1056 on the aligned path, N = 37 on the general one).
+// Each fits 48 KiB of local memory.
 const std::vector<Params> kLanesPoints = {
     {},
     {{"WGS", 32}, {"CW", 8}, {"RB", 16}, {"TR", 4}, {"NB", 4}},

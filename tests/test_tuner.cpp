@@ -273,68 +273,95 @@ TEST(Recording, MalformedLinesAreNamedWithTheirLine) {
 
 // ---- the compile pool ------------------------------------------------------------------
 
-// Speculative builds never take more than their share of the threads, so an urgent build
-// queued behind many speculative ones starts at once; every distinct job is built once.
-TEST(CompilePoolTest, SpeculativeBuildsLeaveThreadsForUrgentOnes) {
+// A gate a fake build waits at until the test opens it, and a log of what was built,
+// both waited on with a generous timeout so a loaded machine cannot make the tests flaky.
+struct BuildLog {
   std::mutex m;
   std::condition_variable cv;
+  bool open = false;
+  std::vector<int> started, finished;
   int running_speculative = 0, most_speculative = 0;
-  std::vector<int> built;
-  std::atomic<bool> urgent_started{false};
+
+  // Waits until pred() holds (under the lock), at most 10 s.
+  template <typename Pred>
+  bool wait(Pred pred) {
+    std::unique_lock<std::mutex> lock(m);
+    return cv.wait_for(lock, std::chrono::seconds(10), pred);
+  }
+  void open_gate() {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      open = true;
+    }
+    cv.notify_all();
+  }
+};
+
+// Opens the gate when a test leaves its scope early (a failed ASSERT), before the pool's
+// destructor waits for its threads.
+struct OpenGateOnExit {
+  BuildLog& log;
+  ~OpenGateOnExit() { log.open_gate(); }
+};
+
+// Speculative builds never take more than their share of the threads: with one allowed
+// and four threads, an urgent build queued behind six speculative ones starts while the
+// first speculative build is still running; every distinct job is built once.
+TEST(CompilePoolTest, SpeculativeBuildsLeaveThreadsForUrgentOnes) {
+  BuildLog log;
   {
     CompilePool<int> pool(4, 1, [&](const int& job) {
       const bool speculative = job >= 100;
-      {
-        std::lock_guard<std::mutex> lock(m);
-        built.push_back(job);
-        if (speculative) most_speculative = std::max(most_speculative, ++running_speculative);
-        if (!speculative) urgent_started = true;
-      }
-      cv.notify_all();
-      std::this_thread::sleep_for(std::chrono::milliseconds(speculative ? 300 : 1));
-      std::lock_guard<std::mutex> lock(m);
-      if (speculative) --running_speculative;
+      std::unique_lock<std::mutex> lock(log.m);
+      log.started.push_back(job);
+      if (speculative) log.most_speculative = std::max(log.most_speculative, ++log.running_speculative);
+      log.cv.notify_all();
+      if (speculative) log.cv.wait(lock, [&] { return log.open; });
+      if (speculative) --log.running_speculative;
+      log.finished.push_back(job);
+      log.cv.notify_all();
     });
+    OpenGateOnExit guard{log};
     for (int j = 100; j < 106; ++j) pool.add(j, "s" + std::to_string(j), false);
     pool.add(100, "s100", false);  // the same program again: not built twice
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    const auto queued = std::chrono::steady_clock::now();
+    ASSERT_TRUE(log.wait([&] { return !log.started.empty(); }));
     pool.add(1, "u1", true);
+    // The urgent build runs to its end while the gate still holds the speculative one.
+    ASSERT_TRUE(log.wait([&] { return std::count(log.finished.begin(), log.finished.end(), 1) == 1; }));
     {
-      std::unique_lock<std::mutex> lock(m);
-      ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return urgent_started.load(); }));
+      std::lock_guard<std::mutex> lock(log.m);
+      EXPECT_EQ(log.started.size(), 2u);  // one speculative build, then the urgent one
     }
-    // Three threads were free: the urgent build did not wait for a speculative one (300 ms).
-    const double waited_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - queued).count();
-    EXPECT_LT(waited_ms, 200);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1900));  // the rest drain, one at a time
+    log.open_gate();
+    ASSERT_TRUE(log.wait([&] { return log.finished.size() == 7; }));
   }
-  EXPECT_EQ(most_speculative, 1);
-  std::sort(built.begin(), built.end());
-  EXPECT_EQ(built.size(), 7u);
-  EXPECT_EQ(std::adjacent_find(built.begin(), built.end()), built.end());
+  EXPECT_EQ(log.most_speculative, 1);
+  std::sort(log.finished.begin(), log.finished.end());
+  EXPECT_EQ(std::adjacent_find(log.finished.begin(), log.finished.end()), log.finished.end());
 }
 
-// A speculative job that becomes urgent moves ahead of the speculative ones.
+// A speculative job that becomes urgent moves ahead of the speculative ones queued
+// before it.
 TEST(CompilePoolTest, AQueuedSpeculativeJobThatBecomesUrgentMovesUp) {
-  std::mutex m;
-  std::vector<int> order;
+  BuildLog log;
   {
     CompilePool<int> pool(1, 1, [&](const int& job) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(job == 0 ? 60 : 1));
-      std::lock_guard<std::mutex> lock(m);
-      order.push_back(job);
+      std::unique_lock<std::mutex> lock(log.m);
+      log.started.push_back(job);
+      log.cv.notify_all();
+      if (job == 0) log.cv.wait(lock, [&] { return log.open; });  // holds the only thread
+      log.finished.push_back(job);
+      log.cv.notify_all();
     });
-    pool.add(0, "j0", false);  // occupies the only thread
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    OpenGateOnExit guard{log};
+    pool.add(0, "j0", false);
+    ASSERT_TRUE(log.wait([&] { return !log.started.empty(); }));
     for (int j = 1; j <= 5; ++j) pool.add(j, "j" + std::to_string(j), false);
     pool.add(4, "j4", true);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    log.open_gate();
+    ASSERT_TRUE(log.wait([&] { return log.finished.size() == 6; }));
   }
-  ASSERT_EQ(order.size(), 6u);
-  EXPECT_EQ(order[0], 0);
-  EXPECT_EQ(order[1], 4);
+  EXPECT_EQ(log.finished, (std::vector<int>{0, 4, 1, 2, 3, 5}));
 }
 
 // ---- the tuner engine with a mock family ---------------------------------------------
@@ -527,10 +554,10 @@ TEST_F(TunerEngine, BudgetsAndFractionsCapEvaluations) {
   EXPECT_TRUE(r.caches.empty());
 }
 
-// Two classes whose workloads take 0.5 s to build: each class's share of the budget
-// counts from the class's start, so building its workload comes out of its own share and
-// the second class still gets its half (it was left with ~0 when the first class's clock
-// started after its build).
+// Two classes whose workloads take 0.8 s to build, with a 3-s budget: each class's share
+// counts from the class's start, so its build comes out of its own 1.5 s and the run ends
+// near its budget. (When a class's clock started after its build, the first class ran
+// 0.8 + 1.5 s and the run ~3.8 s.)
 TEST_F(TunerEngine, WorkloadBuildTimeComesOutOfTheClassesOwnBudget) {
   static const KernelFamily two_classes = [] {
     KernelFamily k = mock_family();
@@ -542,19 +569,20 @@ TEST_F(TunerEngine, WorkloadBuildTimeComesOutOfTheClassesOwnBudget) {
   FamilyTuning slow;
   slow.family = &two_classes;
   slow.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
     return std::unique_ptr<Workload>(new MockWorkload(state_, 20));
   };
   families_ = {slow};
   TuneOptions o = options(0);
-  o.budget_seconds = 2;
+  o.budget_seconds = 3;
   o.cache_dir = "-";
   const TuneResult r = tune(*rt_, o);
   ASSERT_EQ(r.classes.size(), 2u);
-  // Each class: 0.5 s build + measurements up to its 1-s share, plus one candidate (20 ms).
-  EXPECT_LT(r.classes[0].seconds, 1.3);
-  EXPECT_GE(r.classes[1].evaluations, 3);  // ~0.5 s of 5 runs × 20 ms per candidate
-  EXPECT_LT(r.classes[0].seconds + r.classes[1].seconds, 2.5);
+  // Each class: 0.8 s build + measuring up to its 1.5-s share, plus one candidate in
+  // flight (at most 6 runs of 20 ms).
+  EXPECT_LT(r.classes[0].seconds, 2.0);
+  EXPECT_LT(r.seconds, 3.45);
+  EXPECT_GE(r.classes[1].evaluations, 2);  // the built-in default and at least one more
 }
 
 TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {

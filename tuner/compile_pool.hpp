@@ -2,12 +2,12 @@
 //
 // Jobs are urgent (about to be measured) or speculative (may be measured: a strategy's
 // likely next points, later classes' opening points). Urgent jobs go ahead of speculative
-// ones, and at most `max_speculative` speculative builds run at once, so the other
-// threads stay free for urgent ones. That bound matters on drivers that build one
-// program at a time however many threads ask (NVIDIA's OpenCL was seen to: an urgent
-// build then waits behind every build already inside the driver): with all threads on
-// speculative builds, a class's next candidate waited 20 s and the class ran far past its
-// budget, leaving the later classes almost none.
+// ones, and at most `max_speculative` speculative builds run at once. The bound is for
+// drivers that build one program at a time however many threads ask (NVIDIA's OpenCL
+// behaved so on the H200): a build that is needed now then queues inside the driver
+// behind at most `max_speculative` speculative ones, not behind one per thread. With
+// every thread on speculative builds, a class's next candidate once waited about 20 s
+// and the class ran far past its budget, leaving the later classes almost none.
 //
 // The build function is called once per distinct `options` string; its errors are left
 // for the measuring thread to meet and record when it builds the same program.
@@ -32,7 +32,7 @@ class CompilePool {
 
   CompilePool(int threads, int max_speculative, Build build)
       : max_speculative_(std::max(1, max_speculative)), build_(std::move(build)) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { run_builds(); });
   }
   ~CompilePool() {
     {
@@ -54,7 +54,7 @@ class CompilePool {
     if (threads_.empty()) return;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      std::size_t insert_at = 0;  // urgent jobs go after the urgent ones already queued
+      std::size_t insert_at = 0;
       while (insert_at < queue_.size() && queue_[insert_at].urgent) ++insert_at;
       if (queued_.insert(options).second) {
         if (urgent)
@@ -88,7 +88,7 @@ class CompilePool {
     return !queue_.empty() && (queue_.front().urgent || speculative_running_ < max_speculative_);
   }
 
-  void work() {
+  void run_builds() {
     while (true) {
       Job job;
       {

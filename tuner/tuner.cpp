@@ -89,11 +89,11 @@ std::string now_iso8601() {
 // Builds candidates' programs ahead of their measurement on a CompilePool. The program
 // cache (thread-safe, one build per program) hands the measuring thread the built
 // program, or makes it wait for a build in flight. A quarter of the threads (at least
-// one) may run speculative builds; the rest are kept for urgent ones (compile_pool.hpp).
+// one) may run speculative builds at once (compile_pool.hpp says why).
 class Prefetcher {
  public:
   Prefetcher(Runtime& rt, int threads)
-      : pool_(threads, std::max(1, threads / 4), [&rt](const Point& p) { rt.program_for(*p.algorithm, p.params); }) {}
+      : pool_(threads, threads / 4, [&rt](const Point& p) { rt.program_for(*p.algorithm, p.params); }) {}
 
   // Queues builds of `points`; urgent ones (about to be measured) go first, in order.
   void prefetch(const std::vector<const Point*>& points, bool urgent = true) {
@@ -157,7 +157,7 @@ class DeviceMeasure : public Measure {
     ClassResult& cr;
     Workload& workload;
     TuneCache* cache;
-    Prefetcher& pool;
+    Prefetcher& prefetcher;
     Progress& progress;
     std::string prefix;
     double budget_seconds;
@@ -166,7 +166,7 @@ class DeviceMeasure : public Measure {
     // measuring the built-in default come out of the class's own share, not the next ones'.
     Clock::time_point class_start;
   };
-  explicit DeviceMeasure(Setup s) : s_(std::move(s)), start_(s_.class_start) {
+  explicit DeviceMeasure(Setup s) : s_(std::move(s)), start_(s_.class_start), measuring_since_(Clock::now()) {
     best_.time_ms = std::numeric_limits<double>::infinity();
   }
 
@@ -218,8 +218,8 @@ class DeviceMeasure : public Measure {
     return &seen_.emplace(key, std::move(e)).first->second;
   }
 
-  void will_evaluate(const std::vector<const Point*>& points) override { s_.pool.prefetch(points, true); }
-  void might_evaluate(const std::vector<const Point*>& points) override { s_.pool.prefetch(points, false); }
+  void will_evaluate(const std::vector<const Point*>& points) override { s_.prefetcher.prefetch(points, true); }
+  void might_evaluate(const std::vector<const Point*>& points) override { s_.prefetcher.prefetch(points, false); }
 
   void finish() {
     const double left = s_.budget_seconds - seconds_since(start_);
@@ -237,13 +237,14 @@ class DeviceMeasure : public Measure {
     const int space_left = int(s_.cr.space_size) + 2 - done;
     int plan = done + space_left;
     if (s_.max_evals > 0) plan = std::min<int>(plan, int(s_.max_evals));
-    const double elapsed = seconds_since(start_);
+    const double elapsed = seconds_since(measuring_since_);  // the pace of measuring, not of the workload build
     if (elapsed > 0.5 && done > 0) plan = std::min<int>(plan, done + int(double(done) / elapsed * std::max(0.0, left)));
     return std::max(plan, done);
   }
 
   Setup s_;
-  Clock::time_point start_;
+  Clock::time_point start_;            // the class's start: its budget counts from here
+  Clock::time_point measuring_since_;  // its workload built: the pace of evaluations counts from here
   std::map<std::string, Evaluation> seen_;
   Evaluation best_;
 };
@@ -351,7 +352,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   }
 
   result.compile_threads = options.compile_threads >= 0 ? options.compile_threads : default_compile_threads(device);
-  Prefetcher pool(rt, result.compile_threads);
+  Prefetcher prefetcher(rt, result.compile_threads);
   result.profile.device = profile_device_of(device);
   result.profile.tuner_version = version();
 
@@ -372,10 +373,10 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     const BuiltinChoice builtin = family.builtin_for(jobs[ji].shape_class);
     const AlgorithmSpec* algorithm = family.find_algorithm(builtin.algorithm);
     const Point point{algorithm, algorithm->complete(builtin.params)};
-    pool.prefetch({&point}, false);
+    prefetcher.prefetch({&point}, false);
   }
   for (std::size_t ji = 0; ji < jobs.size(); ++ji)
-    pool.prefetch(opening_points(options.strategy, spaces[ji], search_rngs[ji], 24), false);
+    prefetcher.prefetch(opening_points(options.strategy, spaces[ji], search_rngs[ji], 24), false);
 
   std::unique_ptr<Workload> previous_workload;
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
@@ -407,8 +408,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     }
     const auto cache_it = caches.find(family.name);
     DeviceMeasure measure(
-        {rt, options, family.name, cr, *workload, cache_it == caches.end() ? nullptr : cache_it->second.get(), pool,
-         progress,
+        {rt, options, family.name, cr, *workload, cache_it == caches.end() ? nullptr : cache_it->second.get(),
+         prefetcher, progress,
          "[" + std::to_string(ji + 1) + "/" + std::to_string(jobs.size()) + " " + family.name + "/" + shape_class + "]",
          class_budget, max_evals, class_start});
 
@@ -417,7 +418,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     const BuiltinChoice builtin = family.builtin_for(shape_class);
     const AlgorithmSpec* builtin_algorithm = family.find_algorithm(builtin.algorithm);
     const Point builtin_point{builtin_algorithm, builtin_algorithm->complete(builtin.params)};
-    pool.prefetch({&builtin_point});
+    prefetcher.prefetch({&builtin_point});
     workload->timeout_seconds = options.timeout_seconds > 0 ? options.timeout_seconds : 60;
     if (const Evaluation* e = measure.evaluate(builtin_point, true)) cr.builtin = *e;
     if (options.timeout_seconds <= 0)
@@ -435,7 +436,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     }
     std::vector<const Point*> warm_hint;
     for (const Point& p : warm) warm_hint.push_back(&p);
-    pool.prefetch(warm_hint);
+    prefetcher.prefetch(warm_hint);
     for (const Point& p : warm) measure.evaluate(p);
 
     run_strategy(options.strategy, space, measure, search_rngs[ji]);
