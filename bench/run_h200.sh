@@ -32,6 +32,7 @@ call_start=$(date +%s)
 profile=${PROFILE:-$out/nvidia-h200.yaml}
 ref="python3 $here/cublas_ref.py"
 export OCLTK_CACHE_DIR=/tmp/ocltk-cache
+
 # gpu0/gpu1: env prefixes that give a command only the first or only the second GPU
 # (CUDA_VISIBLE_DEVICES, which NVIDIA's OpenCL honours; else the ocltk device index).
 pick_gpus() {
@@ -41,35 +42,74 @@ pick_gpus() {
     gpu0="env OCLTK_DEVICE=0"; gpu1="env OCLTK_DEVICE=1"
   fi
 }
-{ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; nproc; "$here/ocltk" devices; } > "$out/device.txt" 2>&1
-case "$phase" in
-tune)
+# pick_gpus, then each GPU's commands on half of the cores, with an ocltk program cache and
+# an NVIDIA compute cache of their own, so neither side reuses the other's builds.
+split_gpus() {
+  pick_gpus
+  local ncpu half
+  ncpu=$(nproc); half=$((ncpu / 2))
+  gpu0="taskset -c 0-$((half - 1)) $gpu0 OCLTK_CACHE_DIR=/tmp/ocltk-cache0 CUDA_CACHE_PATH=/tmp/nv-cache0"
+  gpu1="taskset -c $half-$((ncpu - 1)) $gpu1 OCLTK_CACHE_DIR=/tmp/ocltk-cache1 CUDA_CACHE_PATH=/tmp/nv-cache1"
+}
+# timed NAME LABEL CMD...: runs CMD with stdout in OUT/NAME.txt and stderr in
+# OUT/NAME-progress.txt, then appends "LABEL exit RC wall SECONDS s" to OUT/NAME.txt.
+timed() {
+  local name=$1 label=$2 start rc
+  shift 2
   start=$(date +%s.%N)
-  "$here/ocltk" tune --out "$profile" --report "$out/report" --record "$out/tune-record.jsonl" \
-    > "$out/tune.txt" 2> "$out/tune-progress.txt"
-  echo "tune exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/tune.txt"
-  "$here/ocltk_bench" --ocltk_profile="$profile" --benchmark_repetitions=3 \
-    --benchmark_out="$out/h200-gemm_nt.json" --benchmark_out_format=json > "$out/bench-gemm_nt.txt" 2>&1
+  "$@" > "$out/$name.txt" 2> "$out/$name-progress.txt"
+  rc=$?
+  echo "$label exit $rc wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/$name.txt"
+}
+# mark WHAT: "WHAT at +SECONDS s" (since the call started) into OUT/device.txt.
+mark() { echo "$1 at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"; }
+# record_space NAME "DEV" BUDGET TUNE-ARGS...: an exhaustive recording (seeded order) into
+# OUT/h200-space-NAME.jsonl, its profile into OUT/exhaustive-NAME.yaml.
+record_space() {
+  local name=$1 dev=$2 budget=$3
+  shift 3
+  timed "record-$name" record $dev "$here/ocltk" tune "$@" --strategy exhaustive --cold --repeats 2 \
+    --budget "$budget" --cache - --record "$out/h200-space-$name.jsonl" --out "$out/exhaustive-$name.yaml"
+}
+# whole_tune "DEV": the whole default tune with empty caches of its own, as on a user's
+# first run, with its report and every evaluated point.
+whole_tune() {
+  timed tune tune $1 OCLTK_CACHE_DIR=/tmp/ocltk-cache-whole "$here/ocltk" tune --out "$profile" \
+    --report "$out/report" --record "$out/tune-record.jsonl"
+}
+# cuBLAS on the benches' gemm_nt and NF4 shapes, and the copy bandwidth.
+cublas_refs() {
   $ref gemm --dtype f32 --shapes 1x4096x4096,16x4096x4096,4096x16x4096,4096x64x4096,4096x4096x16,4096x4096x64,2048x2048x2048,4096x4096x4096 \
     --json "$out/cublas-gemm.json" > /dev/null
   $ref gemm --dtype f32 --accumulate --shapes 4096x4096x16,4096x4096x64,2048x2048x2048,4096x4096x4096 \
     --json "$out/cublas-gemm-accum.json" > /dev/null
-  "$here/ocltk_bench_nf4" --ocltk_profile="$profile" \
-    --benchmark_out="$out/h200-nf4.json" --benchmark_out_format=json > "$out/bench-nf4.txt" 2>&1
   $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64,512,4096 --json "$out/cublas-nf4-mixtral.json" > /dev/null
   $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64,512,4096 --json "$out/cublas-nf4-fine.json" > /dev/null
   $ref copy > "$out/copy.json"
+}
+mixtral_shapes() {
+  printf 'shapes:\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 8, block_size: 64}\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 64, block_size: 64}\n' \
+    > "$out/shapes-mixtral.yaml"
+}
+
+{ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; nproc; "$here/ocltk" devices; } > "$out/device.txt" 2>&1
+case "$phase" in
+tune)
+  timed tune tune "$here/ocltk" tune --out "$profile" --report "$out/report" --record "$out/tune-record.jsonl"
+  "$here/ocltk_bench" --ocltk_profile="$profile" --benchmark_repetitions=3 \
+    --benchmark_out="$out/h200-gemm_nt.json" --benchmark_out_format=json > "$out/bench-gemm_nt.txt" 2>&1
+  "$here/ocltk_bench_nf4" --ocltk_profile="$profile" \
+    --benchmark_out="$out/h200-nf4.json" --benchmark_out_format=json > "$out/bench-nf4.txt" 2>&1
+  cublas_refs
   ;;
 clblast)
   start=$(date +%s.%N)
   "$here/clblast_tuner_xgemm" -m 2048 -n 2048 -k 2048 > "$out/clblast-tuner.txt" 2>&1
   echo "clblast_tuner_xgemm exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/clblast-tuner.txt"
   printf 'shapes:\n  - {kernel: gemm_nt, m: 2048, n: 2048, k: 2048}\n' > "$out/shapes-2048.yaml"
-  start=$(date +%s.%N)
-  "$here/ocltk" tune --kernels gemm_nt --classes large --shapes "$out/shapes-2048.yaml" --budget 120 --cold \
-    --out "$out/large.yaml" --report "$out/report-large" > "$out/tune-large.txt" 2> "$out/tune-large-progress.txt"
-  echo "tune exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/tune-large.txt"
-  echo "large tune done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
+  timed tune-large tune "$here/ocltk" tune --kernels gemm_nt --classes large --shapes "$out/shapes-2048.yaml" \
+    --budget 120 --cold --out "$out/large.yaml" --report "$out/report-large"
+  mark "large tune done"
   "$here/ocltk_bench" --ocltk_profile="$out/large.yaml" --benchmark_repetitions=3 --benchmark_filter='large' \
     --benchmark_out="$out/h200-gemm_nt-large.json" --benchmark_out_format=json > "$out/bench-large.txt" 2>&1
   $ref gemm --dtype f32 --shapes 2048x2048x2048,4096x4096x4096 --json "$out/cublas-large.json" > /dev/null
@@ -94,33 +134,17 @@ samecall)
   clblast=$!
   sleep 20 && nvidia-smi > "$out/nvidia-smi-both-busy.txt" 2>&1 &
   printf 'shapes:\n  - {kernel: gemm_nt, m: 2048, n: 2048, k: 2048}\n' > "$out/shapes-2048.yaml"
-  start=$(date +%s.%N)
-  $ours "$here/ocltk" tune --kernels gemm_nt --classes large --shapes "$out/shapes-2048.yaml" --budget 70 --cold \
-    --out "$out/large.yaml" --report "$out/report-large" --record "$out/large-record.jsonl" \
-    > "$out/tune-large.txt" 2> "$out/tune-large-progress.txt"
-  echo "tune exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/tune-large.txt"
-  echo "large tune done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
+  timed tune-large tune $ours "$here/ocltk" tune --kernels gemm_nt --classes large --shapes "$out/shapes-2048.yaml" \
+    --budget 70 --cold --out "$out/large.yaml" --report "$out/report-large" --record "$out/large-record.jsonl"
+  mark "large tune done"
   $ours "$here/ocltk_bench" --ocltk_profile="$out/large.yaml" --benchmark_repetitions=3 --benchmark_filter='large' \
     --benchmark_out="$out/h200-gemm_nt-large.json" --benchmark_out_format=json > "$out/bench-large.txt" 2>&1
-  # The whole tune with caches of its own, as on a user's first run.
-  start=$(date +%s.%N)
-  $ours OCLTK_CACHE_DIR=/tmp/ocltk-cache-whole "$here/ocltk" tune --out "$profile" --report "$out/report" \
-    --record "$out/tune-record.jsonl" \
-    > "$out/tune.txt" 2> "$out/tune-progress.txt"
-  echo "tune exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/tune.txt"
+  whole_tune "$ours"
   $ours "$here/ocltk_bench" --ocltk_profile="$profile" --benchmark_repetitions=3 \
     --benchmark_out="$out/h200-gemm_nt.json" --benchmark_out_format=json > "$out/bench-gemm_nt.txt" 2>&1
   $ours "$here/ocltk_bench_nf4" --ocltk_profile="$profile" \
     --benchmark_out="$out/h200-nf4.json" --benchmark_out_format=json > "$out/bench-nf4.txt" 2>&1
-  export CUDA_VISIBLE_DEVICES=1
-  $ref gemm --dtype f32 --shapes 1x4096x4096,16x4096x4096,4096x16x4096,4096x64x4096,4096x4096x16,4096x4096x64,2048x2048x2048,4096x4096x4096 \
-    --json "$out/cublas-gemm.json" > /dev/null
-  $ref gemm --dtype f32 --accumulate --shapes 4096x4096x16,4096x4096x64,2048x2048x2048,4096x4096x4096 \
-    --json "$out/cublas-gemm-accum.json" > /dev/null
-  $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64,512,4096 --json "$out/cublas-nf4-mixtral.json" > /dev/null
-  $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64,512,4096 --json "$out/cublas-nf4-fine.json" > /dev/null
-  $ref copy > "$out/copy.json"
-  unset CUDA_VISIBLE_DEVICES
+  CUDA_VISIBLE_DEVICES=1 cublas_refs
   # Spare time on our GPU while CLBlast's tuner runs: NF4 decode tuned longer, into a copy
   # of the profile (the other entries kept), and the NF4 bench again with it.
   left=$(awk "BEGIN{print int(${CALL_END:-575} - ($(date +%s) - $call_start))}")
@@ -132,7 +156,7 @@ samecall)
     $ours "$here/ocltk_bench_nf4" --ocltk_profile="$out/nvidia-h200-nf4.yaml" --benchmark_filter='/decode/' \
       > "$out/bench-nf4-decode.txt" 2>&1
   fi
-  echo "ours done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
+  mark "ours done"
   wait $clblast
   cp clblast_xgemm_*.json "$out/" 2>/dev/null
   ;;
@@ -140,132 +164,73 @@ record2)
   # On the two-GPU kind: exhaustive recordings (seeded order) of gemm_nt on one H200 and
   # nf4_forward on the other, then on the second the NF4 forward decode tuned for the
   # Mixtral-like shape (the recording's programs are cached by then) and benched.
-  pick_gpus
-  ncpu=$(nproc); half=$((ncpu / 2))
-  gpu0="taskset -c 0-$((half - 1)) $gpu0 OCLTK_CACHE_DIR=/tmp/ocltk-cache0"
-  gpu1="taskset -c $half-$((ncpu - 1)) $gpu1 OCLTK_CACHE_DIR=/tmp/ocltk-cache1"
-  budget=${RECORD_BUDGET:-380}
-  ( start=$(date +%s.%N)
-    $gpu0 "$here/ocltk" tune --kernels gemm_nt --strategy exhaustive --cold --repeats 2 --budget "$budget" \
-      --cache - --record "$out/h200-space-gemm_nt.jsonl" --out "$out/exhaustive-gemm_nt.yaml" \
-      > "$out/record-gemm_nt.txt" 2> "$out/record-gemm_nt-progress.txt"
-    echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record-gemm_nt.txt"
-  ) &
+  split_gpus
+  record_space gemm_nt "$gpu0" "${RECORD_BUDGET:-380}" --kernels gemm_nt &
   rec0=$!
-  start=$(date +%s.%N)
-  $gpu1 "$here/ocltk" tune --kernels nf4_forward --strategy exhaustive --cold --repeats 2 \
-    --budget "${NF4_RECORD_BUDGET:-250}" --cache - --record "$out/h200-space-nf4_forward.jsonl" \
-    --out "$out/exhaustive-nf4_forward.yaml" > "$out/record-nf4_forward.txt" 2> "$out/record-nf4_forward-progress.txt"
-  echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record-nf4_forward.txt"
-  printf 'shapes:\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 8, block_size: 64}\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 64, block_size: 64}\n' \
-    > "$out/shapes-mixtral.yaml"
+  record_space nf4_forward "$gpu1" "${NF4_RECORD_BUDGET:-250}" --kernels nf4_forward
+  mixtral_shapes
   $gpu1 "$here/ocltk" tune --kernels nf4_forward --classes decode --shapes "$out/shapes-mixtral.yaml" --budget 50 \
     --out "$out/nf4-decode.yaml" > "$out/tune-nf4-decode.txt" 2> "$out/tune-nf4-decode-progress.txt"
   $gpu1 timeout 100 "$here/ocltk_bench_nf4" --ocltk_profile="$out/nf4-decode.yaml" --benchmark_filter='nf4_forward/.*/decode/' \
     > "$out/bench-nf4-decode.txt" 2>&1
-  echo "nf4 done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
+  mark "nf4 done"
   wait $rec0
   ;;
 record-nf4)
   # On the two-GPU kind: the whole NF4 spaces, nf4_forward on one H200 and nf4_backward on
   # the other (seeded exhaustive order; NF4 programs build slowly, so every class of a
   # kernel shares one run and its programs).
-  pick_gpus
-  ncpu=$(nproc); half=$((ncpu / 2))
-  budget=${RECORD_BUDGET:-560}
-  for k in nf4_forward nf4_backward; do
-    if [ $k = nf4_forward ]; then dev="taskset -c 0-$((half - 1)) $gpu0"; else dev="taskset -c $half-$((ncpu - 1)) $gpu1"; fi
-    ( start=$(date +%s.%N)
-      $dev OCLTK_CACHE_DIR=/tmp/ocltk-cache-$k "$here/ocltk" tune --kernels $k --strategy exhaustive --cold \
-        --repeats 2 --budget "$budget" --cache - --record "$out/h200-space-$k.jsonl" --out "$out/exhaustive-$k.yaml" \
-        > "$out/record-$k.txt" 2> "$out/record-$k-progress.txt"
-      echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record-$k.txt"
-    ) &
-  done
+  split_gpus
+  record_space nf4_forward "$gpu0" "${RECORD_BUDGET:-560}" --kernels nf4_forward &
+  record_space nf4_backward "$gpu1" "${RECORD_BUDGET:-560}" --kernels nf4_backward &
   wait
   ;;
 spaces-nf4)
   # On the two-GPU kind: nf4_forward's whole space (every class) recorded on one H200; on
   # the other, the whole default tune with empty caches of its own (timed, as a user's first
-  # run), then nf4_backward's space with the time left. Each process has its own cores,
-  # program cache and NVIDIA compute cache, so neither reuses the other's builds.
-  pick_gpus
-  ncpu=$(nproc); half=$((ncpu / 2))
-  gpu0="taskset -c 0-$((half - 1)) $gpu0 OCLTK_CACHE_DIR=/tmp/ocltk-cache0 CUDA_CACHE_PATH=/tmp/nv-cache0"
-  gpu1="taskset -c $half-$((ncpu - 1)) $gpu1 CUDA_CACHE_PATH=/tmp/nv-cache1"
+  # run), then nf4_backward's space with the time left.
+  split_gpus
   end=${CALL_END:-560}
-  ( start=$(date +%s.%N)
-    $gpu0 "$here/ocltk" tune --kernels nf4_forward --strategy exhaustive --cold --repeats 2 \
-      --budget $((end - 30)) --cache - --record "$out/h200-space-nf4_forward.jsonl" \
-      --out "$out/exhaustive-nf4_forward.yaml" > "$out/record-nf4_forward.txt" 2> "$out/record-nf4_forward-progress.txt"
-    echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record-nf4_forward.txt"
-  ) &
+  record_space nf4_forward "$gpu0" $((end - 30)) --kernels nf4_forward &
   rec0=$!
-  start=$(date +%s.%N)
-  $gpu1 OCLTK_CACHE_DIR=/tmp/ocltk-cache-whole "$here/ocltk" tune --out "$profile" --report "$out/report" \
-    --record "$out/tune-record.jsonl" > "$out/tune.txt" 2> "$out/tune-progress.txt"
-  echo "tune exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/tune.txt"
+  whole_tune "$gpu1"
   left=$(( end - 20 - ($(date +%s) - call_start) ))
-  echo "whole tune done at +$(( $(date +%s) - call_start )) s; nf4_backward budget $left s" >> "$out/device.txt"
-  if [ "$left" -gt 60 ]; then
-    start=$(date +%s.%N)
-    $gpu1 OCLTK_CACHE_DIR=/tmp/ocltk-cache1 "$here/ocltk" tune --kernels nf4_backward --strategy exhaustive --cold \
-      --repeats 2 --budget "$left" --cache - --record "$out/h200-space-nf4_backward.jsonl" \
-      --out "$out/exhaustive-nf4_backward.yaml" > "$out/record-nf4_backward.txt" 2> "$out/record-nf4_backward-progress.txt"
-    echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record-nf4_backward.txt"
-  fi
+  mark "whole tune done (nf4_backward budget $left s)"
+  if [ "$left" -gt 60 ]; then record_space nf4_backward "$gpu1" "$left" --kernels nf4_backward; fi
   wait $rec0
-  echo "all done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
+  mark "all done"
   ;;
 spaces-nf4-fwd)
   # On the two-GPU kind: nf4_forward's decode and small_batch spaces recorded on one H200;
   # on the other the whole default tune with empty caches of its own (timed), the NF4
   # decode bench with the shipped profile (staged beside this script) beside dequantize +
   # CLBlast, cuBLAS on the same shapes, then nf4_forward's prefill space with the time left.
-  pick_gpus
-  ncpu=$(nproc); half=$((ncpu / 2))
-  gpu0="taskset -c 0-$((half - 1)) $gpu0 OCLTK_CACHE_DIR=/tmp/ocltk-cache0 CUDA_CACHE_PATH=/tmp/nv-cache0"
-  gpu1="taskset -c $half-$((ncpu - 1)) $gpu1 CUDA_CACHE_PATH=/tmp/nv-cache1"
+  split_gpus
   end=${CALL_END:-555}
-  ( start=$(date +%s.%N)
-    $gpu0 "$here/ocltk" tune --kernels nf4_forward --classes decode,small_batch --strategy exhaustive --cold \
-      --repeats 2 --budget $((end - 30)) --cache - --record "$out/h200-space-nf4_forward.jsonl" \
-      --out "$out/exhaustive-nf4_forward.yaml" > "$out/record-nf4_forward.txt" 2> "$out/record-nf4_forward-progress.txt"
-    echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record-nf4_forward.txt"
-  ) &
+  record_space nf4_forward "$gpu0" $((end - 30)) --kernels nf4_forward --classes decode,small_batch &
   rec0=$!
-  start=$(date +%s.%N)
-  $gpu1 OCLTK_CACHE_DIR=/tmp/ocltk-cache-whole "$here/ocltk" tune --out "$profile" --report "$out/report" \
-    --record "$out/tune-record.jsonl" > "$out/tune.txt" 2> "$out/tune-progress.txt"
-  echo "tune exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/tune.txt"
-  echo "whole tune done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
+  whole_tune "$gpu1"
+  mark "whole tune done"
   $gpu1 timeout 150 "$here/ocltk_bench_nf4" --ocltk_profile="$here/nvidia-h200.yaml" --ocltk_calls=20 \
     --benchmark_filter='rows(1|8|64)/decode/(ours|baseline_dequant_clblast)' \
     --benchmark_out="$out/h200-nf4-decode.json" --benchmark_out_format=json > "$out/bench-nf4-decode.txt" 2>&1
-  echo "bench done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
+  mark "bench done"
   export CUDA_VISIBLE_DEVICES=1  # cuBLAS on the second GPU, away from the recording
   timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64 --json "$out/cublas-nf4-mixtral.json" > /dev/null
   timeout 40 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64 --json "$out/cublas-nf4-fine.json" > /dev/null
   timeout 30 $ref copy > "$out/copy.json"
   unset CUDA_VISIBLE_DEVICES
   left=$(( end - 15 - ($(date +%s) - call_start) ))
-  echo "cuBLAS done at +$(( $(date +%s) - call_start )) s; prefill budget $left s" >> "$out/device.txt"
+  mark "cuBLAS done (prefill budget $left s)"
   if [ "$left" -gt 30 ]; then
-    start=$(date +%s.%N)
-    $gpu1 OCLTK_CACHE_DIR=/tmp/ocltk-cache1 "$here/ocltk" tune --kernels nf4_forward --classes prefill \
-      --strategy exhaustive --cold --repeats 2 --budget "$left" --cache - \
-      --record "$out/h200-space-nf4_forward-prefill.jsonl" --out "$out/exhaustive-nf4_forward-prefill.yaml" \
-      > "$out/record-prefill.txt" 2> "$out/record-prefill-progress.txt"
-    echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record-prefill.txt"
+    record_space nf4_forward-prefill "$gpu1" "$left" --kernels nf4_forward --classes prefill
   fi
   wait $rec0
-  echo "all done at +$(( $(date +%s) - call_start )) s" >> "$out/device.txt"
+  mark "all done"
   ;;
 record)
-  start=$(date +%s.%N)
-  "$here/ocltk" tune --strategy exhaustive --cold --repeats 2 --budget "${RECORD_BUDGET:-540}" --cache - \
-    --record "$out/h200-space.jsonl" --out "$out/exhaustive.yaml" > "$out/record.txt" 2> "$out/record-progress.txt"
-  echo "record exit $? wall $(awk "BEGIN{print $(date +%s.%N) - $start}") s" >> "$out/record.txt"
+  timed record record "$here/ocltk" tune --strategy exhaustive --cold --repeats 2 --budget "${RECORD_BUDGET:-540}" \
+    --cache - --record "$out/h200-space.jsonl" --out "$out/exhaustive.yaml"
   ;;
 *)
   echo "unknown phase $phase" >&2
