@@ -166,14 +166,14 @@ class DeviceMeasure : public Measure {
     // measuring the built-in default come out of the class's own share, not the next ones'.
     Clock::time_point class_start;
   };
-  explicit DeviceMeasure(Setup s) : s_(std::move(s)), start_(s_.class_start), measuring_since_(Clock::now()) {
+  explicit DeviceMeasure(Setup s) : s_(std::move(s)), measuring_since_(Clock::now()) {
     best_.time_ms = std::numeric_limits<double>::infinity();
   }
 
   bool out_of_budget() const override {
     if (s_.options.stop != nullptr && s_.options.stop->load()) return true;
     if (s_.max_evals > 0 && s_.cr.evaluations >= s_.max_evals) return true;
-    return seconds_since(start_) >= s_.budget_seconds;
+    return seconds_since(s_.class_start) >= s_.budget_seconds;
   }
 
   const Evaluation* evaluate(const Point& point) override { return evaluate(point, false); }
@@ -211,7 +211,7 @@ class DeviceMeasure : public Measure {
     s_.cr.history.push_back(e);
     if (s_.options.record != nullptr)
       write_record_line(*s_.options.record, s_.kernel, s_.cr.shape_class, s_.cr.problem, e);
-    const double left = s_.budget_seconds - seconds_since(start_);
+    const double left = s_.budget_seconds - seconds_since(s_.class_start);
     s_.progress.update(s_.prefix, s_.cr.evaluations, planned(left), best_.ok ? best_.time_ms : 0,
                        best_.ok ? s_.cr.flops / best_.time_ms * 1e-6 : 0, left,
                        key + ": " + (e.ok ? std::to_string(e.time_ms) + " ms" : "rejected: " + e.rejected));
@@ -222,7 +222,7 @@ class DeviceMeasure : public Measure {
   void might_evaluate(const std::vector<const Point*>& points) override { s_.prefetcher.prefetch(points, false); }
 
   void finish() {
-    const double left = s_.budget_seconds - seconds_since(start_);
+    const double left = s_.budget_seconds - seconds_since(s_.class_start);
     s_.progress.update(s_.prefix, s_.cr.evaluations, s_.cr.evaluations, best_.ok ? best_.time_ms : 0,
                        best_.ok ? s_.cr.flops / best_.time_ms * 1e-6 : 0, left, "done", true);
     s_.progress.finish_line();
@@ -243,7 +243,6 @@ class DeviceMeasure : public Measure {
   }
 
   Setup s_;
-  Clock::time_point start_;            // the class's start: its budget counts from here
   Clock::time_point measuring_since_;  // its workload built: the pace of evaluations counts from here
   std::map<std::string, Evaluation> seen_;
   Evaluation best_;
