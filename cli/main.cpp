@@ -89,7 +89,8 @@ Options:
                       where the runtime finds it); a profile of this device already there keeps
                       the entries this run does not tune
   --budget SECONDS    time budget of the search (default 165, so that a whole run, with the candidate
-                      in flight at the end, stays within 3 minutes), split over the classes
+                      in flight at the end, stays within 3 minutes), split over the classes (each
+                      at least half an even share, so a class that ran long cannot starve the last)
   --strategy NAME     guided (default: a Gaussian-process cost model fitted on the points measured
                       so far picks the next ones), local (sample + coordinate descent), random, or
                       exhaustive

@@ -364,6 +364,47 @@ TEST(CompilePoolTest, AQueuedSpeculativeJobThatBecomesUrgentMovesUp) {
   EXPECT_EQ(log.finished, (std::vector<int>{0, 4, 1, 2, 3, 5}));
 }
 
+// After demote(), the urgent jobs a finished class left queued wait behind the next
+// class's urgent ones.
+TEST(CompilePoolTest, DemotedUrgentJobsWaitBehindNewUrgentOnes) {
+  BuildLog log;
+  {
+    CompilePool<int> pool(1, 1, [&](const int& job) {
+      std::unique_lock<std::mutex> lock(log.m);
+      log.started.push_back(job);
+      log.cv.notify_all();
+      if (job == 0) log.cv.wait(lock, [&] { return log.open; });  // holds the only thread
+      log.finished.push_back(job);
+      log.cv.notify_all();
+    });
+    OpenGateOnExit guard{log};
+    pool.add(0, "j0", true);
+    ASSERT_TRUE(log.wait([&] { return !log.started.empty(); }));
+    for (int j = 1; j <= 3; ++j) pool.add(j, "j" + std::to_string(j), true);  // the finished class's
+    pool.demote();
+    pool.add(4, "j4", true);  // the next class's
+    pool.add(2, "j2", true);  // wanted again: urgent once more
+    log.open_gate();
+    ASSERT_TRUE(log.wait([&] { return log.finished.size() == 5; }));
+  }
+  EXPECT_EQ(log.started, (std::vector<int>{0, 4, 2, 1, 3}));
+}
+
+TEST(ClassShareTest, EvenSplitOfWhatIsLeftWithABoundedFloor) {
+  // 100 s over 4 classes: on time, each gets 25 s.
+  EXPECT_DOUBLE_EQ(class_share(100, 0, 4, 4), 25);
+  EXPECT_DOUBLE_EQ(class_share(100, 25, 4, 3), 25);
+  // A class ran 20 s long: the three left share the rest.
+  EXPECT_DOUBLE_EQ(class_share(100, 45, 4, 3), 55.0 / 3);
+  // Nearly spent: the last class still gets the floor, half an even share (12.5 s)...
+  EXPECT_DOUBLE_EQ(class_share(100, 99, 4, 1), kMinClassShare * 25);
+  // ...but the floors together carry the run at most one floor past the budget.
+  EXPECT_DOUBLE_EQ(class_share(100, 95, 4, 2), (112.5 - 95) / 2);
+  EXPECT_DOUBLE_EQ(class_share(100, 105, 4, 1), 7.5);
+  EXPECT_DOUBLE_EQ(class_share(100, 140, 4, 1), 0);
+  EXPECT_DOUBLE_EQ(class_share(100, 0, 4, 0), 0);
+}
+
 // ---- the tuner engine with a mock family ---------------------------------------------
 
 struct MockState {

@@ -9,6 +9,11 @@
 // every thread on speculative builds, a class's next candidate once waited about 20 s
 // and the class ran far past its budget, leaving the later classes almost none.
 //
+// When the work that asked for urgent builds is over (a class's budget ran out), demote()
+// turns the urgent jobs still queued into speculative ones: they stay useful (programs
+// serve every class of their family) but no longer take every thread ahead of the next
+// class's own urgent builds.
+//
 // The build function is called once per distinct `options` string; its errors are left
 // for the measuring thread to meet and record when it builds the same program.
 #pragma once
@@ -46,6 +51,13 @@ class CompilePool {
   CompilePool& operator=(const CompilePool&) = delete;
 
   bool enabled() const { return !threads_.empty(); }
+
+  // Every queued urgent job becomes speculative, in its place in the queue; running builds
+  // go on.
+  void demote() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Job& job : queue_) job.urgent = false;
+  }
 
   // Queues the build of `item` under `options` (each options string once). Urgent jobs go
   // after the urgent ones already queued and before every speculative one; a speculative

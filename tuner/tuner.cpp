@@ -102,6 +102,10 @@ class Prefetcher {
       pool_.add(*p, p->algorithm->source_name + " " + p->algorithm->build_options(p->params), urgent);
   }
 
+  // A class is over: what it still wanted built waits as speculative builds, behind the
+  // next class's urgent ones.
+  void class_done() { pool_.demote(); }
+
  private:
   CompilePool<Point> pool_;
 };
@@ -256,6 +260,15 @@ int default_compile_threads(const DeviceInfo& device) {
 
 }  // namespace
 
+double class_share(double budget_seconds, double elapsed_seconds, int classes, int classes_left) {
+  if (classes_left <= 0) return 0;
+  const double floor = kMinClassShare * budget_seconds / double(classes);
+  const double fair = std::max(0.0, budget_seconds - elapsed_seconds) / double(classes_left);
+  // The floor may carry the run past the budget, by one floor at most in all.
+  const double stretched = std::max(0.0, budget_seconds + floor - elapsed_seconds) / double(classes_left);
+  return std::max(fair, std::min(floor, stretched));
+}
+
 std::string default_profile_path(const DeviceInfo& device) {
   const std::string dir = user_profile_dir();
   const std::string file = file_name_of(device.name) + ".yaml";
@@ -386,8 +399,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     const KernelFamily& family = *jobs[ji].tuning->family;
     const std::string& shape_class = jobs[ji].shape_class;
     const auto class_start = Clock::now();
-    const double remaining = options.budget_seconds - seconds_since(start);
-    const double class_budget = std::max(0.0, remaining / double(jobs.size() - ji));
+    const double class_budget =
+        class_share(options.budget_seconds, seconds_since(start), int(jobs.size()), int(jobs.size() - ji));
 
     const std::vector<Point>& space = spaces[ji];
 
@@ -440,6 +453,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
 
     run_strategy(options.strategy, space, measure, search_rngs[ji]);
     measure.finish();
+    prefetcher.class_done();
     cr.best = measure.best().ok ? measure.best() : cr.builtin;
     cr.seconds = seconds_since(class_start);
     if (cr.best.ok) {

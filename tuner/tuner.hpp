@@ -98,6 +98,16 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
 // one SVG plot per class (time of each evaluated point and the best so far).
 void write_report(const std::string& dir, const TuneResult& result);
 
+// The seconds a class may spend: an even share of what is left of the budget after
+// `elapsed_seconds`, over the `classes_left` classes still to tune (this one included). A
+// class that ran long (a candidate's build or measurement finishing past its share)
+// shrinks the shares after it, but not below kMinClassShare of an even share of the whole
+// budget (the floor), so it cannot leave the last classes nothing; the floor may carry the
+// run's planned end past the budget by one floor at most (half a class's even share), and
+// after that the classes get what is left.
+constexpr double kMinClassShare = 0.5;
+double class_share(double budget_seconds, double elapsed_seconds, int classes, int classes_left);
+
 // The default profile location for a device: <user profile folder>/<device>.yaml.
 std::string default_profile_path(const DeviceInfo& device);
 
