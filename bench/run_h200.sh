@@ -20,12 +20,16 @@
 # spaces-nf4-fwd (kind nvidia-h200-x2): nf4_forward's decode and small_batch spaces on one
 #          H200; on the other the whole default tune, the NF4 decode bench with the shipped
 #          profile (stage configs/nvidia-h200.yaml too), cuBLAS, then the prefill space.
+# record-nf4-fwd-split (kind nvidia-h200-x2): nf4_forward's decode space on one H200 and its
+#          small_batch and prefill spaces on the other, seed 7, for the whole call.
+# whole-nf4-bench (kind nvidia-h200-x2): the whole default tune on one H200; on the other
+#          the Mixtral-like NF4 decode bench with the shipped profile and cuBLAS.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
 #          `tune --replay` and tests/test_tuner.cpp search offline).
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -226,6 +230,38 @@ spaces-nf4-fwd)
     record_space nf4_forward-prefill "$gpu1" "$left" --kernels nf4_forward --classes prefill
   fi
   wait $rec0
+  mark "all done"
+  ;;
+record-nf4-fwd-split)
+  # On the two-GPU kind: nf4_forward's spaces recorded side by side for the whole call,
+  # decode alone on one H200 and small_batch + prefill on the other, in the exhaustive
+  # order of seed 7 (another sample than the default seed's).
+  split_gpus
+  end=${CALL_END:-555}
+  record_space nf4_forward-decode "$gpu1" $((end - 25)) --kernels nf4_forward --classes decode --seed 7 &
+  rec1=$!
+  record_space nf4_forward-sbpf "$gpu0" $((end - 25)) --kernels nf4_forward --classes small_batch,prefill --seed 7
+  wait $rec1
+  mark "all done"
+  ;;
+whole-nf4-bench)
+  # On the two-GPU kind: the whole default tune with empty caches on one H200 (timed: the
+  # 5-minute figure, and how the budget is shared over the classes); on the other the NF4
+  # decode bench with the shipped profile (staged beside this script) beside dequantize +
+  # CLBlast, and cuBLAS on the same shapes.
+  split_gpus
+  whole_tune "$gpu0" &
+  tune0=$!
+  $gpu1 timeout 200 "$here/ocltk_bench_nf4" --ocltk_profile="$here/nvidia-h200.yaml" --ocltk_calls=20 \
+    --benchmark_filter='mixtral.*rows(1|8|64)/decode/(ours|baseline_dequant_clblast)' \
+    --benchmark_out="$out/h200-nf4-decode.json" --benchmark_out_format=json > "$out/bench-nf4-decode.txt" 2>&1
+  mark "bench done"
+  export CUDA_VISIBLE_DEVICES=1
+  timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64 --json "$out/cublas-nf4-mixtral.json" > /dev/null
+  timeout 30 $ref copy > "$out/copy.json"
+  unset CUDA_VISIBLE_DEVICES
+  mark "cuBLAS done"
+  wait $tune0
   mark "all done"
   ;;
 record)
