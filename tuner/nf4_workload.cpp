@@ -17,11 +17,12 @@
 namespace ocltk::tuner {
 namespace {
 
-// Random weights of one geometry: quantized, dequantized on the host for the reference,
-// and on the device. Building them takes seconds at GPU class sizes (184 M coefficients),
-// so the classes and both directions of a run share one set per geometry: a new workload
-// reuses the set of one still alive (tune() keeps the previous class's workload until the
-// next one is built).
+// Random weights of one geometry: random payload bytes and random positive scales (every
+// code equally likely; the kernels' speed does not depend on the values), dequantized on
+// the host for the reference, and on the device. Even so, dequantizing takes about a second
+// at GPU class sizes (184 M coefficients), so the classes and both directions of a run
+// share one set per geometry: a new workload reuses the set of one still alive (tune()
+// keeps the previous class's workload until the next one is built).
 struct Nf4WeightSet {
   std::vector<float> w;  // dequantized, for the reference
   boost::compute::buffer packed, scales, codebook;
@@ -35,11 +36,16 @@ std::shared_ptr<const Nf4WeightSet> weights_for(Runtime& rt, const Nf4Geometry& 
   std::lock_guard<std::mutex> lock(mutex);
   if (auto set = last.lock(); set && key == last_key) return set;
   auto set = std::make_shared<Nf4WeightSet>();
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> stream(std::size_t(geo.coefficients()));
-  for (float& v : stream) v = dist(rng);
-  const Nf4Packed q = quantize_nf4(stream.data(), stream.size(), geo.block_size);
-  set->w.resize(stream.size());
+  Nf4Packed q;
+  q.packed.resize(std::size_t(geo.packed_bytes()));
+  for (std::size_t i = 0; i < q.packed.size(); i += 8) {  // 8 random bytes per draw
+    const std::uint64_t bits = rng();
+    std::memcpy(q.packed.data() + i, &bits, std::min<std::size_t>(8, q.packed.size() - i));
+  }
+  std::uniform_real_distribution<float> scale(0.25f, 1.0f);
+  q.scales.resize(std::size_t(geo.scale_count()));
+  for (float& v : q.scales) v = scale(rng);
+  set->w.resize(std::size_t(geo.coefficients()));
   dequantize_nf4(q.packed.data(), q.scales.data(), kNf4Codebook, 0, geo.block_size, set->w.size(), set->w.data());
   const auto upload = [&](const void* data, std::size_t bytes) {
     boost::compute::buffer b = rt.allocate(bytes).value();
