@@ -13,6 +13,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <set>
@@ -304,6 +305,19 @@ struct OpenGateOnExit {
   ~OpenGateOnExit() { log.open_gate(); }
 };
 
+// A pool's build function that logs each job's start and finish and holds job 0 until the
+// gate opens (with one thread, every later job waits for it in the queue).
+std::function<void(const int&)> holding_job_0(BuildLog& log) {
+  return [&log](const int& job) {
+    std::unique_lock<std::mutex> lock(log.m);
+    log.started.push_back(job);
+    log.cv.notify_all();
+    if (job == 0) log.cv.wait(lock, [&] { return log.open; });
+    log.finished.push_back(job);
+    log.cv.notify_all();
+  };
+}
+
 // Speculative builds never take more than their share of the threads: with one allowed
 // and four threads, an urgent build queued behind six speculative ones starts while the
 // first speculative build is still running; every distinct job is built once.
@@ -345,14 +359,7 @@ TEST(CompilePoolTest, SpeculativeBuildsLeaveThreadsForUrgentOnes) {
 TEST(CompilePoolTest, AQueuedSpeculativeJobThatBecomesUrgentMovesUp) {
   BuildLog log;
   {
-    CompilePool<int> pool(1, 1, [&](const int& job) {
-      std::unique_lock<std::mutex> lock(log.m);
-      log.started.push_back(job);
-      log.cv.notify_all();
-      if (job == 0) log.cv.wait(lock, [&] { return log.open; });  // holds the only thread
-      log.finished.push_back(job);
-      log.cv.notify_all();
-    });
+    CompilePool<int> pool(1, 1, holding_job_0(log));
     OpenGateOnExit guard{log};
     pool.add(0, "j0", false);
     ASSERT_TRUE(log.wait([&] { return !log.started.empty(); }));
@@ -369,14 +376,7 @@ TEST(CompilePoolTest, AQueuedSpeculativeJobThatBecomesUrgentMovesUp) {
 TEST(CompilePoolTest, DemotedUrgentJobsWaitBehindNewUrgentOnes) {
   BuildLog log;
   {
-    CompilePool<int> pool(1, 1, [&](const int& job) {
-      std::unique_lock<std::mutex> lock(log.m);
-      log.started.push_back(job);
-      log.cv.notify_all();
-      if (job == 0) log.cv.wait(lock, [&] { return log.open; });  // holds the only thread
-      log.finished.push_back(job);
-      log.cv.notify_all();
-    });
+    CompilePool<int> pool(1, 1, holding_job_0(log));
     OpenGateOnExit guard{log};
     pool.add(0, "j0", true);
     ASSERT_TRUE(log.wait([&] { return !log.started.empty(); }));
