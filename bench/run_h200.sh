@@ -91,6 +91,31 @@ cublas_refs() {
   $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64,512,4096 --json "$out/cublas-nf4-fine.json" > /dev/null
   $ref copy > "$out/copy.json"
 }
+# shipped_nf4_decode "DEV" LIMIT FILTER: the NF4 bench cases FILTER with the shipped profile
+# (staged beside this script), 20 calls back to back, cut at LIMIT seconds.
+shipped_nf4_decode() {
+  $1 timeout "$2" "$here/ocltk_bench_nf4" --ocltk_profile="$here/nvidia-h200.yaml" --ocltk_calls=20 \
+    --benchmark_filter="$3" \
+    --benchmark_out="$out/h200-nf4-decode.json" --benchmark_out_format=json > "$out/bench-nf4-decode.txt" 2>&1
+  mark "bench done"
+}
+# cublas_decode mixtral|fine...: cuBLAS on those NF4 shapes at 1, 8 and 64 rows, and the
+# copy bandwidth, on the second GPU (away from what runs on the first).
+cublas_decode() {
+  local shape
+  export CUDA_VISIBLE_DEVICES=1
+  for shape in "$@"; do
+    case $shape in
+    mixtral) timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64 \
+               --json "$out/cublas-nf4-mixtral.json" > /dev/null ;;
+    fine) timeout 40 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64 \
+            --json "$out/cublas-nf4-fine.json" > /dev/null ;;
+    esac
+  done
+  timeout 30 $ref copy > "$out/copy.json"
+  unset CUDA_VISIBLE_DEVICES
+  mark "cuBLAS done"
+}
 mixtral_shapes() {
   printf 'shapes:\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 8, block_size: 64}\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 64, block_size: 64}\n' \
     > "$out/shapes-mixtral.yaml"
@@ -215,17 +240,10 @@ spaces-nf4-fwd)
   rec0=$!
   whole_tune "$gpu1"
   mark "whole tune done"
-  $gpu1 timeout 150 "$here/ocltk_bench_nf4" --ocltk_profile="$here/nvidia-h200.yaml" --ocltk_calls=20 \
-    --benchmark_filter='rows(1|8|64)/decode/(ours|baseline_dequant_clblast)' \
-    --benchmark_out="$out/h200-nf4-decode.json" --benchmark_out_format=json > "$out/bench-nf4-decode.txt" 2>&1
-  mark "bench done"
-  export CUDA_VISIBLE_DEVICES=1  # cuBLAS on the second GPU, away from the recording
-  timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64 --json "$out/cublas-nf4-mixtral.json" > /dev/null
-  timeout 40 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64 --json "$out/cublas-nf4-fine.json" > /dev/null
-  timeout 30 $ref copy > "$out/copy.json"
-  unset CUDA_VISIBLE_DEVICES
+  shipped_nf4_decode "$gpu1" 150 'rows(1|8|64)/decode/(ours|baseline_dequant_clblast)'
+  cublas_decode mixtral fine
   left=$(( end - 15 - ($(date +%s) - call_start) ))
-  mark "cuBLAS done (prefill budget $left s)"
+  mark "prefill budget $left s"
   if [ "$left" -gt 30 ]; then
     record_space nf4_forward-prefill "$gpu1" "$left" --kernels nf4_forward --classes prefill
   fi
@@ -252,15 +270,8 @@ whole-nf4-bench)
   split_gpus
   whole_tune "$gpu0" &
   tune0=$!
-  $gpu1 timeout 200 "$here/ocltk_bench_nf4" --ocltk_profile="$here/nvidia-h200.yaml" --ocltk_calls=20 \
-    --benchmark_filter='mixtral.*rows(1|8|64)/decode/(ours|baseline_dequant_clblast)' \
-    --benchmark_out="$out/h200-nf4-decode.json" --benchmark_out_format=json > "$out/bench-nf4-decode.txt" 2>&1
-  mark "bench done"
-  export CUDA_VISIBLE_DEVICES=1
-  timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64 --json "$out/cublas-nf4-mixtral.json" > /dev/null
-  timeout 30 $ref copy > "$out/copy.json"
-  unset CUDA_VISIBLE_DEVICES
-  mark "cuBLAS done"
+  shipped_nf4_decode "$gpu1" 200 'mixtral.*rows(1|8|64)/decode/(ours|baseline_dequant_clblast)'
+  cublas_decode mixtral
   wait $tune0
   mark "all done"
   ;;

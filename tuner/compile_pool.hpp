@@ -4,10 +4,11 @@
 // likely next points, later classes' opening points). Urgent jobs go ahead of speculative
 // ones, and at most `max_speculative` speculative builds run at once. The bound is for
 // drivers that build one program at a time however many threads ask (NVIDIA's OpenCL
-// behaved so on the H200): a build that is needed now then queues inside the driver
-// behind at most `max_speculative` speculative ones, not behind one per thread. With
-// every thread on speculative builds, a class's next candidate once waited about 20 s
-// and the class ran far past its budget, leaving the later classes almost none.
+// seemed to on the H200; builds of separate processes do overlap there, those of one
+// process's threads were not measured): a build that is needed now then queues inside
+// the driver behind at most `max_speculative` speculative ones, not behind one per
+// thread. With every thread on speculative builds, a class's next candidate once waited
+// about 20 s and the class ran far past its budget, leaving the later classes almost none.
 //
 // When the work that asked for urgent builds is over (a class's budget ran out), demote()
 // turns the urgent jobs still queued into speculative ones: they stay useful (programs

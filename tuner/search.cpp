@@ -79,7 +79,7 @@ void local_search(const std::vector<Point>& space, Measure& measure, std::mt1993
   const std::size_t sample = std::min<std::size_t>(order.size(), 8);
   std::vector<const Point*> hint;
   for (std::size_t i = 0; i < sample; ++i) hint.push_back(&space[order[i]]);
-  if (!measure.out_of_budget()) measure.will_evaluate(hint);
+  measure.will_evaluate(hint);
   for (std::size_t i = 0; i < sample && !measure.out_of_budget(); ++i) evaluate(order[i]);
 
   std::vector<const AlgorithmSpec*> algorithms;
@@ -188,7 +188,6 @@ class GuidedSearch {
   static constexpr std::size_t kSpeculative = 12;  // next-best points hinted beyond a batch
 
   void evaluate_batch(const std::vector<std::size_t>& batch) {
-    if (measure_.out_of_budget()) return;  // nothing to queue builds for
     std::vector<const Point*> hint;
     for (std::size_t i : batch) hint.push_back(&space_[i]);
     measure_.will_evaluate(hint);

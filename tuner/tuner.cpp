@@ -222,8 +222,14 @@ class DeviceMeasure : public Measure {
     return &seen_.emplace(key, std::move(e)).first->second;
   }
 
-  void will_evaluate(const std::vector<const Point*>& points) override { s_.prefetcher.prefetch(points, true); }
-  void might_evaluate(const std::vector<const Point*>& points) override { s_.prefetcher.prefetch(points, false); }
+  // Hints queue builds only while the class has budget: past it they would only take
+  // threads from the next class's builds.
+  void will_evaluate(const std::vector<const Point*>& points) override {
+    if (!out_of_budget()) s_.prefetcher.prefetch(points, true);
+  }
+  void might_evaluate(const std::vector<const Point*>& points) override {
+    if (!out_of_budget()) s_.prefetcher.prefetch(points, false);
+  }
 
   void finish() {
     const double left = s_.budget_seconds - seconds_since(s_.class_start);
