@@ -51,6 +51,9 @@
 #ifndef NB
 #define NB 1  // W row batches (of RB rows) per workgroup, strided over the workgroups along N
 #endif
+#ifndef LUT
+#define LUT 1  // aligned decode: 1 = one codebook lookup per code, 2 = one pair lookup per byte
+#endif
 
 #define NOUT (RB * TR)  // outputs per row tile, reduced across the workgroup
 #define NF4_DECODE_WIDTH CW
@@ -78,6 +81,9 @@
 #endif
 #if NB != 1 && NB != 4 && NB != 16
 #error "NB must be 1, 4 or 16"
+#endif
+#if LUT != 1 && LUT != 2
+#error "LUT must be 1 or 2"
 #endif
 
 #include "nf4_common.clh"
@@ -117,17 +123,69 @@ inline void nf4_lanes_load_x(float* xv, const __global uchar* x, const long x_ro
 }
 
 // Chunk c of the RB W rows at stream positions row_pos, row_pos + K, ... (nrows of them):
-// codes and scales.
+// codes and scales. row_blocks = K / block_size when block_size divides K (row b's scale
+// is then row_blocks scales after row 0's), else 0.
 inline void nf4_lanes_load_w(NF4_RUN* raw, float* sc, const __global uchar* packed, const __global float* scales,
-                             const long row_pos, const int K, const int nrows, const int c, const int log2_block) {
+                             const long row_pos, const int K, const int nrows, const int c, const int log2_block,
+                             const int row_blocks) {
+  const long pos = row_pos + c * CW;
+  const __global uchar* codes = packed + (pos >> 1);
+  const int row_bytes = K >> 1;  // K is a multiple of CW here
+  if (row_blocks > 0) {
+    const __global float* row_scales = scales + (pos >> log2_block);
 #pragma unroll
-  for (int b = 0; b < RB; ++b) {
-    // Rows past N re-read the batch's last row (valid memory); skipped when decoding.
-    const long pos = row_pos + (long)min(b, nrows - 1) * K + c * CW;
-    raw[b] = *(const __global NF4_RUN*)(packed + (pos >> 1));
-    sc[b] = scales[pos >> log2_block];
+    for (int b = 0; b < RB; ++b) {
+      // Rows past N re-read the batch's last row (valid memory); skipped when decoding.
+      const int rb = min(b, nrows - 1);
+      raw[b] = *(const __global NF4_RUN*)(codes + (long)rb * row_bytes);
+      sc[b] = row_scales[(long)rb * row_blocks];
+    }
+  } else {
+#pragma unroll
+    for (int b = 0; b < RB; ++b) {
+      const int rb = min(b, nrows - 1);
+      raw[b] = *(const __global NF4_RUN*)(codes + (long)rb * row_bytes);
+      sc[b] = scales[(pos + (long)rb * K) >> log2_block];
+    }
   }
 }
+
+#if LUT == 2
+// acc[b·TR + t] += sc · Σ_i w[i] · xv[t·CW + i], the codes decoded through the pair table:
+// byte v of the chunk (codes 2j and 2j + 1) is one 8-byte lookup of (codebook[v >> 4],
+// codebook[v & 15]) at byte offset v·128 + lane_off of the table (16 copies, one per lane
+// of a half-warp, so that a warp's 8-byte lookups meet no bank conflict).
+inline void nf4_lanes_pair_fma(float* acc, const int b, const NF4_RUN raw, const float* xv, const float sc,
+                               const int live, __local const uchar* pairs, const uint lane_off) {
+#if CW == 8
+  const uint words[1] = {raw};
+#elif CW == 16
+  const uint words[2] = {raw.s0, raw.s1};
+#else
+  const uint words[4] = {raw.s0, raw.s1, raw.s2, raw.s3};
+#endif
+  float2 w[CW / 2];
+#pragma unroll
+  for (int q = 0; q < CW / 8; ++q) {
+    const uint word = words[q];
+    // Byte j's table offset: bits 8j .. 8j+7 of the word moved to bits 7 .. 14.
+    w[4 * q] = *(__local const float2*)(pairs + (((word << 7) & 0x7F80u) | lane_off));
+    w[4 * q + 1] = *(__local const float2*)(pairs + (((word >> 1) & 0x7F80u) | lane_off));
+    w[4 * q + 2] = *(__local const float2*)(pairs + (((word >> 9) & 0x7F80u) | lane_off));
+    w[4 * q + 3] = *(__local const float2*)(pairs + (((word >> 17) & 0x7F80u) | lane_off));
+  }
+#pragma unroll
+  for (int t = 0; t < TR; ++t) {
+    if (t < live) {  // uniform over the workgroup
+      float2 sum = (float2)(0.0f);
+#pragma unroll
+      for (int i = 0; i < CW / 2; ++i)
+        sum = mad(w[i], (float2)(xv[t * CW + 2 * i], xv[t * CW + 2 * i + 1]), sum);
+      acc[b * TR + t] = mad(sc, sum.s0 + sum.s1, acc[b * TR + t]);
+    }
+  }
+}
+#endif
 
 // The aligned sweep of this lane's chunks of one batch (W rows at stream positions
 // row_pos, row_pos + K, ..., nrows of them, each a multiple of CW): every chunk is one
@@ -141,15 +199,19 @@ inline void nf4_lanes_sweep_aligned(float* acc, float* xv, NF4_RUN* raw, float* 
                                     const __global float* scales, const long row_pos, const int nrows, const int first,
                                     const int has_next, const long next_pos, const int next_nrows, const int K,
                                     const int log2_block, const int lid, const int chunks, const __global uchar* x,
-                                    const long x_row, const int live, const int type, __local const float* cb) {
+                                    const long x_row, const int live, const int type, __local const float* cb,
+                                    const int row_blocks, __local const uchar* pairs, const uint lane_off) {
   for (int c = lid; c < chunks; c += WGS) {
     if (first || c != lid) {
       nf4_lanes_load_x(xv, x, x_row, K, c, live, type);
-      nf4_lanes_load_w(raw, sc, packed, scales, row_pos, K, nrows, c, log2_block);
+      nf4_lanes_load_w(raw, sc, packed, scales, row_pos, K, nrows, c, log2_block, row_blocks);
     }
 #pragma unroll
     for (int b = 0; b < RB; ++b) {
       if (b < nrows) {  // uniform over the workgroup
+#if LUT == 2
+        nf4_lanes_pair_fma(acc, b, raw[b], xv, sc[b], live, pairs, lane_off);
+#else
         float w[CW];
 #if CW == 8
         const uint words[1] = {raw[b]};
@@ -160,13 +222,14 @@ inline void nf4_lanes_sweep_aligned(float* acc, float* xv, NF4_RUN* raw, float* 
 #endif
         nf4_decode_words(w, words, 1.0f, cb);
         nf4_lanes_fma(acc, b, w, xv, sc[b], live);
+#endif
       }
     }
   }
   if (has_next && lid < chunks) {
     // xv still holds chunk lid's x unless this lane swept more than one chunk.
     if (lid + WGS < chunks) nf4_lanes_load_x(xv, x, x_row, K, lid, live, type);
-    nf4_lanes_load_w(raw, sc, packed, scales, next_pos, K, next_nrows, lid, log2_block);
+    nf4_lanes_load_w(raw, sc, packed, scales, next_pos, K, next_nrows, lid, log2_block, row_blocks);
   }
 }
 
@@ -187,6 +250,21 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const int e = expert_base + get_group_id(1);
   int seg_begin, seg_end;
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
+
+#if LUT == 2
+  // The pair table: entry (v, r) at byte offset v·128 + r·8 holds (codebook[v >> 4],
+  // codebook[v & 15]); lane l reads copy r = l % 16 (see nf4_lanes_pair_fma).
+  __local float2 pair_table[256 * 16];
+  for (int i = lid; i < 256 * 16; i += WGS) pair_table[i] = (float2)(cb[i >> 8], cb[(i >> 4) & 15]);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  __local const uchar* pairs = (__local const uchar*)pair_table;
+  const uint lane_off = (uint)(lid & 15) * 8u;
+#else
+  __local const uchar* pairs = 0;
+  const uint lane_off = 0;
+#endif
+  // Scales per W row when block_size divides K (see nf4_lanes_load_w), else 0.
+  const int row_blocks = (K & ((1 << log2_block) - 1)) == 0 ? K >> log2_block : 0;
 
   packed += packed_offset;
   scales += scales_offset;
@@ -225,13 +303,16 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
         const long next_pos = expert_pos + (long)(has_next ? next_n0 : n0) * K;
         if (type == NF4_F32)
           nf4_lanes_sweep_aligned(acc, xv, raw, sc, packed, scales, row_pos, nrows, j == 0, has_next, next_pos,
-                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_F32, cb);
+                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_F32, cb,
+                                  row_blocks, pairs, lane_off);
         else if (type == NF4_F16)
           nf4_lanes_sweep_aligned(acc, xv, raw, sc, packed, scales, row_pos, nrows, j == 0, has_next, next_pos,
-                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_F16, cb);
+                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_F16, cb,
+                                  row_blocks, pairs, lane_off);
         else
           nf4_lanes_sweep_aligned(acc, xv, raw, sc, packed, scales, row_pos, nrows, j == 0, has_next, next_pos,
-                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_BF16, cb);
+                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_BF16, cb,
+                                  row_blocks, pairs, lane_off);
       } else {
         for (int c = lid; c < chunks; c += WGS) {
           const int k0 = c * CW;

@@ -357,15 +357,16 @@ const std::vector<std::pair<Params, Params>> kStreamPoints = {
      {{"NL", 8}, {"VW", 32}, {"UNROLL", 4}, {"TR", 4}, {"NSPLIT", 8}}},
 };
 // Lanes points (forward only): 16-byte chunks with the two-level reduction (defaults);
-// 4-byte chunks, many passes over K and more outputs (RB × TR = 64) than work-items, so
-// each work-item sums whole outputs, and up to 4 batches per workgroup (the prefetched
-// first chunk then needs its x reloaded); 8-byte chunks, 256 lanes, 8 tile rows and up to
+// 4-byte chunks decoded through the pair table (LUT 2), many passes over K and more
+// outputs (RB × TR = 64) than work-items, so each work-item sums whole outputs, and up to
+// 4 batches per workgroup (the prefetched first chunk then needs its x reloaded); 8-byte
+// chunks, 256 lanes, 8 tile rows and up to
 // 16 batches of 2 W rows per workgroup (a ragged last batch, and fewer batches for the
 // last workgroup: N = 45 with K = 1056 on the aligned path, N = 37 on the general one).
 // Each fits 48 KiB of local memory.
 const std::vector<Params> kLanesPoints = {
     {},
-    {{"WGS", 32}, {"CW", 8}, {"RB", 16}, {"TR", 4}, {"NB", 4}},
+    {{"WGS", 32}, {"CW", 8}, {"RB", 16}, {"TR", 4}, {"NB", 4}, {"LUT", 2}},
     {{"WGS", 256}, {"CW", 16}, {"RB", 2}, {"TR", 8}, {"NB", 16}},
 };
 // The last two have one row per work-item (MWG == MDIMC): PoCL 3.1 miscompiled the kernels'
@@ -435,8 +436,7 @@ TEST_F(Nf4Device, StreamAtSeveralPointsMatchesTheReference) {
 // Lanes against the same cases as stream (its aligned path needs K, element_offset and the
 // byte offset aligned to CW: K = 75 or 101 take the general decode, the 66-expert window at
 // offset 40 is aligned for CW = 8 only), plus blocks of 4096 holding several W rows, a
-// window 1056 into such a block, zero rows, and both half types (at the defaults and the
-// 256-lane point with 16 batches per workgroup).
+// window 1056 into such a block, zero rows, and both half types (at every point).
 TEST_F(Nf4Device, LanesAtSeveralPointsMatchesTheReference) {
   std::vector<Case> cases = shape_cases();
   for (int e = 0; e < 66; ++e) cases.back().counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
@@ -451,8 +451,7 @@ TEST_F(Nf4Device, LanesAtSeveralPointsMatchesTheReference) {
     for (const Case& base : {Case{3, 24, 160, 64, 32, {2, 0, 5}}, Case{2, 19, 101, 32, 7, {1, 4}}}) {
       Case c = base;
       c.type = t;
-      for (std::size_t i : {std::size_t(0), std::size_t(2)})
-        run_case(c, choice("nf4_forward", "lanes", kLanesPoints[i]), no_backward);
+      for (const Params& p : kLanesPoints) run_case(c, choice("nf4_forward", "lanes", p), no_backward);
     }
   }
 }

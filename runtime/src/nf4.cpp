@@ -112,7 +112,8 @@ AlgorithmSpec forward_stream_algorithm() {
 }
 
 // Decode on GPUs: the workgroup lies along K, x in registers, coalesced W reads, one
-// local-memory codebook lookup per code (docs/nf4.md has the floor reasoning).
+// local-memory lookup per code (LUT 1) or per byte (LUT 2; docs/nf4.md has the floor
+// reasoning).
 AlgorithmSpec forward_lanes_algorithm() {
   AlgorithmSpec a;
   a.name = "lanes";
@@ -123,6 +124,7 @@ AlgorithmSpec forward_lanes_algorithm() {
       {"RB", 4, {2, 4, 8, 16}, "W rows (output columns) per batch, their chunks loaded before any is decoded"},
       {"TR", 2, {1, 2, 4, 8}, "tile rows: segment rows whose x chunks each lane keeps in registers"},
       {"NB", 1, {1, 4, 16}, "W row batches (of RB rows) per workgroup, strided over the workgroups along N"},
+      {"LUT", 1, {1, 2}, "aligned decode: 1 = a codebook lookup per code, 2 = a 32 KiB pair table, a lookup per byte"},
   };
   a.constraints = {
       constraint("CW * TR <= 128 (x registers)",
@@ -134,7 +136,8 @@ AlgorithmSpec forward_lanes_algorithm() {
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
     const std::uint64_t wgs = param(p, "WGS"), outputs = param(p, "RB") * param(p, "TR");
-    return 4ull * (16 + wgs * (outputs + 1) + (outputs < wgs ? wgs : 0));
+    const std::uint64_t pair_table = param(p, "LUT") == 2 ? 256 * 16 * 8 : 0;
+    return 4ull * (16 + wgs * (outputs + 1) + (outputs < wgs ? wgs : 0)) + pair_table;
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
   return a;
