@@ -88,104 +88,7 @@
 
 #include "nf4_common.clh"
 
-// acc[b·TR + t] += sc · Σ_i w[i] · xv[t·CW + i] for the live rows t.
-inline void nf4_lanes_fma(float* acc, const int b, const float* w, const float* xv, const float sc, const int live) {
-#pragma unroll
-  for (int t = 0; t < TR; ++t) {
-    if (t < live) {  // uniform over the workgroup
-      float4 sum = (float4)(0.0f);
-#pragma unroll
-      for (int q = 0; q < CW / 4; ++q)
-        sum = mad((float4)(w[4 * q], w[4 * q + 1], w[4 * q + 2], w[4 * q + 3]),
-                  (float4)(xv[t * CW + 4 * q], xv[t * CW + 4 * q + 1], xv[t * CW + 4 * q + 2], xv[t * CW + 4 * q + 3]),
-                  sum);
-      acc[b * TR + t] = mad(sc, (sum.s0 + sum.s1) + (sum.s2 + sum.s3), acc[b * TR + t]);
-    }
-  }
-}
-
-// x[r, c·CW ..] of the live rows of the tile starting at x_row, into registers.
-inline void nf4_lanes_load_x(float* xv, const __global uchar* x, const long x_row, const int K, const int c,
-                             const int live, const int type) {
-#pragma unroll
-  for (int t = 0; t < TR; ++t) {
-    if (t < live) {
-#pragma unroll
-      for (int q = 0; q < CW / 4; ++q) {
-        const float4 v = nf4_load4(x, x_row + (long)t * K + c * CW + 4 * q, type);
-        xv[t * CW + 4 * q] = v.s0;
-        xv[t * CW + 4 * q + 1] = v.s1;
-        xv[t * CW + 4 * q + 2] = v.s2;
-        xv[t * CW + 4 * q + 3] = v.s3;
-      }
-    }
-  }
-}
-
-// Chunk c of the RB W rows at stream positions row_pos, row_pos + K, ... (nrows of them):
-// codes and scales. row_blocks = K / block_size when block_size divides K (row b's scale
-// is then row_blocks scales after row 0's), else 0.
-inline void nf4_lanes_load_w(NF4_RUN* raw, float* sc, const __global uchar* packed, const __global float* scales,
-                             const long row_pos, const int K, const int nrows, const int c, const int log2_block,
-                             const int row_blocks) {
-  const long pos = row_pos + c * CW;
-  const __global uchar* codes = packed + (pos >> 1);
-  const int row_bytes = K >> 1;  // K is a multiple of CW here
-  if (row_blocks > 0) {
-    const __global float* row_scales = scales + (pos >> log2_block);
-#pragma unroll
-    for (int b = 0; b < RB; ++b) {
-      // Rows past N re-read the batch's last row (valid memory); skipped when decoding.
-      const int rb = min(b, nrows - 1);
-      raw[b] = *(const __global NF4_RUN*)(codes + (long)rb * row_bytes);
-      sc[b] = row_scales[(long)rb * row_blocks];
-    }
-  } else {
-#pragma unroll
-    for (int b = 0; b < RB; ++b) {
-      const int rb = min(b, nrows - 1);
-      raw[b] = *(const __global NF4_RUN*)(codes + (long)rb * row_bytes);
-      sc[b] = scales[(pos + (long)rb * K) >> log2_block];
-    }
-  }
-}
-
-#if LUT == 2
-// acc[b·TR + t] += sc · Σ_i w[i] · xv[t·CW + i], the codes decoded through the pair table:
-// byte v of the chunk (codes 2j and 2j + 1) is one 8-byte lookup of (codebook[v >> 4],
-// codebook[v & 15]) at byte offset v·128 + lane_off of the table (16 copies, one per lane
-// of a half-warp, so that a warp's 8-byte lookups meet no bank conflict).
-inline void nf4_lanes_pair_fma(float* acc, const int b, const NF4_RUN raw, const float* xv, const float sc,
-                               const int live, __local const uchar* pairs, const uint lane_off) {
-#if CW == 8
-  const uint words[1] = {raw};
-#elif CW == 16
-  const uint words[2] = {raw.s0, raw.s1};
-#else
-  const uint words[4] = {raw.s0, raw.s1, raw.s2, raw.s3};
-#endif
-  float2 w[CW / 2];
-#pragma unroll
-  for (int q = 0; q < CW / 8; ++q) {
-    const uint word = words[q];
-    // Byte j's table offset: bits 8j .. 8j+7 of the word moved to bits 7 .. 14.
-    w[4 * q] = *(__local const float2*)(pairs + (((word << 7) & 0x7F80u) | lane_off));
-    w[4 * q + 1] = *(__local const float2*)(pairs + (((word >> 1) & 0x7F80u) | lane_off));
-    w[4 * q + 2] = *(__local const float2*)(pairs + (((word >> 9) & 0x7F80u) | lane_off));
-    w[4 * q + 3] = *(__local const float2*)(pairs + (((word >> 17) & 0x7F80u) | lane_off));
-  }
-#pragma unroll
-  for (int t = 0; t < TR; ++t) {
-    if (t < live) {  // uniform over the workgroup
-      float2 sum = (float2)(0.0f);
-#pragma unroll
-      for (int i = 0; i < CW / 2; ++i)
-        sum = mad(w[i], (float2)(xv[t * CW + 2 * i], xv[t * CW + 2 * i + 1]), sum);
-      acc[b * TR + t] = mad(sc, sum.s0 + sum.s1, acc[b * TR + t]);
-    }
-  }
-}
-#endif
+#include "nf4_rows.clh"
 
 // The aligned sweep of this lane's chunks of one batch (W rows at stream positions
 // row_pos, row_pos + K, ..., nrows of them, each a multiple of CW): every chunk is one
@@ -203,14 +106,14 @@ inline void nf4_lanes_sweep_aligned(float* acc, float* xv, NF4_RUN* raw, float* 
                                     const int row_blocks, __local const uchar* pairs, const uint lane_off) {
   for (int c = lid; c < chunks; c += WGS) {
     if (first || c != lid) {
-      nf4_lanes_load_x(xv, x, x_row, K, c, live, type);
-      nf4_lanes_load_w(raw, sc, packed, scales, row_pos, K, nrows, c, log2_block, row_blocks);
+      nf4_rows_load_x(xv, x, x_row, K, c, live, type);
+      nf4_rows_load_w(raw, sc, packed, scales, row_pos, K, nrows, c, log2_block, row_blocks);
     }
 #pragma unroll
     for (int b = 0; b < RB; ++b) {
       if (b < nrows) {  // uniform over the workgroup
 #if LUT == 2
-        nf4_lanes_pair_fma(acc, b, raw[b], xv, sc[b], live, pairs, lane_off);
+        nf4_rows_pair_fma(acc, b, raw[b], xv, sc[b], live, pairs, lane_off);
 #else
         float w[CW];
 #if CW == 8
@@ -221,15 +124,15 @@ inline void nf4_lanes_sweep_aligned(float* acc, float* xv, NF4_RUN* raw, float* 
         const uint words[4] = {raw[b].s0, raw[b].s1, raw[b].s2, raw[b].s3};
 #endif
         nf4_decode_words(w, words, 1.0f, cb);
-        nf4_lanes_fma(acc, b, w, xv, sc[b], live);
+        nf4_rows_fma(acc, b, w, xv, sc[b], live);
 #endif
       }
     }
   }
   if (has_next && lid < chunks) {
     // xv still holds chunk lid's x unless this lane swept more than one chunk.
-    if (lid + WGS < chunks) nf4_lanes_load_x(xv, x, x_row, K, lid, live, type);
-    nf4_lanes_load_w(raw, sc, packed, scales, next_pos, K, next_nrows, lid, log2_block, row_blocks);
+    if (lid + WGS < chunks) nf4_rows_load_x(xv, x, x_row, K, lid, live, type);
+    nf4_rows_load_w(raw, sc, packed, scales, next_pos, K, next_nrows, lid, log2_block, row_blocks);
   }
 }
 
@@ -252,10 +155,9 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
 
 #if LUT == 2
-  // The pair table: entry (v, r) at byte offset v·128 + r·8 holds (codebook[v >> 4],
-  // codebook[v & 15]); lane l reads copy r = l % 16 (see nf4_lanes_pair_fma).
+  // The pair table (see nf4_rows_pair_fma).
   __local float2 pair_table[256 * 16];
-  for (int i = lid; i < 256 * 16; i += WGS) pair_table[i] = (float2)(cb[i >> 8], cb[(i >> 4) & 15]);
+  nf4_fill_pair_table(pair_table, cb, lid, WGS);
   barrier(CLK_LOCAL_MEM_FENCE);
   __local const uchar* pairs = (__local const uchar*)pair_table;
   const uint lane_off = (uint)(lid & 15) * 8u;
@@ -263,7 +165,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   __local const uchar* pairs = 0;
   const uint lane_off = 0;
 #endif
-  // Scales per W row when block_size divides K (see nf4_lanes_load_w), else 0.
+  // Scales per W row when block_size divides K (see nf4_rows_load_w), else 0.
   const int row_blocks = (K & ((1 << log2_block) - 1)) == 0 ? K >> log2_block : 0;
 
   packed += packed_offset;
@@ -314,22 +216,9 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
                                   next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_BF16, cb,
                                   row_blocks, pairs, lane_off);
       } else {
-        for (int c = lid; c < chunks; c += WGS) {
-          const int k0 = c * CW;
-          float xg[TR * CW];
-#pragma unroll
-          for (int t = 0; t < TR; ++t)
-            for (int i = 0; i < CW; ++i)
-              xg[t * CW + i] = (t < live && k0 + i < K) ? nf4_load(x, x_row + (long)t * K + k0 + i, type) : 0.0f;
-#pragma unroll
-          for (int b = 0; b < RB; ++b) {
-            if (b < nrows) {
-              float w[CW];
-              nf4_decode_run(w, packed, packed_offset, scales, row_pos + (long)b * K + k0, K - k0, log2_block, cb);
-              nf4_lanes_fma(acc, b, w, xg, 1.0f, live);
-            }
-          }
-        }
+        for (int c = lid; c < chunks; c += WGS)
+          nf4_rows_general_chunk(acc, x, x_row, K, c * CW, live, type, packed, packed_offset, scales, row_pos, nrows,
+                                 log2_block, cb);
       }
 
       // Reduction across the workgroup: with NOUT < WGS, WGS / NOUT parts of NOUT lanes

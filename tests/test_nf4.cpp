@@ -369,6 +369,15 @@ const std::vector<Params> kLanesPoints = {
     {{"WGS", 32}, {"CW", 8}, {"RB", 16}, {"TR", 4}, {"NB", 4}, {"LUT", 2}},
     {{"WGS", 256}, {"CW", 16}, {"RB", 2}, {"TR", 8}, {"NB", 16}},
 };
+// Warps points (forward only): the defaults (8-byte chunks, 8 W rows per warp, 4
+// batches); 64 work-items (2 warps), 16-byte chunks, 4 tile rows, one batch per warp and
+// the next pass loaded ahead (PF); 256 work-items, 16 batches per warp (the last
+// workgroup's later warps have none) with PF. Each fits 48 KiB of local memory.
+const std::vector<Params> kWarpsPoints = {
+    {},
+    {{"WGS", 64}, {"CW", 32}, {"RB", 4}, {"TR", 4}, {"NB", 1}, {"PF", 1}},
+    {{"WGS", 256}, {"CW", 16}, {"RB", 8}, {"TR", 1}, {"NB", 16}, {"PF", 1}},
+};
 // The last two have one row per work-item (MWG == MDIMC): PoCL 3.1 miscompiled the kernels'
 // old early return for surplus workgroups there (zeros stored past the last row).
 const std::vector<Params> kTiledPoints = {
@@ -456,9 +465,31 @@ TEST_F(Nf4Device, LanesAtSeveralPointsMatchesTheReference) {
   }
 }
 
+// Warps against the lanes cases: K = 75 or 101 and the window at offset 40 take the
+// general decode, K < 32 chunks leaves lanes without a chunk, long segments loop over row
+// tiles; both half types at every point.
+TEST_F(Nf4Device, WarpsAtSeveralPointsMatchesTheReference) {
+  std::vector<Case> cases = shape_cases();
+  for (int e = 0; e < 66; ++e) cases.back().counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
+  for (const Case& c : stream_cases()) cases.push_back(c);
+  cases.push_back({2, 24, 2048, 4096, 0, {3, 1}});
+  cases.push_back({1, 7, 1024, 4096, 1056, {5}});
+  cases.push_back({4, 16, 64, 64, 0, {0, 0, 0, 0}});
+  const Choice no_backward;
+  for (const Params& p : kWarpsPoints)
+    for (const Case& c : cases) run_case(c, choice("nf4_forward", "warps", p), no_backward);
+  for (ElementType t : {ElementType::f16, ElementType::bf16}) {
+    for (const Case& base : {Case{3, 24, 160, 64, 32, {2, 0, 5}}, Case{2, 19, 101, 32, 7, {1, 4}}}) {
+      Case c = base;
+      c.type = t;
+      for (const Params& p : kWarpsPoints) run_case(c, choice("nf4_forward", "warps", p), no_backward);
+    }
+  }
+}
+
 // 70 experts over dispatches of at most 7 workgroups along dimension 1: each dispatch's
 // expert_base must reach the segment bounds, the split counters and the partial sums
-// (and the lanes forward's segment bounds).
+// (and the lanes and warps forwards' segment bounds).
 TEST_F(Nf4Device, StreamSplitsOverSeveralDispatches) {
   RuntimeOptions options = ocltk_test::test_runtime_options(ocltk_test::make_temp_dir("nf4_cap_cache"));
   options.max_groups_per_dispatch = 7;
@@ -469,6 +500,7 @@ TEST_F(Nf4Device, StreamSplitsOverSeveralDispatches) {
     run_case(c, choice("nf4_forward", "stream", kStreamPoints[i].first),
              choice("nf4_backward", "stream", kStreamPoints[i].second), &capped.value());
   run_case(c, choice("nf4_forward", "lanes", kLanesPoints[1]), Choice(), &capped.value());
+  run_case(c, choice("nf4_forward", "warps", kWarpsPoints[1]), Choice(), &capped.value());
 }
 
 TEST_F(Nf4Device, HalfTypesAndBuiltinChoices) {

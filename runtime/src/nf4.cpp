@@ -1,8 +1,8 @@
 // The nf4 family slice on the device: parameter tables of the fused, tiled and stream
-// algorithms (forward and input-gradient backward) and the forward-only lanes algorithm,
-// shape classes, argument checks and launches. Sources:
-// kernels/nf4_{forward,backward}_{fused,stream}.cl, nf4_forward_lanes.cl, nf4_tiled.cl
-// and nf4_common.clh.
+// algorithms (forward and input-gradient backward) and the forward-only lanes and warps
+// algorithms, shape classes, argument checks and launches. Sources:
+// kernels/nf4_{forward,backward}_{fused,stream}.cl, nf4_forward_{lanes,warps}.cl,
+// nf4_tiled.cl, nf4_common.clh and nf4_rows.clh.
 #include "ocltk/nf4.hpp"
 
 #include <algorithm>
@@ -138,6 +138,35 @@ AlgorithmSpec forward_lanes_algorithm() {
     const std::uint64_t wgs = param(p, "WGS"), outputs = param(p, "RB") * param(p, "TR");
     const std::uint64_t pair_table = param(p, "LUT") == 2 ? 256 * 16 * 8 : 0;
     return 4ull * (16 + wgs * (outputs + 1) + (outputs < wgs ? wgs : 0)) + pair_table;
+  };
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
+  return a;
+}
+
+// Decode on GPUs without barriers between warps: each 32-wide warp owns whole W rows,
+// sweeps K by itself and reduces its own sums (warp shuffles where OCLTK_PTX is defined),
+// codes decoded through the pair table (docs/nf4.md).
+AlgorithmSpec forward_warps_algorithm() {
+  AlgorithmSpec a;
+  a.name = "warps";
+  a.source_name = "nf4_forward_warps.cl";
+  a.params = {
+      {"WGS", 128, {64, 128, 256}, "work-items per workgroup: WGS / 32 warps sharing one pair table"},
+      {"CW", 16, {16, 32}, "codes per lane chunk (16, 32: one 8- or 16-byte load per W row)"},
+      {"RB", 8, {4, 8, 16}, "W rows (output columns) per batch of a warp"},
+      {"TR", 1, {1, 2, 4}, "tile rows: segment rows whose x chunks each lane keeps in registers"},
+      {"NB", 4, {1, 4, 16}, "W row batches per warp, strided over all warps"},
+      {"PF", 0, {0, 1}, "1: each pass's loads issued before the previous pass is decoded (two register sets)"},
+  };
+  a.constraints = {
+      constraint("RB * TR <= 32 (accumulator registers)",
+                 [](const Params& p) { return param(p, "RB") * param(p, "TR") <= 32; }),
+      constraint("RB * CW <= 256 (code registers)",
+                 [](const Params& p) { return param(p, "RB") * param(p, "CW") <= 256; }),
+  };
+  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+    // Codebook, pair table, and the partials of the reduction without warp shuffles.
+    return 4ull * 16 + 256 * 16 * 8 + 4ull * param(p, "WGS") * (param(p, "RB") * param(p, "TR") + 1);
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
   return a;
@@ -331,6 +360,7 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
   const bool tiled = algorithm->name == "tiled";
   const bool stream = algorithm->name == "stream";
   const bool lanes = algorithm->name == "lanes";
+  const bool warps = algorithm->name == "warps";
   const std::string kernel_name =
       tiled ? (d.forward ? "nf4_forward_tiled" : "nf4_backward_tiled") : (d.forward ? "nf4_forward" : "nf4_backward");
   const std::int64_t cap =
@@ -362,6 +392,13 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
       local[1] = 1;
       // Each workgroup serves up to NB batches of RB W rows (the kernel strides by groups0).
       groups0 = std::size_t(ceil_div(ceil_div(g.out_features, param(p, "RB")), param(p, "NB")));
+      groups1 = g.experts;
+    } else if (warps) {
+      local[0] = std::size_t(param(p, "WGS"));
+      local[1] = 1;
+      // WGS / 32 warps per workgroup, each serving up to NB batches of RB W rows.
+      groups0 =
+          std::size_t(ceil_div(ceil_div(g.out_features, param(p, "RB")), (param(p, "WGS") / 32) * param(p, "NB")));
       groups1 = g.experts;
     } else if (stream && d.forward) {
       local[0] = std::size_t(param(p, "WGS"));
@@ -448,8 +485,8 @@ KernelFamily nf4_family(const char* name, AlgorithmSpec fused, AlgorithmSpec str
 }  // namespace
 
 const KernelFamily& nf4_forward_family() {
-  static const KernelFamily family =
-      nf4_family("nf4_forward", forward_fused_algorithm(), forward_stream_algorithm(), {forward_lanes_algorithm()});
+  static const KernelFamily family = nf4_family("nf4_forward", forward_fused_algorithm(), forward_stream_algorithm(),
+                                                {forward_lanes_algorithm(), forward_warps_algorithm()});
   return family;
 }
 

@@ -303,7 +303,12 @@ Choice Runtime::choose_gemm_nt(const GemmProblem& problem) const {
 
 boost::compute::program Runtime::program_for(const AlgorithmSpec& algorithm, const Params& params) {
   return impl_->cache.get(impl_->context, impl_->device.handle, kernel_source(algorithm.source_name),
-                          algorithm.build_options(params));
+                          algorithm.build_options(params) + device_build_options(impl_->device));
+}
+
+std::string device_build_options(const DeviceInfo& device) {
+  // NVIDIA's OpenCL compiler accepts inline PTX (asm), which kernels use behind OCLTK_PTX.
+  return device.platform == "NVIDIA CUDA" ? " -DOCLTK_PTX=1" : "";
 }
 
 Status Runtime::check_gemm_nt(const GemmNtArgs& args) const {

@@ -88,6 +88,10 @@ struct Launch {
   cl_event* event = nullptr;
 };
 
+// Build options every kernel gets on `device`, after the algorithm's: " -DOCLTK_PTX=1" on
+// NVIDIA's platform (kernels may then use inline PTX), else nothing.
+std::string device_build_options(const DeviceInfo& device);
+
 class Runtime {
  public:
   static Result<Runtime> open(const RuntimeOptions& options = {});
@@ -122,7 +126,8 @@ class Runtime {
   const ProfileSelection& profiles() const;
   ProgramCache& program_cache();
   // Builds (or fetches) the program for an algorithm and parameters: the one path the
-  // launcher and the tuner share. Throws Error / BuildError.
+  // launcher and the tuner share. The options are the algorithm's (build_options) and
+  // the device's (device_build_options). Throws Error / BuildError.
   boost::compute::program program_for(const AlgorithmSpec& algorithm, const Params& params);
   const RuntimeOptions& options() const;
 

@@ -1,0 +1,282 @@
+// nf4_forward_warps: y[r, n] = Σ_k x[r, k] · W[e, n, k] for the rows r of expert e's
+// segment, written for decode on GPUs (1 to a few rows per expert). Unlike
+// nf4_forward_lanes, whose whole workgroup lies along K and meets at barriers after every
+// batch of W rows, each warp of 32 work-items here owns whole W rows: it sweeps K on its
+// own and reduces its sums by itself, so warps never wait for each other.
+//
+// Memory layout as in nf4_forward_lanes.cl. W rows come in batches of RB consecutive rows;
+// the workgroup's WGS / 32 warps are numbered globally (warp w of workgroup g is warp
+// g·WGS/32 + w of G·WGS/32, G workgroups along dimension 0, experts along dimension 1) and
+// warp u takes batches u, u + U, u + 2·U, ... (U warps in all, at most NB batches each), so
+// warps running side by side read neighbouring batches. For a batch, lane l of a warp
+// owns chunk positions c = l, l + 32, l + 64, ... of its RB rows (a pass per 32 chunks):
+//
+//   W row n:  | chunk 0 | chunk 1 | ... | chunk 31 | chunk 32 | ...      (CW/2 bytes each)
+//               lane 0    lane 1          lane 31    lane 0
+//
+// so each load of the warp reads 16·CW contiguous bytes of one W row. Per pass a lane
+// loads the x chunk of the TR rows of its tile, its RB code chunks and their scales, then
+// multiplies (codes decoded through the 32 KiB pair table of nf4_rows.clh, one 8-byte
+// lookup per byte) into RB × TR sums. With PF = 1 the loads of the next pass are issued
+// before the current one is decoded (two register sets, unrolled by two). After the K
+// sweep the warp's 32 partials of each output are summed: with OCLTK_PTX (the runtime
+// defines it on NVIDIA's platform) by warp shuffles, a reduce-scatter that leaves each
+// output's sum in a group of lanes, without barriers; elsewhere through local memory, with
+// barriers that every warp of the workgroup passes the same number of times. Segments
+// longer than TR loop over row tiles. Unaligned K, windows or byte offsets take the general
+// decode (nf4_rows_general_chunk) for every chunk, without PF.
+
+#ifndef WGS
+#define WGS 128  // work-items per workgroup: WGS / 32 warps, each with its own W rows
+#endif
+#ifndef CW
+#define CW 16  // codes per lane chunk (16, 32: one 8- or 16-byte load per W row)
+#endif
+#ifndef RB
+#define RB 8  // W rows (output columns) per batch of a warp
+#endif
+#ifndef TR
+#define TR 1  // tile rows: segment rows whose x chunks each lane keeps in registers
+#endif
+#ifndef NB
+#define NB 4  // batches per warp, strided over all warps
+#endif
+#ifndef PF
+#define PF 0  // 1: the next pass's loads are issued before the current pass is decoded
+#endif
+
+#define SG 32  // work-items per warp (sums are reduced within one)
+#define NOUT (RB * TR)
+#define NF4_DECODE_WIDTH CW
+
+#if WGS != 64 && WGS != 128 && WGS != 256
+#error "WGS must be 64, 128 or 256"
+#endif
+#if CW != 16 && CW != 32
+#error "CW must be 16 or 32"
+#endif
+#if RB != 4 && RB != 8 && RB != 16
+#error "RB must be 4, 8 or 16"
+#endif
+#if TR != 1 && TR != 2 && TR != 4
+#error "TR must be 1, 2 or 4"
+#endif
+#if NB != 1 && NB != 4 && NB != 16
+#error "NB must be 1, 4 or 16"
+#endif
+#if PF != 0 && PF != 1
+#error "PF must be 0 or 1"
+#endif
+#if NOUT > 32
+#error "RB * TR must be at most 32 (accumulator registers)"
+#endif
+
+#include "nf4_common.clh"
+#include "nf4_rows.clh"
+
+#ifdef OCLTK_PTX
+inline float nf4_shfl_xor(const float v, const int mask) {
+  float r;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(mask));
+  return r;
+}
+
+// Sums acc[o] over the 32 lanes of the warp. Reduce-scatter: at level s (lane mask 16 >> s)
+// each lane keeps half of its outputs and adds its partner's partials of them, so after
+// LV = log2(min(NOUT, 32)) levels lane l holds NOUT >> LV sums in acc[0 ..], of outputs
+// i + Σ_s bit(4 - s of l) · (NOUT >> (s + 1)); butterflies over the lane bits below 5 - LV
+// complete them. Returns the index of this lane's first output, or -1 where a lane of the
+// same outputs (with those low bits 0) stores them.
+#if NOUT >= 32
+#define NF4_LV 5
+#elif NOUT == 16
+#define NF4_LV 4
+#elif NOUT == 8
+#define NF4_LV 3
+#elif NOUT == 4
+#define NF4_LV 2
+#else
+#define NF4_LV 1
+#endif
+// One level of the reduce-scatter: lanes with `mask` set keep outputs half_outputs ..
+// 2·half_outputs - 1 of the current set, the others the lower half.
+#define NF4_WARP_LEVEL(mask, half_outputs)                                       \
+  {                                                                             \
+    const int upper = (lane & (mask)) != 0;                                     \
+    _Pragma("unroll") for (int i = 0; i < (half_outputs); ++i) {               \
+      const float send = upper ? acc[i] : acc[i + (half_outputs)];              \
+      const float keep = upper ? acc[i + (half_outputs)] : acc[i];              \
+      acc[i] = keep + nf4_shfl_xor(send, (mask));                               \
+    }                                                                           \
+    if (upper) first += (half_outputs);                                         \
+  }
+inline int nf4_warp_sums(float* acc, const int lane) {
+  int first = 0;
+  NF4_WARP_LEVEL(16, NOUT >> 1)
+#if NF4_LV >= 2
+  NF4_WARP_LEVEL(8, NOUT >> 2)
+#endif
+#if NF4_LV >= 3
+  NF4_WARP_LEVEL(4, NOUT >> 3)
+#endif
+#if NF4_LV >= 4
+  NF4_WARP_LEVEL(2, NOUT >> 4)
+#endif
+#if NF4_LV >= 5
+  NF4_WARP_LEVEL(1, NOUT >> 5)
+#endif
+#pragma unroll
+  for (int i = 0; i < (NOUT >> NF4_LV); ++i) {
+#if NF4_LV <= 4
+    acc[i] += nf4_shfl_xor(acc[i], 1);
+#endif
+#if NF4_LV <= 3
+    acc[i] += nf4_shfl_xor(acc[i], 2);
+#endif
+#if NF4_LV <= 2
+    acc[i] += nf4_shfl_xor(acc[i], 4);
+#endif
+  }
+  return (lane & ((32 >> NF4_LV) - 1)) == 0 ? first : -1;
+}
+#endif
+
+// One pass of the aligned sweep: x of chunk c into xv (TR rows), codes and scales of the
+// RB rows into raw and sc. A chunk past K (the first load of a lane with nothing to sweep,
+// when K has fewer than 32 chunks) reads chunk 0 instead, and is never multiplied.
+inline void nf4_warps_load(float* xv, NF4_RUN* raw, float* sc, const __global uchar* x, const long x_row,
+                           const int K, const int c, const int chunks, const int live, const int type,
+                           const __global uchar* packed, const __global float* scales, const long row_pos,
+                           const int nrows, const int log2_block, const int row_blocks) {
+  const int cc = c < chunks ? c : 0;
+  nf4_rows_load_x(xv, x, x_row, K, cc, live, type);
+  nf4_rows_load_w(raw, sc, packed, scales, row_pos, K, nrows, cc, log2_block, row_blocks);
+}
+
+// This lane's share of the RB × TR sums of one batch, every chunk aligned (see the kernel):
+// passes over the chunks lane, lane + 32, ... One instance for all element types (a
+// uniform branch per x load): three would cost registers.
+inline void nf4_warps_sweep_aligned(float* acc, const __global uchar* x, const long x_row, const int K,
+                                    const int chunks, const int live, const int type, const __global uchar* packed,
+                                    const __global float* scales, const long row_pos, const int nrows,
+                                    const int log2_block, const int row_blocks, const int lane,
+                                    __local const uchar* pairs, const uint lane_off) {
+  float xa[TR * CW];
+  NF4_RUN ra[RB];
+  float sa[RB];
+  nf4_warps_load(xa, ra, sa, x, x_row, K, lane, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
+                 row_blocks);
+#if PF
+  float xb[TR * CW];
+  NF4_RUN rb[RB];
+  float sb[RB];
+#pragma unroll 1
+  for (int c = lane; c < chunks; c += 2 * SG) {
+    const int has_b = c + SG < chunks;  // uniform but for the last pass
+    if (has_b)
+      nf4_warps_load(xb, rb, sb, x, x_row, K, c + SG, chunks, live, type, packed, scales, row_pos, nrows,
+                     log2_block, row_blocks);
+#pragma unroll
+    for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, ra[b], xa, sa[b], live, pairs, lane_off);
+    if (!has_b) break;
+    if (c + 2 * SG < chunks)
+      nf4_warps_load(xa, ra, sa, x, x_row, K, c + 2 * SG, chunks, live, type, packed, scales, row_pos, nrows,
+                     log2_block, row_blocks);
+#pragma unroll
+    for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, rb[b], xb, sb[b], live, pairs, lane_off);
+  }
+#else
+#pragma unroll 1
+  for (int c = lane; c < chunks; c += SG) {
+    if (c != lane)
+      nf4_warps_load(xa, ra, sa, x, x_row, K, c, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
+                     row_blocks);
+#pragma unroll
+    for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, ra[b], xa, sa[b], live, pairs, lane_off);
+  }
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
+    const int N, const int K, const int rows, const int expert_base, const long element_offset, const int log2_block,
+    const __global uchar* packed, const long packed_offset, const __global float* scales, const long scales_offset,
+    const __global float* codebook, const __global uchar* x, const int type, const __global uint* offsets,
+    __global uchar* y) {
+  __local float cb[16 * NF4_CB_REPLICAS];
+  __local float2 pair_table[256 * 16];
+#ifndef OCLTK_PTX
+  // Lane l of warp w's partial of output o at partial[(w·32 + l)·(NOUT + 1) + o].
+  __local float partial[WGS * (NOUT + 1)];
+#endif
+
+  const int lid = get_local_id(0);
+  const int e = expert_base + get_group_id(1);
+  int seg_begin, seg_end;
+  if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
+  nf4_fill_pair_table(pair_table, cb, lid, WGS);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  __local const uchar* pairs = (__local const uchar*)pair_table;
+  const uint lane_off = (uint)(lid & 15) * 8u;
+
+  packed += packed_offset;
+  scales += scales_offset;
+  const int lane = lid % SG;
+  const int warps = get_num_groups(0) * (WGS / SG);
+  const int warp = get_group_id(0) * (WGS / SG) + lid / SG;
+  const int first_warp = get_group_id(0) * (WGS / SG);
+  const int batches = (N + RB - 1) / RB;
+  const long expert_pos = element_offset + (long)e * N * (long)K;
+  const int chunks = (K + CW - 1) / CW;
+  // Uniform: every chunk is CW/2-byte aligned and inside one block (blocks hold >= 32).
+  const int aligned = (K % CW == 0) && (element_offset % CW == 0) && (packed_offset % (CW / 2) == 0);
+  const int row_blocks = (K & ((1 << log2_block) - 1)) == 0 ? K >> log2_block : 0;
+
+  for (int r0 = seg_begin; r0 < seg_end; r0 += TR) {
+    const int live = min(TR, seg_end - r0);
+    const long x_row = (long)r0 * K;
+    // Every warp of the workgroup runs the same iterations (uniform bound), those past the
+    // last batch without work, so the barriers of the local-memory reduction match.
+    for (int j = 0; j < NB && first_warp + j * warps < batches; ++j) {
+      const int batch = warp + j * warps;
+      const int n0 = batch * RB;
+      const int nrows = batch < batches ? min(RB, N - n0) : 0;  // uniform over the warp
+      float acc[NOUT];
+#pragma unroll
+      for (int o = 0; o < NOUT; ++o) acc[o] = 0.0f;
+      if (nrows > 0) {
+        const long row_pos = expert_pos + (long)n0 * K;
+        if (aligned) {
+          nf4_warps_sweep_aligned(acc, x, x_row, K, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
+                                  row_blocks, lane, pairs, lane_off);
+        } else {
+          for (int c = lane; c < chunks; c += SG)
+            nf4_rows_general_chunk(acc, x, x_row, K, c * CW, live, type, packed, packed_offset, scales, row_pos,
+                                   nrows, log2_block, cb);
+        }
+      }
+#ifdef OCLTK_PTX
+      if (nrows > 0) {
+        const int first = nf4_warp_sums(acc, lane);
+        if (first >= 0) {
+#pragma unroll
+          for (int i = 0; i < (NOUT >> NF4_LV); ++i) {
+            const int o = first + i, b = o / TR, t = o % TR;
+            if (b < nrows && t < live) nf4_store(y, (long)(r0 + t) * N + n0 + b, type, acc[i]);
+          }
+        }
+      }
+#else
+#pragma unroll
+      for (int o = 0; o < NOUT; ++o) partial[lid * (NOUT + 1) + o] = acc[o];
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (int o = lane; o < NOUT; o += SG) {
+        const int b = o / TR, t = o % TR;
+        float sum = 0.0f;
+        for (int l = lid - lane; l < lid - lane + SG; ++l) sum += partial[l * (NOUT + 1) + o];
+        if (b < nrows && t < live) nf4_store(y, (long)(r0 + t) * N + n0 + b, type, sum);
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);  // partial is rewritten by the next batch
+#endif
+    }
+  }
+}
