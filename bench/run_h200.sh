@@ -24,12 +24,17 @@
 #          small_batch and prefill spaces on the other, seed 7, for the whole call.
 # whole-nf4-bench (kind nvidia-h200-x2): the whole default tune on one H200; on the other
 #          the Mixtral-like NF4 decode bench with the shipped profile and cuBLAS.
+# lut2-bench (kind nvidia-h200-x2): the NF4 forward decode bench with the shipped profile and
+#          cuBLAS on one H200; test_nf4, and the decode class tuned for the Mixtral-like shape and
+#          benched, on the other.
+# whole-decode-bench (kind nvidia-h200-x2): the whole default tune on one H200; the NF4 forward
+#          decode bench (both shapes) with the shipped profile and cuBLAS on the other.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
 #          `tune --replay` and tests/test_tuner.cpp search offline).
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -99,7 +104,7 @@ shipped_nf4_decode() {
     --benchmark_out="$out/h200-nf4-decode.json" --benchmark_out_format=json > "$out/bench-nf4-decode.txt" 2>&1
   mark "bench done"
 }
-# cublas_decode mixtral|fine...: cuBLAS on those NF4 shapes at 1, 8 and 64 rows, and the
+# cublas_decode mixtral|fine...: cuBLAS on those NF4 shapes at 1, 8 and 64 rows (fine: and 512), and the
 # copy bandwidth, on the second GPU (away from what runs on the first).
 cublas_decode() {
   local shape
@@ -108,7 +113,7 @@ cublas_decode() {
     case $shape in
     mixtral) timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64 \
                --json "$out/cublas-nf4-mixtral.json" > /dev/null ;;
-    fine) timeout 40 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64 \
+    fine) timeout 40 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64,512 \
             --json "$out/cublas-nf4-fine.json" > /dev/null ;;
     esac
   done
@@ -272,6 +277,42 @@ whole-nf4-bench)
   tune0=$!
   shipped_nf4_decode "$gpu1" 200 'mixtral.*rows(1|8|64)/decode/(ours|baseline_dequant_clblast)'
   cublas_decode mixtral
+  wait $tune0
+  mark "all done"
+  ;;
+lut2-bench)
+  # On the two-GPU kind: on one H200 the NF4 forward decode bench with the shipped profile
+  # (its pair-table entries) beside dequantize + CLBlast at the Mixtral-like and fine-grained
+  # shapes, then cuBLAS on the same shapes; on the other test_nf4 (stage it too; the checkout
+  # must be reachable as /work/main for its data), then nf4_forward's decode class tuned for
+  # the Mixtral-like problems and that profile benched.
+  split_gpus
+  (
+    $gpu0 timeout 150 "$here/test_nf4" > "$out/test_nf4.txt" 2>&1
+    echo "test_nf4 exit $?" >> "$out/test_nf4.txt"
+    mark "test_nf4 done"
+    mixtral_shapes
+    timed tune-decode tune-decode $gpu0 "$here/ocltk" tune --kernels nf4_forward --classes decode \
+      --shapes "$out/shapes-mixtral.yaml" --budget 120 --out "$out/tuned-decode.yaml"
+    $gpu0 timeout 120 "$here/ocltk_bench_nf4" --ocltk_profile="$out/tuned-decode.yaml" --ocltk_calls=20 \
+      --benchmark_filter='nf4_forward/mixtral.*rows(8|64)/decode/ours' > "$out/bench-tuned-decode.txt" 2>&1
+    mark "tuned decode done"
+  ) &
+  side0=$!
+  shipped_nf4_decode "$gpu1" 330 'nf4_forward/(mixtral|fine).*rows(1|8|64|512)/decode/(ours|baseline_dequant_clblast)'
+  cublas_decode mixtral fine
+  wait $side0
+  mark "all done"
+  ;;
+whole-decode-bench)
+  # On the two-GPU kind: the whole default tune with empty caches on one H200 (timed); on
+  # the other the NF4 forward decode bench with the shipped profile beside dequantize +
+  # CLBlast at the Mixtral-like and fine-grained shapes, then cuBLAS on the same shapes.
+  split_gpus
+  whole_tune "$gpu0" &
+  tune0=$!
+  shipped_nf4_decode "$gpu1" 330 'nf4_forward/(mixtral|fine).*rows(1|8|64|512)/decode/(ours|baseline_dequant_clblast)'
+  cublas_decode mixtral fine
   wait $tune0
   mark "all done"
   ;;
