@@ -206,6 +206,14 @@ float from_bits(std::uint16_t b, ElementType t) { return t == ElementType::f16 ?
 
 class Nf4Device : public RuntimeTest {
  protected:
+  // The row-sweeping forwards (lanes, warps) at `points` of `algorithm`: the same cases as
+  // stream (their aligned paths need K, element_offset and the byte offset aligned to CW:
+  // K = 75 or 101 take the general decode, the 66-expert window at offset 40 is aligned for
+  // CW = 8 only; K < 32 chunks leaves warps' lanes without a chunk), plus blocks of 4096
+  // holding several W rows, a window 1056 into such a block, zero rows, and both half
+  // types, at every point.
+  void run_points(const char* algorithm, const std::vector<Params>& points);  // after stream_cases()
+
   // Builds a window (the stream has `element_offset` leading coefficients of another
   // holder), runs forward and backward with `choice_*`, checks against the reference.
   // A `bwd` without an algorithm runs the forward only (forward-only algorithms).
@@ -424,6 +432,25 @@ std::vector<Case> stream_cases() {
   return cases;
 }
 
+void Nf4Device::run_points(const char* algorithm, const std::vector<Params>& points) {
+  std::vector<Case> cases = shape_cases();
+  for (int e = 0; e < 66; ++e) cases.back().counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
+  for (const Case& c : stream_cases()) cases.push_back(c);
+  cases.push_back({2, 24, 2048, 4096, 0, {3, 1}});
+  cases.push_back({1, 7, 1024, 4096, 1056, {5}});
+  cases.push_back({4, 16, 64, 64, 0, {0, 0, 0, 0}});
+  const Choice no_backward;
+  for (const Params& p : points)
+    for (const Case& c : cases) run_case(c, choice("nf4_forward", algorithm, p), no_backward);
+  for (ElementType t : {ElementType::f16, ElementType::bf16}) {
+    for (const Case& base : {Case{3, 24, 160, 64, 32, {2, 0, 5}}, Case{2, 19, 101, 32, 7, {1, 4}}}) {
+      Case c = base;
+      c.type = t;
+      for (const Params& p : points) run_case(c, choice("nf4_forward", algorithm, p), no_backward);
+    }
+  }
+}
+
 TEST_F(Nf4Device, StreamAtSeveralPointsMatchesTheReference) {
   std::vector<Case> cases = shape_cases();
   for (int e = 0; e < 66; ++e) cases.back().counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
@@ -442,50 +469,10 @@ TEST_F(Nf4Device, StreamAtSeveralPointsMatchesTheReference) {
   }
 }
 
-// Lanes against the same cases as stream (its aligned path needs K, element_offset and the
-// byte offset aligned to CW: K = 75 or 101 take the general decode, the 66-expert window at
-// offset 40 is aligned for CW = 8 only), plus blocks of 4096 holding several W rows, a
-// window 1056 into such a block, zero rows, and both half types (at every point).
-TEST_F(Nf4Device, LanesAtSeveralPointsMatchesTheReference) {
-  std::vector<Case> cases = shape_cases();
-  for (int e = 0; e < 66; ++e) cases.back().counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
-  for (const Case& c : stream_cases()) cases.push_back(c);
-  cases.push_back({2, 24, 2048, 4096, 0, {3, 1}});
-  cases.push_back({1, 7, 1024, 4096, 1056, {5}});
-  cases.push_back({4, 16, 64, 64, 0, {0, 0, 0, 0}});
-  const Choice no_backward;
-  for (const Params& p : kLanesPoints)
-    for (const Case& c : cases) run_case(c, choice("nf4_forward", "lanes", p), no_backward);
-  for (ElementType t : {ElementType::f16, ElementType::bf16}) {
-    for (const Case& base : {Case{3, 24, 160, 64, 32, {2, 0, 5}}, Case{2, 19, 101, 32, 7, {1, 4}}}) {
-      Case c = base;
-      c.type = t;
-      for (const Params& p : kLanesPoints) run_case(c, choice("nf4_forward", "lanes", p), no_backward);
-    }
-  }
-}
+// Lanes and warps: run_points says which cases.
+TEST_F(Nf4Device, LanesAtSeveralPointsMatchesTheReference) { run_points("lanes", kLanesPoints); }
 
-// Warps against the lanes cases: K = 75 or 101 and the window at offset 40 take the
-// general decode, K < 32 chunks leaves lanes without a chunk, long segments loop over row
-// tiles; both half types at every point.
-TEST_F(Nf4Device, WarpsAtSeveralPointsMatchesTheReference) {
-  std::vector<Case> cases = shape_cases();
-  for (int e = 0; e < 66; ++e) cases.back().counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
-  for (const Case& c : stream_cases()) cases.push_back(c);
-  cases.push_back({2, 24, 2048, 4096, 0, {3, 1}});
-  cases.push_back({1, 7, 1024, 4096, 1056, {5}});
-  cases.push_back({4, 16, 64, 64, 0, {0, 0, 0, 0}});
-  const Choice no_backward;
-  for (const Params& p : kWarpsPoints)
-    for (const Case& c : cases) run_case(c, choice("nf4_forward", "warps", p), no_backward);
-  for (ElementType t : {ElementType::f16, ElementType::bf16}) {
-    for (const Case& base : {Case{3, 24, 160, 64, 32, {2, 0, 5}}, Case{2, 19, 101, 32, 7, {1, 4}}}) {
-      Case c = base;
-      c.type = t;
-      for (const Params& p : kWarpsPoints) run_case(c, choice("nf4_forward", "warps", p), no_backward);
-    }
-  }
-}
+TEST_F(Nf4Device, WarpsAtSeveralPointsMatchesTheReference) { run_points("warps", kWarpsPoints); }
 
 // 70 experts over dispatches of at most 7 workgroups along dimension 1: each dispatch's
 // expert_base must reach the segment bounds, the split counters and the partial sums
