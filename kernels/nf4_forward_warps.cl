@@ -21,8 +21,8 @@
 // before the current one is decoded (two register sets, unrolled by two). After the K
 // sweep the warp's 32 partials of each output are summed: with OCLTK_PTX (the runtime
 // defines it on NVIDIA's platform) by warp shuffles, a reduce-scatter that leaves each
-// output's sum in a group of lanes, without barriers; elsewhere through local memory, with
-// barriers that every warp of the workgroup passes the same number of times. Segments
+// output's sum in a group of lanes, without barriers; elsewhere through local memory, up to
+// 8 outputs a round, with barriers that every warp of the workgroup passes alike. Segments
 // longer than TR loop over row tiles. Unaligned K, windows or byte offsets take the general
 // decode (nf4_rows_general_chunk) for every chunk, without PF.
 
@@ -47,6 +47,7 @@
 
 #define SG 32  // work-items per warp (sums are reduced within one)
 #define NOUT (RB * TR)
+#define NF4_ROUND (NOUT < 8 ? NOUT : 8)  // outputs per round of the local-memory reduction
 #define NF4_DECODE_WIDTH CW
 
 #if WGS != 64 && WGS != 128 && WGS != 256
@@ -205,8 +206,10 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   __local float cb[16 * NF4_CB_REPLICAS];
   __local float2 pair_table[256 * 16];
 #ifndef OCLTK_PTX
-  // Lane l of warp w's partial of output o at partial[(w·32 + l)·(NOUT + 1) + o].
-  __local float partial[WGS * (NOUT + 1)];
+  // Outputs o0 .. o0 + NF4_ROUND - 1 meet per round: lane l of warp w's partial of output
+  // o0 + i at partial[(w·32 + l)·(NF4_ROUND + 1) + i]. Rounds of at most 8 outputs keep the
+  // buffer (and the local memory every build is counted with) small.
+  __local float partial[WGS * (NF4_ROUND + 1)];
 #endif
 
   const int lid = get_local_id(0);
@@ -267,15 +270,18 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
       }
 #else
 #pragma unroll
-      for (int o = 0; o < NOUT; ++o) partial[lid * (NOUT + 1) + o] = acc[o];
-      barrier(CLK_LOCAL_MEM_FENCE);
-      for (int o = lane; o < NOUT; o += SG) {
-        const int b = o / TR, t = o % TR;
-        float sum = 0.0f;
-        for (int l = lid - lane; l < lid - lane + SG; ++l) sum += partial[l * (NOUT + 1) + o];
-        if (b < nrows && t < live) nf4_store(y, (long)(r0 + t) * N + n0 + b, type, sum);
+      for (int o0 = 0; o0 < NOUT; o0 += NF4_ROUND) {
+#pragma unroll
+        for (int i = 0; i < NF4_ROUND; ++i) partial[lid * (NF4_ROUND + 1) + i] = acc[o0 + i];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lane < NF4_ROUND) {
+          const int o = o0 + lane, b = o / TR, t = o % TR;
+          float sum = 0.0f;
+          for (int l = lid - lane; l < lid - lane + SG; ++l) sum += partial[l * (NF4_ROUND + 1) + lane];
+          if (b < nrows && t < live) nf4_store(y, (long)(r0 + t) * N + n0 + b, type, sum);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);  // partial is rewritten by the next round
       }
-      barrier(CLK_LOCAL_MEM_FENCE);  // partial is rewritten by the next batch
 #endif
     }
   }
