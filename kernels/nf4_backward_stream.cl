@@ -134,7 +134,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
   const int n_end = (int)((long)N * (s + 1) / splits);
   const int valid = K - k_first;  // <= 0: a run past K, which writes nothing
   // Uniform: every run is VW/2-byte aligned and inside one block (blocks hold >= 32).
-  const int aligned = (K % VW == 0) && (element_offset % VW == 0) && (packed_offset % (VW / 2) == 0);
+  const int aligned = nf4_chunks_aligned(K, element_offset, packed_offset, VW);
   // Runs past K read the row's last run (valid memory) and are dropped at the store.
   const long lane_pos = element_offset + (long)e * N * (long)K + (aligned ? min(k_first, K - VW) : k_first);
   __global float* out = splits > 1 ? partials + (long)s * rows * K : dx;

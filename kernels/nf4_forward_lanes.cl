@@ -103,7 +103,7 @@ inline void nf4_lanes_sweep_aligned(float* acc, float* xv, NF4_RUN* raw, float* 
                                     const int has_next, const long next_pos, const int next_nrows, const int K,
                                     const int log2_block, const int lid, const int chunks, const __global uchar* x,
                                     const long x_row, const int live, const int type, __local const float* cb,
-                                    const int row_blocks, __local const uchar* pairs, const uint lane_off) {
+                                    const int row_blocks, __local const float2* pairs, const uint lane_off) {
   for (int c = lid; c < chunks; c += WGS) {
     if (first || c != lid) {
       nf4_rows_load_x(xv, x, x_row, K, c, live, type);
@@ -156,17 +156,14 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
 
 #if LUT == 2
   // The pair table (see nf4_rows_pair_fma).
-  __local float2 pair_table[256 * 16];
-  nf4_fill_pair_table(pair_table, cb, lid, WGS);
+  __local float2 pairs[256 * 16];
+  nf4_fill_pair_table(pairs, cb, lid, WGS);
   barrier(CLK_LOCAL_MEM_FENCE);
-  __local const uchar* pairs = (__local const uchar*)pair_table;
-  const uint lane_off = (uint)(lid & 15) * 8u;
 #else
-  __local const uchar* pairs = 0;
-  const uint lane_off = 0;
+  __local const float2* pairs = 0;
 #endif
-  // Scales per W row when block_size divides K (see nf4_rows_load_w), else 0.
-  const int row_blocks = (K & ((1 << log2_block) - 1)) == 0 ? K >> log2_block : 0;
+  const uint lane_off = nf4_pair_lane_off(lid);
+  const int row_blocks = nf4_row_blocks(K, log2_block);
 
   packed += packed_offset;
   scales += scales_offset;
@@ -179,7 +176,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const long expert_pos = element_offset + (long)e * N * (long)K;
   const int chunks = (K + CW - 1) / CW;
   // Uniform: every chunk is CW/2-byte aligned and inside one block (blocks hold >= 32).
-  const int aligned = (K % CW == 0) && (element_offset % CW == 0) && (packed_offset % (CW / 2) == 0);
+  const int aligned = nf4_chunks_aligned(K, element_offset, packed_offset, CW);
   // The aligned sweep's first chunk of a batch, carried across batches (see the sweep).
   float xv[TR * CW];
   NF4_RUN raw[RB];

@@ -123,7 +123,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const long row_pos = element_offset + ((long)e * N + min(n, N - 1)) * (long)K;
   const int chunks = (K + CHUNK - 1) / CHUNK;
   // Uniform: every chunk is 16-byte aligned and inside one block (blocks hold >= 32).
-  const int aligned = (K % CHUNK == 0) && (element_offset % CHUNK == 0) && (packed_offset % 16 == 0);
+  const int aligned = nf4_chunks_aligned(K, element_offset, packed_offset, CHUNK);
 
   for (int r0 = seg_begin; r0 < seg_end; r0 += TR) {
     float acc[TR];

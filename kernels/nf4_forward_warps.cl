@@ -101,15 +101,15 @@ inline float nf4_shfl_xor(const float v, const int mask) {
 #endif
 // One level of the reduce-scatter: lanes with `mask` set keep outputs half_outputs ..
 // 2·half_outputs - 1 of the current set, the others the lower half.
-#define NF4_WARP_LEVEL(mask, half_outputs)                                       \
-  {                                                                             \
-    const int upper = (lane & (mask)) != 0;                                     \
-    _Pragma("unroll") for (int i = 0; i < (half_outputs); ++i) {               \
-      const float send = upper ? acc[i] : acc[i + (half_outputs)];              \
-      const float keep = upper ? acc[i + (half_outputs)] : acc[i];              \
-      acc[i] = keep + nf4_shfl_xor(send, (mask));                               \
-    }                                                                           \
-    if (upper) first += (half_outputs);                                         \
+#define NF4_WARP_LEVEL(mask, half_outputs)                         \
+  {                                                                \
+    const int upper = (lane & (mask)) != 0;                        \
+    _Pragma("unroll") for (int i = 0; i < (half_outputs); ++i) {   \
+      const float send = upper ? acc[i] : acc[i + (half_outputs)]; \
+      const float keep = upper ? acc[i + (half_outputs)] : acc[i]; \
+      acc[i] = keep + nf4_shfl_xor(send, (mask));                  \
+    }                                                              \
+    if (upper) first += (half_outputs);                            \
   }
 inline int nf4_warp_sums(float* acc, const int lane) {
   int first = 0;
@@ -145,10 +145,10 @@ inline int nf4_warp_sums(float* acc, const int lane) {
 // One pass of the aligned sweep: x of chunk c into xv (TR rows), codes and scales of the
 // RB rows into raw and sc. A chunk past K (the first load of a lane with nothing to sweep,
 // when K has fewer than 32 chunks) reads chunk 0 instead, and is never multiplied.
-inline void nf4_warps_load(float* xv, NF4_RUN* raw, float* sc, const __global uchar* x, const long x_row,
-                           const int K, const int c, const int chunks, const int live, const int type,
-                           const __global uchar* packed, const __global float* scales, const long row_pos,
-                           const int nrows, const int log2_block, const int row_blocks) {
+inline void nf4_warps_load(float* xv, NF4_RUN* raw, float* sc, const __global uchar* x, const long x_row, const int K,
+                           const int c, const int chunks, const int live, const int type, const __global uchar* packed,
+                           const __global float* scales, const long row_pos, const int nrows, const int log2_block,
+                           const int row_blocks) {
   const int cc = c < chunks ? c : 0;
   nf4_rows_load_x(xv, x, x_row, K, cc, live, type);
   nf4_rows_load_w(raw, sc, packed, scales, row_pos, K, nrows, cc, log2_block, row_blocks);
@@ -161,7 +161,7 @@ inline void nf4_warps_sweep_aligned(float* acc, const __global uchar* x, const l
                                     const int chunks, const int live, const int type, const __global uchar* packed,
                                     const __global float* scales, const long row_pos, const int nrows,
                                     const int log2_block, const int row_blocks, const int lane,
-                                    __local const uchar* pairs, const uint lane_off) {
+                                    __local const float2* pairs, const uint lane_off) {
   float xa[TR * CW];
   NF4_RUN ra[RB];
   float sa[RB];
@@ -175,8 +175,8 @@ inline void nf4_warps_sweep_aligned(float* acc, const __global uchar* x, const l
   for (int c = lane; c < chunks; c += 2 * SG) {
     const int has_b = c + SG < chunks;  // uniform but for the last pass
     if (has_b)
-      nf4_warps_load(xb, rb, sb, x, x_row, K, c + SG, chunks, live, type, packed, scales, row_pos, nrows,
-                     log2_block, row_blocks);
+      nf4_warps_load(xb, rb, sb, x, x_row, K, c + SG, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
+                     row_blocks);
 #pragma unroll
     for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, ra[b], xa, sa[b], live, pairs, lane_off);
     if (!has_b) break;
@@ -204,7 +204,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
     const __global float* codebook, const __global uchar* x, const int type, const __global uint* offsets,
     __global uchar* y) {
   __local float cb[16 * NF4_CB_REPLICAS];
-  __local float2 pair_table[256 * 16];
+  __local float2 pairs[256 * 16];
 #ifndef OCLTK_PTX
   // Outputs o0 .. o0 + NF4_ROUND - 1 meet per round: lane l of warp w's partial of output
   // o0 + i at partial[(w·32 + l)·(NF4_ROUND + 1) + i]. Rounds of at most 8 outputs keep the
@@ -216,10 +216,9 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const int e = expert_base + get_group_id(1);
   int seg_begin, seg_end;
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
-  nf4_fill_pair_table(pair_table, cb, lid, WGS);
+  nf4_fill_pair_table(pairs, cb, lid, WGS);
   barrier(CLK_LOCAL_MEM_FENCE);
-  __local const uchar* pairs = (__local const uchar*)pair_table;
-  const uint lane_off = (uint)(lid & 15) * 8u;
+  const uint lane_off = nf4_pair_lane_off(lid);
 
   packed += packed_offset;
   scales += scales_offset;
@@ -231,8 +230,8 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const long expert_pos = element_offset + (long)e * N * (long)K;
   const int chunks = (K + CW - 1) / CW;
   // Uniform: every chunk is CW/2-byte aligned and inside one block (blocks hold >= 32).
-  const int aligned = (K % CW == 0) && (element_offset % CW == 0) && (packed_offset % (CW / 2) == 0);
-  const int row_blocks = (K & ((1 << log2_block) - 1)) == 0 ? K >> log2_block : 0;
+  const int aligned = nf4_chunks_aligned(K, element_offset, packed_offset, CW);
+  const int row_blocks = nf4_row_blocks(K, log2_block);
 
   for (int r0 = seg_begin; r0 < seg_end; r0 += TR) {
     const int live = min(TR, seg_end - r0);
@@ -253,8 +252,8 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
                                   row_blocks, lane, pairs, lane_off);
         } else {
           for (int c = lane; c < chunks; c += SG)
-            nf4_rows_general_chunk(acc, x, x_row, K, c * CW, live, type, packed, packed_offset, scales, row_pos,
-                                   nrows, log2_block, cb);
+            nf4_rows_general_chunk(acc, x, x_row, K, c * CW, live, type, packed, packed_offset, scales, row_pos, nrows,
+                                   log2_block, cb);
         }
       }
 #ifdef OCLTK_PTX
