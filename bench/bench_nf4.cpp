@@ -2,6 +2,9 @@
 // queue and one set of buffers per shape:
 //   ours                      nf4_forward_segmented / nf4_input_backward_segmented with the
 //                             runtime's choice (--ocltk_profile=FILE, else the normal search)
+//   ours_bf16                 (forward only) the same with bf16 input and output, as
+//                             inference engines call it; the runtime's choice for 16-bit
+//                             input (profile entries with input_bits: 16 come first)
 //   baseline_dequant_clblast  per expert with at least one row: an OpenCL dequantize of
 //                             that expert to f32, then clblast::Gemm<float>; timed from the
 //                             marker before the first dequantize to the end of the last GEMM
@@ -21,6 +24,8 @@
 // where the copy bandwidth counts bytes read plus written by clEnqueueCopyBuffer (measured
 // at start in the same run, or --ocltk_copy_gbps).
 //
+// Activations are random values representable in bf16 (stored as f32 for ours and the
+// baselines, as bf16 for ours_bf16), so every implementation multiplies the same numbers.
 // Weights are random bytes and random positive scales, not quantized from real weights:
 // the kernels never look at how codes were chosen, and quantizing 470M coefficients on
 // the host would take longer than the suite. Each row is run once and checked against
@@ -69,13 +74,15 @@ const Nf4Shape kShapes[] = {
 };
 const std::int64_t kRows[] = {1, 8, 64, 512, 4096};
 
-enum class Impl { kOurs, kDequantClblast, kClblastOnly };
-constexpr Impl kImpls[] = {Impl::kOurs, Impl::kDequantClblast, Impl::kClblastOnly};
+enum class Impl { kOurs, kOursBf16, kDequantClblast, kClblastOnly };
+constexpr Impl kImpls[] = {Impl::kOurs, Impl::kOursBf16, Impl::kDequantClblast, Impl::kClblastOnly};
 
 const char* name_of(Impl impl) {
   switch (impl) {
     case Impl::kOurs:
       return "ours";
+    case Impl::kOursBf16:
+      return "ours_bf16";
     case Impl::kDequantClblast:
       return "baseline_dequant_clblast";
     case Impl::kClblastOnly:
@@ -299,16 +306,17 @@ struct Activations {
   std::vector<std::uint32_t> offsets;
   std::vector<float> x, g;  // rows × K (forward input), rows × N (backward input)
   cl_mem d_offsets = nullptr, d_x = nullptr, d_y = nullptr, d_g = nullptr, d_dx = nullptr;
-  std::vector<std::int64_t> sample;  // checked rows
-  // Per direction (0 forward, 1 backward): expected values and bounds of the sampled
-  // rows, sample.size() × output width; empty until first needed.
-  std::vector<double> expected[2], bound[2];
+  cl_mem d_x16 = nullptr, d_y16 = nullptr;  // ours_bf16's input (x as bf16) and output
+  std::vector<std::int64_t> sample;         // checked rows
+  // Per direction (0 forward, 1 backward): expected values, f32 bounds and Σ|in·w| of the
+  // sampled rows, sample.size() × output width; empty until first needed.
+  std::vector<double> expected[2], bound[2], magnitude[2];
 
   Activations() = default;
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
   ~Activations() {
-    for (cl_mem m : {d_offsets, d_x, d_y, d_g, d_dx})
+    for (cl_mem m : {d_offsets, d_x, d_y, d_g, d_dx, d_x16, d_y16})
       if (m != nullptr) clReleaseMemObject(m);
   }
   std::int64_t expert_of(std::int64_t row) const {
@@ -332,9 +340,9 @@ std::int64_t active_experts(const std::vector<std::uint32_t>& offsets) {
 }
 
 // The bytes a launch needs at least once (see the top of the file).
-double needed_bytes(const Nf4Shape& s, std::int64_t rows, std::int64_t active) {
+double needed_bytes(const Nf4Shape& s, std::int64_t rows, std::int64_t active, int activation_bytes) {
   const double per_expert = double(s.n * s.k) / 2 + 4.0 * double(s.n * s.k / s.block_size);
-  return double(active) * per_expert + 4.0 * double(rows) * double(s.n + s.k);
+  return double(active) * per_expert + double(activation_bytes) * double(rows) * double(s.n + s.k);
 }
 
 // Only one shape's weights and one row count's activations are resident at a time:
@@ -389,12 +397,19 @@ Activations* activations_for(const Weights& w, std::int64_t rows, std::string* e
   a->rows = rows;
   a->offsets = spread_rows(rows, s.experts);
   a->x = random_matrix(std::size_t(rows * s.k), seed_of(s) + std::uint32_t(rows));
+  std::vector<std::uint16_t> x16(a->x.size());
+  for (std::size_t i = 0; i < x16.size(); ++i) {
+    x16[i] = float_to_bf16(a->x[i]);
+    a->x[i] = bf16_to_float(x16[i]);
+  }
   a->g = random_matrix(std::size_t(rows * s.n), seed_of(s) + std::uint32_t(rows) + 1);
   *error = upload(a->offsets.data(), a->offsets.size() * 4, &a->d_offsets);
   if (error->empty()) *error = upload(a->x.data(), a->x.size() * 4, &a->d_x);
   if (error->empty()) *error = upload(a->g.data(), a->g.size() * 4, &a->d_g);
   if (error->empty()) *error = upload(nullptr, std::size_t(rows * s.n) * 4, &a->d_y);
   if (error->empty()) *error = upload(nullptr, std::size_t(rows * s.k) * 4, &a->d_dx);
+  if (error->empty()) *error = upload(x16.data(), x16.size() * 2, &a->d_x16);
+  if (error->empty()) *error = upload(nullptr, std::size_t(rows * s.n) * 2, &a->d_y16);
   if (!error->empty()) {
     *error = "activations of " + std::to_string(rows) + " rows: " + *error;
     return nullptr;
@@ -414,11 +429,13 @@ Activations* activations_for(const Weights& w, std::int64_t rows, std::string* e
 void compute_reference(const Weights& w, Activations& a, bool forward) {
   std::vector<double>& expected = a.expected[forward ? 0 : 1];
   std::vector<double>& bound = a.bound[forward ? 0 : 1];
+  std::vector<double>& magnitude = a.magnitude[forward ? 0 : 1];
   if (!expected.empty()) return;
   const Nf4Shape& s = w.shape;
   const std::int64_t in_width = forward ? s.k : s.n, out_width = forward ? s.n : s.k;
   expected.assign(a.sample.size() * std::size_t(out_width), 0);
   bound.assign(expected.size(), 0);
+  magnitude.assign(expected.size(), 0);
   std::map<std::int64_t, std::vector<std::size_t>> by_expert;  // expert → positions in a.sample
   for (std::size_t i = 0; i < a.sample.size(); ++i) by_expert[a.expert_of(a.sample[i])].push_back(i);
   const Nf4Geometry one{1, s.n, s.k, s.block_size, 0};
@@ -450,6 +467,7 @@ void compute_reference(const Weights& w, Activations& a, bool forward) {
           for (std::int64_t k = 0; k < s.k; ++k) mag[k] += gn * std::fabs(double(wn[k]));
         }
       }
+      std::copy(mag, mag + out_width, magnitude.begin() + std::ptrdiff_t(i) * out_width);
       for (std::int64_t j = 0; j < out_width; ++j) mag[j] = gemm_nt_error_bound(in_width, mag[j], 1.0, 0);
     }
   }
@@ -465,6 +483,10 @@ struct Case {
 
 Nf4ForwardArgs forward_args(const Weights& w, const Activations& a, bool validate_offsets) {
   return {w.device(), a.d_x, ElementType::f32, a.rows, a.d_offsets, a.d_y, validate_offsets};
+}
+
+Nf4ForwardArgs forward_args_bf16(const Weights& w, const Activations& a, bool validate_offsets) {
+  return {w.device(), a.d_x16, ElementType::bf16, a.rows, a.d_offsets, a.d_y16, validate_offsets};
 }
 
 Nf4BackwardArgs backward_args(const Weights& w, const Activations& a, bool validate_offsets) {
@@ -547,12 +569,14 @@ std::string make_f32_current(Weights& w, Activations& a) {
 
 // Enqueues one call of `impl`; *event receives the event of its last command.
 std::string enqueue_call(Impl impl, const Case& c, Weights& w, Activations& a, bool validate_offsets, cl_event* event) {
-  if (impl == Impl::kOurs) {
+  if (impl == Impl::kOurs || impl == Impl::kOursBf16) {
     Runtime& rt = Session::get().tuned();
     Launch launch;
     launch.event = event;
-    const Status status = c.forward ? nf4_forward_segmented(rt, forward_args(w, a, validate_offsets), launch)
-                                    : nf4_input_backward_segmented(rt, backward_args(w, a, validate_offsets), launch);
+    const Status status = impl == Impl::kOursBf16
+                              ? nf4_forward_segmented(rt, forward_args_bf16(w, a, validate_offsets), launch)
+                          : c.forward ? nf4_forward_segmented(rt, forward_args(w, a, validate_offsets), launch)
+                                      : nf4_input_backward_segmented(rt, backward_args(w, a, validate_offsets), launch);
     return status.ok() ? "" : status.message();
   }
   std::int64_t last = -1;
@@ -577,9 +601,13 @@ std::string verify(Impl impl, const Case& c, Weights& w, Activations& a) {
   cl_command_queue queue = session.queue();
   const Nf4Shape& s = w.shape;
   const std::int64_t out_width = c.forward ? s.n : s.k;
-  cl_mem out = c.forward ? a.d_y : a.d_dx;
+  const bool bf16 = impl == Impl::kOursBf16;
+  cl_mem out = bf16 ? a.d_y16 : c.forward ? a.d_y : a.d_dx;
   const std::size_t out_count = std::size_t(a.rows * out_width);
-  cl_int status = clEnqueueFillBuffer(queue, out, &kPoison, sizeof kPoison, 0, out_count * 4, 0, nullptr, nullptr);
+  const std::uint16_t poison16 = float_to_bf16(kPoison);
+  cl_int status =
+      bf16 ? clEnqueueFillBuffer(queue, out, &poison16, 2, 0, out_count * 2, 0, nullptr, nullptr)
+           : clEnqueueFillBuffer(queue, out, &kPoison, sizeof kPoison, 0, out_count * 4, 0, nullptr, nullptr);
   if (impl == Impl::kDequantClblast) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     for (std::int64_t e = 0; e < s.experts && status == CL_SUCCESS; ++e) {
@@ -613,15 +641,24 @@ std::string verify(Impl impl, const Case& c, Weights& w, Activations& a) {
   compute_reference(w, a, c.forward);
   const std::vector<double>& expected = a.expected[c.forward ? 0 : 1];
   const std::vector<double>& bound = a.bound[c.forward ? 0 : 1];
+  const std::vector<double>& magnitude = a.magnitude[c.forward ? 0 : 1];
   std::vector<float> got(static_cast<std::size_t>(out_width));
+  std::vector<std::uint16_t> got16(bf16 ? got.size() : 0);
   for (std::size_t i = 0; i < a.sample.size(); ++i) {
     const std::int64_t r = a.sample[i];
-    status = clEnqueueReadBuffer(queue, out, CL_TRUE, std::size_t(r * out_width) * 4, got.size() * 4, got.data(), 0,
-                                 nullptr, nullptr);
+    status = bf16 ? clEnqueueReadBuffer(queue, out, CL_TRUE, std::size_t(r * out_width) * 2, got16.size() * 2,
+                                        got16.data(), 0, nullptr, nullptr)
+                  : clEnqueueReadBuffer(queue, out, CL_TRUE, std::size_t(r * out_width) * 4, got.size() * 4, got.data(),
+                                        0, nullptr, nullptr);
     if (status != CL_SUCCESS) return cl_error("reading the output back", status);
+    for (std::size_t j = 0; j < got16.size(); ++j) got[j] = bf16_to_float(got16[j]);
     for (std::int64_t j = 0; j < out_width; ++j) {
       const double want = expected[i * std::size_t(out_width) + std::size_t(j)];
-      const double margin = bound[i * std::size_t(out_width) + std::size_t(j)];
+      // bf16 output: rounding of the result (2^-9 relative) and, for 16-bit products, of
+      // the codebook values to bf16 (2^-9 of Σ|x·w|; docs/nf4.md, precision).
+      const double margin =
+          bound[i * std::size_t(out_width) + std::size_t(j)] +
+          (bf16 ? (std::fabs(want) + magnitude[i * std::size_t(out_width) + std::size_t(j)]) / 512 : 0);
       if (!(std::fabs(double(got[std::size_t(j)]) - want) <= margin)) {
         std::ostringstream text;
         text.precision(9);
@@ -650,7 +687,7 @@ void run_row(benchmark::State& state, Case c, Impl impl) {
   }
   Session& session = Session::get();
   const std::int64_t active = active_experts(a->offsets);
-  if (impl == Impl::kOurs) {
+  if (impl == Impl::kOurs || impl == Impl::kOursBf16) {
     state.SetLabel(choice_label(session.tuned().last_choice()));
   } else {
     state.SetLabel("CLBlast " + clblast_version() + ", " + std::to_string(active) + " GEMM(s)" +
@@ -674,7 +711,7 @@ void run_row(benchmark::State& state, Case c, Impl impl) {
   }
   if (state.error_occurred()) return;
   const double iterations = double(state.iterations());
-  const double bytes = needed_bytes(c.shape, c.rows, active);
+  const double bytes = needed_bytes(c.shape, c.rows, active, impl == Impl::kOursBf16 ? 2 : 4);
   const double flops = 2.0 * double(c.rows) * double(c.shape.n) * double(c.shape.k);
   using benchmark::Counter;
   state.counters["GFLOP/s"] = Counter(flops * iterations * 1e-9, Counter::kIsRate);
@@ -743,13 +780,15 @@ void add_context(bool gpu_sizes) {
   benchmark::AddCustomContext("copy_gbps_source", copy.how);
   benchmark::AddCustomContext(
       "floor",
-      "needed bytes = payload + scales of the experts with >= 1 row + f32 activations in and out; "
+      "needed bytes = payload + scales of the experts with >= 1 row + activations in and out (4 bytes each, "
+      "ours_bf16 2); "
       "floor_fraction = needed bytes / copy_gbps / measured time");
   benchmark::AddCustomContext("weights",
                               "random payload bytes and random scales in [0.01, 0.1), block 64, "
                               "codebook NF4; not quantized from real weights");
   benchmark::AddCustomContext("rows_spread", "offsets[e] = rows * e / experts (1 row: the last expert alone)");
-  benchmark::AddCustomContext("activations", "f32 in and out");
+  benchmark::AddCustomContext("activations",
+                              "values representable in bf16; f32 in and out (ours_bf16: bf16 in and out)");
   benchmark::AddCustomContext("ours_timed_calls", "validate_offsets = false (checked call: true)");
 }
 
@@ -775,6 +814,7 @@ int main(int argc, char** argv) {
       for (bool forward : {true, false}) {
         const Case c{shape, rows, forward};
         for (Impl impl : kImpls) {
+          if (impl == Impl::kOursBf16 && !forward) continue;
           const std::string name = std::string(forward ? "nf4_forward" : "nf4_backward") + "/" + shape.id() + "/rows" +
                                    std::to_string(rows) + "/" + shape_class_of(c) + "/" + name_of(impl);
           auto* b = benchmark::RegisterBenchmark(name.c_str(), run_row, c, impl)

@@ -292,6 +292,7 @@ class Nf4Device : public RuntimeTest {
     nf4_forward_reference(geo, w.data(), x.data(), offsets.data(), rows, want_y.data());
     nf4_backward_reference(geo, w.data(), gr.data(), offsets.data(), rows, want_dx.data());
     const double u_out = c.type == ElementType::f32 ? 0 : (c.type == ElementType::f16 ? 1.0 / 2048 : 1.0 / 256);
+    const double u_in = c.type == ElementType::f32 ? 0 : (c.type == ElementType::f16 ? 1.0 / 2048 : 1.0 / 512);
     const std::string where = "E=" + std::to_string(c.experts) + " N=" + std::to_string(c.n) +
                               " K=" + std::to_string(c.k) + " B=" + std::to_string(c.block) +
                               " off=" + std::to_string(c.element_offset) + " " + to_string(c.type);
@@ -310,7 +311,9 @@ class Nf4Device : public RuntimeTest {
             std::memcpy(&b, &yb[i * 2], 2);
             got = from_bits(b, c.type);
           }
-          const double bound = gemm_nt_error_bound(c.k, abs_dot, 1.0, 0) + u_out * std::fabs(want_y[i]) + 1e-6 * u_out;
+          // tc multiplies half inputs in their own type: the codebook rounded to it.
+          const double bound = gemm_nt_error_bound(c.k, abs_dot, 1.0, 0) + u_out * std::fabs(want_y[i]) +
+                               (fwd.algorithm == "tc" ? u_in * abs_dot : 0) + 1e-6 * u_out;
           ASSERT_LE(std::fabs(got - want_y[i]), bound)
               << where << " forward y(" << r << ", " << n << ") expert " << e << " algorithm " << fwd.algorithm << " "
               << format_params(fwd.params);
@@ -385,6 +388,16 @@ const std::vector<Params> kWarpsPoints = {
     {},
     {{"WGS", 64}, {"CW", 32}, {"RB", 4}, {"TR", 4}, {"NB", 1}, {"PF", 1}},
     {{"WGS", 256}, {"CW", 16}, {"RB", 8}, {"TR", 1}, {"NB", 16}, {"PF", 1}},
+};
+// Tc points (forward only): 64 work-items as one team of 2 warps splitting K, one tile of
+// 16 W rows per batch, 4 batches per team, two groups of steps loaded ahead; the defaults (a
+// team per warp, 2 tiles, one batch, a group ahead); 256 work-items as 2 teams of 4 warps,
+// 4 tiles, 16 batches per team (the last workgroup's later teams have none), nothing loaded
+// ahead. Each fits 48 KiB of local memory.
+const std::vector<Params> kTcPoints = {
+    {{"WGS", 64}, {"RT", 1}, {"NB", 4}, {"PF", 2}, {"KS", 2}},
+    {},
+    {{"WGS", 256}, {"RT", 4}, {"NB", 16}, {"PF", 0}, {"KS", 4}},
 };
 // The last two have one row per work-item (MWG == MDIMC): PoCL 3.1 miscompiled the kernels'
 // old early return for surplus workgroups there (zeros stored past the last row).
@@ -474,6 +487,29 @@ TEST_F(Nf4Device, LanesAtSeveralPointsMatchesTheReference) { run_points("lanes",
 
 TEST_F(Nf4Device, WarpsAtSeveralPointsMatchesTheReference) { run_points("warps", kWarpsPoints); }
 
+// Tc: its tensor-core path needs K and the window offset aligned to 64, blocks of at least
+// 64 that divide K, and 8-byte aligned bytes; run_points' cases mostly take its general
+// path, so these take the fast one, in every type (f32 splits into f16 parts; half types
+// get 8 segment rows a pass, f32 4): N not a multiple of 16 (a ragged last tile), an empty
+// segment and segments longer than a pass, a window 64 into a block of 128, 66 experts
+// with decode-sized segments, and a one-row segment on many batches (N = 200).
+TEST_F(Nf4Device, TcAtSeveralPointsMatchesTheReference) {
+  run_points("tc", kTcPoints);
+  std::vector<Case> cases = {
+      {3, 40, 256, 64, 0, {1, 0, 9}},
+      {2, 24, 128, 128, 64, {4, 3}},
+      {66, 16, 64, 64, 0, {}},
+      {1, 200, 192, 64, 0, {1}},
+  };
+  for (int e = 0; e < 66; ++e) cases[2].counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
+  for (ElementType t : {ElementType::f32, ElementType::f16, ElementType::bf16}) {
+    for (Case c : cases) {
+      c.type = t;
+      for (const Params& p : kTcPoints) run_case(c, choice("nf4_forward", "tc", p), Choice());
+    }
+  }
+}
+
 // 70 experts over dispatches of at most 7 workgroups along dimension 1: each dispatch's
 // expert_base must reach the segment bounds, the split counters and the partial sums
 // (and the lanes and warps forwards' segment bounds).
@@ -488,6 +524,7 @@ TEST_F(Nf4Device, StreamSplitsOverSeveralDispatches) {
              choice("nf4_backward", "stream", kStreamPoints[i].second), &capped.value());
   run_case(c, choice("nf4_forward", "lanes", kLanesPoints[1]), Choice(), &capped.value());
   run_case(c, choice("nf4_forward", "warps", kWarpsPoints[1]), Choice(), &capped.value());
+  run_case({70, 16, 64, 64, 0, c.counts}, choice("nf4_forward", "tc", kTcPoints[0]), Choice(), &capped.value());
 }
 
 TEST_F(Nf4Device, HalfTypesAndBuiltinChoices) {

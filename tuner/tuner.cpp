@@ -93,13 +93,16 @@ std::string now_iso8601() {
 class Prefetcher {
  public:
   Prefetcher(Runtime& rt, int threads)
-      : pool_(threads, threads / 4, [&rt](const Point& p) { rt.program_for(*p.algorithm, p.params); }) {}
+      : pool_(threads, threads / 4,
+              [&rt](const Point& p) { rt.program_for(*p.algorithm, p.params, p.algorithm->tuned_variant); }) {}
 
   // Queues builds of `points`; urgent ones (about to be measured) go first, in order.
   void prefetch(const std::vector<const Point*>& points, bool urgent = true) {
     if (!pool_.enabled()) return;
     for (const Point* p : points)
-      pool_.add(*p, p->algorithm->source_name + " " + p->algorithm->build_options(p->params), urgent);
+      pool_.add(*p,
+                p->algorithm->source_name + " " + p->algorithm->build_options(p->params) + p->algorithm->tuned_variant,
+                urgent);
   }
 
   // A class is over: what it still wanted built waits as speculative builds, behind the

@@ -174,6 +174,45 @@ AlgorithmSpec forward_warps_algorithm() {
   return a;
 }
 
+// Decode on GPUs with tensor cores: W tiles of 16 rows as the A operand of mma.sync
+// m16n8k16, up to 8 segment rows as B; codes decoded through a 32 KiB table of byte pairs.
+// Half inputs multiply in their own type, f32 inputs in two f16 parts each (docs/nf4.md).
+// Without OCLTK_PTX the product is emulated through local memory: correct everywhere, fast
+// only on NVIDIA, so the tuner searches it on GPUs only.
+std::string type_variant(ElementType type) { return " -DNF4_TYPE=" + std::to_string(int(type)); }
+
+AlgorithmSpec forward_tc_algorithm() {
+  AlgorithmSpec a;
+  a.name = "tc";
+  a.source_name = "nf4_forward_tc.cl";
+  a.params = {
+      {"WGS", 128, {64, 128, 256}, "work-items per workgroup: WGS / 32 warps sharing one pair table"},
+      {"RT", 2, {1, 2, 4}, "tiles of 16 W rows per batch of a warp (x of a step loaded once for all)"},
+      {"NB", 1, {1, 4, 16}, "W row batches per warp, strided over all warps"},
+      {"PF", 1, {0, 1, 2}, "groups of 4 steps whose codes and scales are loaded ahead of the group being multiplied"},
+      {"KS", 1, {1, 2, 4, 8}, "warps sharing one batch, each sweeping a part of K (sums met in local memory)"},
+  };
+  a.constraints = {
+      constraint("RT * (PF + 1) <= 4 (registers of the loads in flight)",
+                 [](const Params& p) { return param(p, "RT") * (param(p, "PF") + 1) <= 4; }),
+      constraint("KS <= WGS / 32 (warps of a workgroup)",
+                 [](const Params& p) { return param(p, "KS") <= param(p, "WGS") / 32; }),
+  };
+  a.cpu_search_pruning = {
+      constraint("not on CPUs (the emulated product)", [](const Params&) { return false; }),
+  };
+  // One program per element type (NF4_TYPE = ElementType's value): only that type's path is
+  // compiled, which saves registers. The tuner measures f32.
+  a.tuned_variant = type_variant(ElementType::f32);
+  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+    // Codebook, pair table, the sums of a tile (KS > 1), and the emulated product's words
+    // (declared only without OCLTK_PTX, so on NVIDIA this overcounts).
+    return 4ull * 16 + 256 * 32 * 4 + (param(p, "KS") > 1 ? 16ull * param(p, "WGS") : 0) + 4ull * 6 * param(p, "WGS");
+  };
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
+  return a;
+}
+
 AlgorithmSpec backward_stream_algorithm() {
   AlgorithmSpec a;
   a.name = "stream";
@@ -363,98 +402,110 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
   const bool stream = algorithm->name == "stream";
   const bool lanes = algorithm->name == "lanes";
   const bool warps = algorithm->name == "warps";
+  const bool tc = algorithm->name == "tc";
   const std::string kernel_name =
       tiled ? (d.forward ? "nf4_forward_tiled" : "nf4_backward_tiled") : (d.forward ? "nf4_forward" : "nf4_backward");
   const std::int64_t cap =
       rt.options().max_groups_per_dispatch > 0 ? rt.options().max_groups_per_dispatch : std::int64_t(65535);
 
-  rt.launch(used, *algorithm, kernel_name, [&](cl_kernel kernel) {
-    const cl_int N = cl_int(g.out_features), K = cl_int(g.in_features), R = cl_int(rows), E = cl_int(g.experts);
-    const cl_long eoff = g.element_offset, poff = cl_long(w.packed_offset), soff = cl_long(w.scales_offset);
-    int lb = 0;
-    while ((std::int64_t(1) << lb) < g.block_size) ++lb;
-    const cl_int log2_block = lb;
-    const cl_int type = cl_int(d.type);
-    cl_mem packed = w.packed, scales = w.scales, codebook = w.codebook, in = d.in, out = d.out, offs = offsets;
-    // A window with coefficients always has bytes and scales (checked); never null here.
-    std::size_t local[2], groups0;
-    std::int64_t groups1;
-    // Split stream backward only: splits of N, and its scratch when there are several.
-    cl_int splits = 1;
-    SplitScratch scratch;
-    cl_mem partials = nullptr, counters = nullptr;
-    if (tiled) {
-      local[0] = std::size_t(param(p, "NDIMC"));
-      local[1] = std::size_t(param(p, "MDIMC"));
-      const std::int64_t cols = d.forward ? g.out_features : g.in_features;
-      groups0 = std::size_t(ceil_div(cols, param(p, "NWG")));
-      groups1 = ceil_div(rows, param(p, "MWG")) + g.experts;  // upper bound on (expert, row tile) pairs
-    } else if (lanes) {
-      local[0] = std::size_t(param(p, "WGS"));
-      local[1] = 1;
-      // Each workgroup serves up to NB batches of RB W rows (the kernel strides by groups0).
-      groups0 = std::size_t(ceil_div(ceil_div(g.out_features, param(p, "RB")), param(p, "NB")));
-      groups1 = g.experts;
-    } else if (warps) {
-      local[0] = std::size_t(param(p, "WGS"));
-      local[1] = 1;
-      // WGS / 32 warps per workgroup, each serving up to NB batches of RB W rows.
-      groups0 =
-          std::size_t(ceil_div(ceil_div(g.out_features, param(p, "RB")), (param(p, "WGS") / 32) * param(p, "NB")));
-      groups1 = g.experts;
-    } else if (stream && d.forward) {
-      local[0] = std::size_t(param(p, "WGS"));
-      local[1] = 1;
-      groups0 = std::size_t(ceil_div(g.out_features, param(p, "WGS") / param(p, "RL")));
-      groups1 = g.experts;
-    } else if (stream) {
-      local[0] = std::size_t(32 * param(p, "NL"));
-      local[1] = 1;
-      const std::int64_t ktiles = ceil_div(g.in_features, 32 * param(p, "VW"));
-      splits = cl_int(stream_splits(p, g, rows));
-      groups0 = std::size_t(ktiles * splits);
-      groups1 = g.experts;
-      if (splits > 1) {
-        cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
-        scratch = split_scratch(rt, queue, std::size_t(splits * rows * g.in_features * 4),
-                                std::size_t(g.experts * ktiles * 4));
-        partials = scratch.partials.get();
-        counters = scratch.counters.get();
-      }
-    } else {
-      local[0] = std::size_t(param(p, "WGS"));
-      local[1] = 1;
-      const std::int64_t per_group =
-          d.forward ? param(p, "WGS") / param(p, "RW") : param(p, "WGS") / param(p, "RW") * param(p, "VW");
-      groups0 = std::size_t(ceil_div(d.forward ? g.out_features : g.in_features, per_group));
-      groups1 = g.experts;
-    }
-    detail::DispatchChain chain(rt.queue().get(), launch_options);
-    for (std::int64_t base = 0; base < groups1; base += cap) {
-      const cl_int base_i = cl_int(base);
-      detail::KernelArgs kargs = {{sizeof N, &N}, {sizeof K, &K}, {sizeof R, &R}};
-      if (tiled) kargs.push_back({sizeof E, &E});
-      kargs.insert(kargs.end(), {{sizeof base_i, &base_i},
-                                 {sizeof eoff, &eoff},
-                                 {sizeof log2_block, &log2_block},
-                                 {sizeof packed, &packed},
-                                 {sizeof poff, &poff},
-                                 {sizeof scales, &scales},
-                                 {sizeof soff, &soff},
-                                 {sizeof codebook, &codebook},
-                                 {sizeof in, &in},
-                                 {sizeof type, &type},
-                                 {sizeof offs, &offs},
-                                 {sizeof out, &out}});
-      if (stream && !d.forward)
-        kargs.insert(kargs.end(),
-                     {{sizeof splits, &splits}, {sizeof partials, &partials}, {sizeof counters, &counters}});
-      detail::set_kernel_args(kernel, kargs, kernel_name);
-      const std::size_t global[2] = {groups0 * local[0], std::size_t(std::min(cap, groups1 - base)) * local[1]};
-      chain.enqueue(kernel, 2, global, local, kernel_name);
-    }
-    chain.finish();
-  });
+  rt.launch(
+      used, *algorithm, kernel_name,
+      [&](cl_kernel kernel) {
+        const cl_int N = cl_int(g.out_features), K = cl_int(g.in_features), R = cl_int(rows), E = cl_int(g.experts);
+        const cl_long eoff = g.element_offset, poff = cl_long(w.packed_offset), soff = cl_long(w.scales_offset);
+        int lb = 0;
+        while ((std::int64_t(1) << lb) < g.block_size) ++lb;
+        const cl_int log2_block = lb;
+        const cl_int type = cl_int(d.type);
+        cl_mem packed = w.packed, scales = w.scales, codebook = w.codebook, in = d.in, out = d.out, offs = offsets;
+        // A window with coefficients always has bytes and scales (checked); never null here.
+        std::size_t local[2], groups0;
+        std::int64_t groups1;
+        // Split stream backward only: splits of N, and its scratch when there are several.
+        cl_int splits = 1;
+        SplitScratch scratch;
+        cl_mem partials = nullptr, counters = nullptr;
+        if (tiled) {
+          local[0] = std::size_t(param(p, "NDIMC"));
+          local[1] = std::size_t(param(p, "MDIMC"));
+          const std::int64_t cols = d.forward ? g.out_features : g.in_features;
+          groups0 = std::size_t(ceil_div(cols, param(p, "NWG")));
+          groups1 = ceil_div(rows, param(p, "MWG")) + g.experts;  // upper bound on (expert, row tile) pairs
+        } else if (lanes) {
+          local[0] = std::size_t(param(p, "WGS"));
+          local[1] = 1;
+          // Each workgroup serves up to NB batches of RB W rows (the kernel strides by groups0).
+          groups0 = std::size_t(ceil_div(ceil_div(g.out_features, param(p, "RB")), param(p, "NB")));
+          groups1 = g.experts;
+        } else if (warps) {
+          local[0] = std::size_t(param(p, "WGS"));
+          local[1] = 1;
+          // WGS / 32 warps per workgroup, each serving up to NB batches of RB W rows.
+          groups0 =
+              std::size_t(ceil_div(ceil_div(g.out_features, param(p, "RB")), (param(p, "WGS") / 32) * param(p, "NB")));
+          groups1 = g.experts;
+        } else if (tc) {
+          local[0] = std::size_t(param(p, "WGS"));
+          local[1] = 1;
+          // WGS / 32 / KS teams of KS warps per workgroup, each serving up to NB batches of RT
+          // tiles of 16 W rows.
+          groups0 = std::size_t(ceil_div(ceil_div(g.out_features, 16 * param(p, "RT")),
+                                         (param(p, "WGS") / 32 / param(p, "KS")) * param(p, "NB")));
+          groups1 = g.experts;
+        } else if (stream && d.forward) {
+          local[0] = std::size_t(param(p, "WGS"));
+          local[1] = 1;
+          groups0 = std::size_t(ceil_div(g.out_features, param(p, "WGS") / param(p, "RL")));
+          groups1 = g.experts;
+        } else if (stream) {
+          local[0] = std::size_t(32 * param(p, "NL"));
+          local[1] = 1;
+          const std::int64_t ktiles = ceil_div(g.in_features, 32 * param(p, "VW"));
+          splits = cl_int(stream_splits(p, g, rows));
+          groups0 = std::size_t(ktiles * splits);
+          groups1 = g.experts;
+          if (splits > 1) {
+            cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
+            scratch = split_scratch(rt, queue, std::size_t(splits * rows * g.in_features * 4),
+                                    std::size_t(g.experts * ktiles * 4));
+            partials = scratch.partials.get();
+            counters = scratch.counters.get();
+          }
+        } else {
+          local[0] = std::size_t(param(p, "WGS"));
+          local[1] = 1;
+          const std::int64_t per_group =
+              d.forward ? param(p, "WGS") / param(p, "RW") : param(p, "WGS") / param(p, "RW") * param(p, "VW");
+          groups0 = std::size_t(ceil_div(d.forward ? g.out_features : g.in_features, per_group));
+          groups1 = g.experts;
+        }
+        detail::DispatchChain chain(rt.queue().get(), launch_options);
+        for (std::int64_t base = 0; base < groups1; base += cap) {
+          const cl_int base_i = cl_int(base);
+          detail::KernelArgs kargs = {{sizeof N, &N}, {sizeof K, &K}, {sizeof R, &R}};
+          if (tiled) kargs.push_back({sizeof E, &E});
+          kargs.insert(kargs.end(), {{sizeof base_i, &base_i},
+                                     {sizeof eoff, &eoff},
+                                     {sizeof log2_block, &log2_block},
+                                     {sizeof packed, &packed},
+                                     {sizeof poff, &poff},
+                                     {sizeof scales, &scales},
+                                     {sizeof soff, &soff},
+                                     {sizeof codebook, &codebook},
+                                     {sizeof in, &in},
+                                     {sizeof type, &type},
+                                     {sizeof offs, &offs},
+                                     {sizeof out, &out}});
+          if (stream && !d.forward)
+            kargs.insert(kargs.end(),
+                         {{sizeof splits, &splits}, {sizeof partials, &partials}, {sizeof counters, &counters}});
+          detail::set_kernel_args(kernel, kargs, kernel_name);
+          const std::size_t global[2] = {groups0 * local[0], std::size_t(std::min(cap, groups1 - base)) * local[1]};
+          chain.enqueue(kernel, 2, global, local, kernel_name);
+        }
+        chain.finish();
+      },
+      algorithm->tuned_variant.empty() ? std::string() : type_variant(d.type));
 }
 
 double rows_per_expert(std::int64_t rows, std::int64_t experts) {
@@ -487,8 +538,9 @@ KernelFamily nf4_family(const char* name, AlgorithmSpec fused, AlgorithmSpec str
 }  // namespace
 
 const KernelFamily& nf4_forward_family() {
-  static const KernelFamily family = nf4_family("nf4_forward", forward_fused_algorithm(), forward_stream_algorithm(),
-                                                {forward_lanes_algorithm(), forward_warps_algorithm()});
+  static const KernelFamily family =
+      nf4_family("nf4_forward", forward_fused_algorithm(), forward_stream_algorithm(),
+                 {forward_lanes_algorithm(), forward_warps_algorithm(), forward_tc_algorithm()});
   return family;
 }
 
@@ -504,12 +556,9 @@ std::string nf4_shape_class(double rpe) {
   return "prefill";
 }
 
-std::map<std::string, std::int64_t> nf4_problem_of(std::int64_t rows, const Nf4Geometry& g) {
-  return {{"experts", g.experts},
-          {"n", g.out_features},
-          {"k", g.in_features},
-          {"rows", rows},
-          {"block_size", g.block_size}};
+std::map<std::string, std::int64_t> nf4_problem_of(std::int64_t rows, const Nf4Geometry& g, ElementType type) {
+  return {{"experts", g.experts}, {"n", g.out_features},        {"k", g.in_features},
+          {"rows", rows},         {"block_size", g.block_size}, {"input_bits", type == ElementType::f32 ? 32 : 16}};
 }
 
 Nf4Problem nf4_class_problem(const std::string& shape_class, bool cpu_device) {
@@ -566,7 +615,7 @@ Status nf4_forward_segmented(Runtime& rt, const Nf4ForwardArgs& a, const Launch&
   Choice choice;
   try {
     choice = rt.choose("nf4_forward", nf4_shape_class(rows_per_expert(a.rows, a.w.geometry.experts)),
-                       nf4_problem_of(a.rows, a.w.geometry));
+                       nf4_problem_of(a.rows, a.w.geometry, a.type));
   } catch (const Error& e) {
     return Status::from(e);
   }
@@ -577,7 +626,7 @@ Status nf4_input_backward_segmented(Runtime& rt, const Nf4BackwardArgs& a, const
   Choice choice;
   try {
     choice = rt.choose("nf4_backward", nf4_shape_class(rows_per_expert(a.rows, a.w.geometry.experts)),
-                       nf4_problem_of(a.rows, a.w.geometry));
+                       nf4_problem_of(a.rows, a.w.geometry, a.type));
   } catch (const Error& e) {
     return Status::from(e);
   }

@@ -103,7 +103,9 @@ std::vector<Params> AlgorithmSpec::search_space(const DeviceLimits* limits) cons
                                const auto pruned = [&](const Constraint& c) { return !c.holds(p); };
                                return std::any_of(search_pruning.begin(), search_pruning.end(), pruned) ||
                                       (limits != nullptr && limits->gpu &&
-                                       std::any_of(gpu_search_pruning.begin(), gpu_search_pruning.end(), pruned));
+                                       std::any_of(gpu_search_pruning.begin(), gpu_search_pruning.end(), pruned)) ||
+                                      (limits != nullptr && !limits->gpu &&
+                                       std::any_of(cpu_search_pruning.begin(), cpu_search_pruning.end(), pruned));
                              }),
               space.end());
   return space;

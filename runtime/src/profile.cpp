@@ -253,8 +253,11 @@ double problem_distance(const std::map<std::string, std::int64_t>& a, const std:
   for (const auto& [name, value] : a) {
     const auto it = b.find(name);
     if (it == b.end()) continue;
-    d += std::fabs(std::log2(double(std::max<std::int64_t>(1, value))) -
-                   std::log2(double(std::max<std::int64_t>(1, it->second))));
+    // Another input width (nf4's input_bits: 32 or 16) takes another code path: it weighs as
+    // much as a 16-fold difference of a size.
+    const double weight = name == "input_bits" ? 4.0 : 1.0;
+    d += weight * std::fabs(std::log2(double(std::max<std::int64_t>(1, value))) -
+                            std::log2(double(std::max<std::int64_t>(1, it->second))));
   }
   return d;
 }

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include "dispatch.hpp"
 
@@ -187,8 +188,12 @@ struct Runtime::Impl {
   RuntimeOptions options;
   ProgramCache cache;
   ProfileSelection profiles;
-  std::mutex mutex;  // guards kernels, last_choice and logged
+  std::mutex mutex;  // guards kernels, programs, last_choice and logged
   std::map<std::pair<cl_program, std::string>, boost::compute::kernel> kernels;
+  // Programs this runtime has fetched, by source name and build options: a launch finds its
+  // program here without the cache's key (device queries and a hash of the whole source,
+  // tens of microseconds a launch).
+  std::unordered_map<std::string, boost::compute::program> programs;
   Choice last_choice;
   std::set<std::string> logged;
   bool verbose = false;
@@ -301,9 +306,19 @@ Choice Runtime::choose_gemm_nt(const GemmProblem& problem) const {
   return choose("gemm_nt", gemm_nt_shape_class(problem), {{"m", problem.m}, {"n", problem.n}, {"k", problem.k}});
 }
 
-boost::compute::program Runtime::program_for(const AlgorithmSpec& algorithm, const Params& params) {
-  return impl_->cache.get(impl_->context, impl_->device.handle, kernel_source(algorithm.source_name),
-                          algorithm.build_options(params) + device_build_options(impl_->device));
+boost::compute::program Runtime::program_for(const AlgorithmSpec& algorithm, const Params& params,
+                                             const std::string& variant) {
+  const std::string options = algorithm.build_options(params) + device_build_options(impl_->device) + variant;
+  const std::string key = algorithm.source_name + "\n" + options;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (const auto it = impl_->programs.find(key); it != impl_->programs.end()) return it->second;
+  }
+  boost::compute::program program =
+      impl_->cache.get(impl_->context, impl_->device.handle, kernel_source(algorithm.source_name), options);
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->programs.emplace(key, program);
+  return program;
 }
 
 std::string device_build_options(const DeviceInfo& device) {
@@ -418,13 +433,13 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
 }
 
 void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::string& kernel_name,
-                     const std::function<void(cl_kernel)>& enqueue) {
+                     const std::function<void(cl_kernel)>& enqueue, const std::string& variant) {
   const Params params = complete_choice(algorithm, choice.params);
   const DeviceLimits limits = DeviceLimits::of(impl_->device);
   if (const auto bad = algorithm.violation(params, &limits))
     throw Error(ErrorCode::kInvalidArgument, choice.kernel + "/" + algorithm.name + " {" + format_params(params) +
                                                  "} is illegal on " + impl_->device.name + ": " + *bad);
-  boost::compute::program program = program_for(algorithm, params);
+  boost::compute::program program = program_for(algorithm, params, variant);
 
   std::lock_guard<std::mutex> lock(impl_->mutex);
   const auto key = std::make_pair(program.get(), kernel_name);

@@ -84,8 +84,11 @@ const KernelFamily& nf4_backward_family();
 
 // decode (≤ 16 rows per expert on average), small_batch (≤ 128), prefill (more).
 std::string nf4_shape_class(double rows_per_expert);
-// A launch's problem as profile entries store it: {experts, n, k, rows, block_size}.
-std::map<std::string, std::int64_t> nf4_problem_of(std::int64_t rows, const Nf4Geometry& geometry);
+// A launch's problem as profile entries store it: {experts, n, k, rows, block_size,
+// input_bits} (input_bits 32 for f32 input, 16 for f16 and bf16: entries that name it serve
+// their input width first; the tuner measures f32 and writes no input_bits).
+std::map<std::string, std::int64_t> nf4_problem_of(std::int64_t rows, const Nf4Geometry& geometry,
+                                                   ElementType type = ElementType::f32);
 // The representative problem `tune` measures for a class: {experts, n, k, rows, block}.
 struct Nf4Problem {
   std::int64_t experts = 8, n = 1024, k = 1024, rows = 8, block_size = 64;

@@ -62,7 +62,13 @@ struct AlgorithmSpec {
   std::vector<Constraint> search_pruning;
   // The same, on GPUs only (e.g. workgroups narrower than a warp or wavefront).
   std::vector<Constraint> gpu_search_pruning;
+  // The same, on CPUs only (e.g. an algorithm whose fast path needs GPU instructions).
+  std::vector<Constraint> cpu_search_pruning;
   std::function<std::uint64_t(const Params&)> local_mem_bytes;
+  // Build options a launch adds for what it runs on (Runtime::launch's `variant`, e.g. an
+  // element type that selects the only code path compiled); the tuner builds and measures
+  // with this one. Empty for algorithms built once for every launch.
+  std::string tuned_variant;
   // Workgroup shape: dimension 0 first; the product is the workgroup size.
   std::function<std::array<std::size_t, 2>(const Params&)> local_size;
 

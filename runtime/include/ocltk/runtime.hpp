@@ -126,9 +126,11 @@ class Runtime {
   const ProfileSelection& profiles() const;
   ProgramCache& program_cache();
   // Builds (or fetches) the program for an algorithm and parameters: the one path the
-  // launcher and the tuner share. The options are the algorithm's (build_options) and
-  // the device's (device_build_options). Throws Error / BuildError.
-  boost::compute::program program_for(const AlgorithmSpec& algorithm, const Params& params);
+  // launcher and the tuner share. The options are the algorithm's (build_options), the
+  // device's (device_build_options) and the launch's `variant` (see
+  // AlgorithmSpec::tuned_variant). Throws Error / BuildError.
+  boost::compute::program program_for(const AlgorithmSpec& algorithm, const Params& params,
+                                      const std::string& variant = "");
   const RuntimeOptions& options() const;
 
   // The launch path every kernel family shares: checks `params` against the algorithm's
@@ -136,9 +138,10 @@ class Runtime {
   // the workgroup size against CL_KERNEL_WORK_GROUP_SIZE, records `choice` as the last
   // choice (logging it once under OCLTK_VERBOSE), then calls `enqueue` with the kernel
   // under the runtime's launch lock, so argument setting and enqueueing never interleave
-  // between threads. Throws Error / BuildError.
+  // between threads. `variant`: build options of this launch (AlgorithmSpec::tuned_variant).
+  // Throws Error / BuildError.
   void launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::string& kernel_name,
-              const std::function<void(cl_kernel)>& enqueue);
+              const std::function<void(cl_kernel)>& enqueue, const std::string& variant = "");
 
  private:
   struct Impl;
