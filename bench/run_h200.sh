@@ -27,6 +27,10 @@
 # lut2-bench (kind nvidia-h200-x2): the NF4 forward decode bench with the shipped profile and
 #          cuBLAS on one H200; test_nf4, and the decode class tuned for the Mixtral-like shape and
 #          benched, on the other.
+# tc-bench (kind nvidia-h200-x2): test_nf4, then the whole default tune (timed, empty caches) on
+#          one H200; on the other the NF4 forward decode bench with the shipped profile (ours
+#          with f32 and with bf16 input, beside dequantize + CLBlast) and cuBLAS.
+# tc-final (kind nvidia-h200-x2): tc-bench without the whole tune.
 # whole-decode-bench (kind nvidia-h200-x2): the whole default tune on one H200; the NF4 forward
 #          decode bench (both shapes) with the shipped profile and cuBLAS on the other.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
@@ -34,7 +38,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -300,6 +304,24 @@ lut2-bench)
   ) &
   side0=$!
   shipped_nf4_decode "$gpu1" 330 'nf4_forward/(mixtral|fine).*rows(1|8|64|512)/decode/(ours|baseline_dequant_clblast)'
+  cublas_decode mixtral fine
+  wait $side0
+  mark "all done"
+  ;;
+tc-bench|tc-final)
+  # On the two-GPU kind: on one H200 test_nf4 (stage it too; the checkout must be reachable
+  # as /work/main for its data), then the whole default tune with empty caches (timed); on
+  # the other the NF4 forward decode bench with the shipped profile, ours with f32 and with
+  # bf16 input (its tc entries) beside dequantize + CLBlast, at both shapes, then cuBLAS.
+  split_gpus
+  (
+    $gpu0 timeout 150 "$here/test_nf4" > "$out/test_nf4.txt" 2>&1
+    echo "test_nf4 exit $?" >> "$out/test_nf4.txt"
+    mark "test_nf4 done"
+    [ "$phase" = tc-bench ] && whole_tune "$gpu0"
+  ) &
+  side0=$!
+  shipped_nf4_decode "$gpu1" 380 'nf4_forward/(mixtral|fine).*rows(1|8|64|512)/decode/(ours|ours_bf16|baseline_dequant_clblast)/'
   cublas_decode mixtral fine
   wait $side0
   mark "all done"
