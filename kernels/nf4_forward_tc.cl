@@ -9,7 +9,7 @@
 // globally and batches strided over them, as in nf4_forward_warps.cl); a team's warps split
 // K and meet their sums in local memory. A warp sweeps its part of K in steps of 64 codes,
 // a span inside one scale block (block_size >= 64), loading codes and scales in groups of
-// 4 steps, PF groups ahead of the products, and x one step ahead. Lane
+// 4 steps, PF groups ahead of the products, and half-type x one step ahead. Lane
 // l = 4·g + t (g = l / 4, t = l % 4) loads, per tile and step, the 8 bytes at byte 8·t of
 // the step in W rows g and g + 8 of the tile:
 //
@@ -17,14 +17,16 @@
 //
 // and turns byte 2s (codes k0 + 16t + 4s, +1) and byte 2s + 1 (+2, +3) of each row into the
 // A registers of mma s (s = 0 .. 3), one local-memory lookup per byte in a table of the 256
-// byte values' code pairs (32 copies, so no bank conflict). The sum over k is free to take
+// byte values' code pairs (32 copies; for f32 input 16 of 8 bytes: no bank conflict). The sum over k is free to take
 // the codes in any order, so the B registers are the x values of the same k: lane (g, t)
 // supplies column g's x[k0 + 16t .. k0 + 16t + 15]. The 4 mma of a step accumulate without
 // scales; the step's sums are then scaled by the two rows' block scales into f32 sums.
 //
-// Precision by input type (a run-time argument, uniform per launch):
-// - f16 / bf16: codes and x in the input's type, the codebook rounded to it, as cuBLAS does
-//   on weights dequantized to that type; sums in f32. Columns = up to 8 segment rows.
+// Precision by input type (a run-time argument, uniform per launch; NF4_TYPE fixes it at
+// build time):
+// - f16 / bf16: codes and x in the input's type, the codebook value rounded to it (the scale
+//   stays f32), the precision class of cuBLAS on weights dequantized to that type; sums in
+//   f32. Columns = up to 8 segment rows.
 // - f32: codebook values and x each split into two f16 parts (hi + lo, 22 bits; x scaled
 //   per row and step by a power of two into f16's range), so products are accurate to about
 //   2^-21; sums in f32. Column 2j holds row j's hi part, 2j + 1 its lo part (4 rows a pass),
@@ -37,13 +39,13 @@
 // lane sweeps whole W rows with the element-wise decode, slow but without barriers.
 
 #ifndef WGS
-#define WGS 128  // work-items per workgroup: WGS / 32 warps, each with its own W rows
+#define WGS 128  // work-items per workgroup: WGS / 32 warps, in teams of KS with their own W rows
 #endif
 #ifndef RT
-#define RT 2  // tiles of 16 W rows per batch of a warp (x of a step is loaded once for all)
+#define RT 2  // tiles of 16 W rows per batch (x of a step is loaded once for all)
 #endif
 #ifndef NB
-#define NB 1  // batches per warp, strided over all warps
+#define NB 1  // batches per team of KS warps, strided over all teams
 #endif
 #ifndef PF
 #define PF 1  // groups of 4 steps whose codes and scales are loaded ahead of the group being multiplied
@@ -177,7 +179,8 @@ inline float tc_half_value(const uint h, const int bf) {
 }
 
 // The same product through the warp's 6·32 words of local memory: every work-item of the
-// workgroup calls it alike (its barriers). Products of two 16-bit values are exact in f32.
+// workgroup calls it alike (its barriers). Products of two 16-bit values are exact in f32
+// (the sums' order and rounding are not the hardware's; non-finite halves read as finite).
 inline void tc_mma_emulated(float* d, const uint a0, const uint a1, const uint a2, const uint a3, const uint b0,
                             const uint b1, const int bf, __local uint* s, const int lane) {
   s[lane] = a0;
@@ -389,10 +392,10 @@ inline void tc_step_half(float* acc, const uint2* code, const float* sc, const u
 
 // The steps [kb, ke) of one batch (a warp's share of K), half-type input: acc[4i .. 4i + 3]
 // of tile i as the mma's C fragment (rows g, g + 8; columns 2t, 2t + 1 = segment rows
-// r0 + 2t, + 1). TC_SLOTS register sets of codes and scales take turns: step k's loads are
-// issued PF steps ahead of its products, in the set the previous step freed (the loop is
-// unrolled by TC_SLOTS so every set is named at compile time). x comes per step (all warps
-// of the expert read it, so mostly from L1). The emulated product's barriers need every
+// r0 + 2t, + 1). TC_SLOTS register sets (TcGroup: 4 steps of codes and scales) take turns:
+// a group's loads are issued PF groups ahead of its products, in the set the previous group
+// freed (on NVIDIA the loops are unrolled, so every set is named at compile time). x comes a
+// step ahead (all warps of the expert read it, so mostly from L1). The emulated product's barriers need every
 // work-item to run the same steps: there the loop runs to kb_end (the longest share) and
 // the steps past ke multiply zeros and add nothing.
 inline void tc_batch_half(float* acc, const __global uchar* x, const long x_row0, const int K, const int kb,
@@ -408,6 +411,11 @@ inline void tc_batch_half(float* acc, const __global uchar* x, const long x_row0
   const int k_stop = kb_end;
 #endif
   TcGroup grp[TC_SLOTS];
+#ifndef OCLTK_PTX
+  // The emulation runs the steps past ke too (their products are dropped): no value read
+  // there is left undefined.
+  for (int u = 0; u < TC_SLOTS; ++u) grp[u] = (TcGroup){{{{0u, 0u}}}, {{0.0f}}};
+#endif
 #pragma unroll
   for (int u = 0; u < PF; ++u) {
     const int kg = kb + u * TC_GSPAN;
@@ -526,6 +534,11 @@ inline void tc_batch_f32(float* acc, const __global uchar* x, const long x_row0,
   const int k_stop = kb_end;
 #endif
   TcGroup grp[TC_SLOTS];
+#ifndef OCLTK_PTX
+  // The emulation runs the steps past ke too (their products are dropped): no value read
+  // there is left undefined.
+  for (int u = 0; u < TC_SLOTS; ++u) grp[u] = (TcGroup){{{{0u, 0u}}}, {{0.0f}}};
+#endif
 #pragma unroll
   for (int u = 0; u < PF; ++u) {
     const int kg = kb + u * TC_GSPAN;

@@ -292,7 +292,8 @@ class Nf4Device : public RuntimeTest {
     nf4_forward_reference(geo, w.data(), x.data(), offsets.data(), rows, want_y.data());
     nf4_backward_reference(geo, w.data(), gr.data(), offsets.data(), rows, want_dx.data());
     const double u_out = c.type == ElementType::f32 ? 0 : (c.type == ElementType::f16 ? 1.0 / 2048 : 1.0 / 256);
-    const double u_in = c.type == ElementType::f32 ? 0 : (c.type == ElementType::f16 ? 1.0 / 2048 : 1.0 / 512);
+    // Unit roundoff of the input type (f16: 11 significant bits, bf16: 8), for tc's codebook.
+    const double u_in = c.type == ElementType::f32 ? 0 : (c.type == ElementType::f16 ? 1.0 / 2048 : 1.0 / 256);
     const std::string where = "E=" + std::to_string(c.experts) + " N=" + std::to_string(c.n) +
                               " K=" + std::to_string(c.k) + " B=" + std::to_string(c.block) +
                               " off=" + std::to_string(c.element_offset) + " " + to_string(c.type);

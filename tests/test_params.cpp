@@ -5,6 +5,7 @@
 #include <set>
 
 #include "fixture.hpp"
+#include "ocltk/nf4.hpp"
 
 namespace {
 
@@ -115,6 +116,32 @@ TEST(ParamTables, ViolationNamesTheConstraint) {
   const Params big_group = tiled->complete({{"MDIMC", 8}, {"NDIMC", 8}});
   EXPECT_FALSE(tiled->violation(big_group, nullptr).has_value());
   EXPECT_TRUE(tiled->violation(big_group, &tiny).has_value());
+}
+
+// nf4_forward's tc is searched only where mma.sync m16n8k16 exists (NVIDIA, sm_80 or
+// newer); its points stay legal everywhere (an engine may still ask for them).
+TEST(ParamTables, TensorCoreAlgorithmIsSearchedOnlyWithTensorMma) {
+  const AlgorithmSpec* tc = ocltk::nf4_forward_family().find_algorithm("tc");
+  ASSERT_NE(tc, nullptr);
+  EXPECT_TRUE(tc->search_needs_tensor_mma);
+  ocltk::DeviceLimits gpu;
+  gpu.local_mem_bytes = 48 * 1024;
+  gpu.gpu = true;
+  EXPECT_TRUE(tc->search_space(&gpu).empty()) << "a GPU without tensor_mma";
+  EXPECT_TRUE(tc->search_space(nullptr).empty());
+  EXPECT_FALSE(tc->legal_space(&gpu).empty());
+  gpu.tensor_mma = true;
+  EXPECT_EQ(tc->search_space(&gpu).size(), tc->legal_space(&gpu).size());
+
+  ocltk::DeviceInfo h200;
+  h200.platform = "NVIDIA CUDA";
+  h200.architecture = "sm_90";
+  EXPECT_TRUE(ocltk::DeviceLimits::of(h200).tensor_mma);
+  h200.architecture = "sm_75";
+  EXPECT_FALSE(ocltk::DeviceLimits::of(h200).tensor_mma) << "no bf16 m16n8k16 before sm_80";
+  h200.architecture = "sm_90";
+  h200.platform = "Portable Computing Language";
+  EXPECT_FALSE(ocltk::DeviceLimits::of(h200).tensor_mma) << "no inline PTX";
 }
 
 class ParamsOnDevice : public ocltk_test::RuntimeTest {};

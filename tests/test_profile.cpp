@@ -1019,6 +1019,16 @@ TEST_F(ProfileTest, SeveralEntriesPerClassServeTheNearestProblem) {
   EXPECT_EQ(p.find("gemm_nt", "gemv", &near_wide)->params.at("WGS"), 128);
   EXPECT_EQ(p.find("gemm_nt", "gemv")->params.at("WGS"), 128) << "without a problem: the first entry";
   EXPECT_DOUBLE_EQ(ocltk::problem_distance({{"m", 4}, {"n", 8}}, {{"m", 1}, {"n", 8}, {"k", 2}}), 2.0);
+  // NF4's input width counts four times, and a side without it counts as 32 (f32): an
+  // entry tuned on f32 (none written) is farther from a 16-bit launch than one pinned for
+  // 16-bit input two rows-doublings away, and the other way round for an f32 launch.
+  const std::map<std::string, std::int64_t> bf16_launch{{"rows", 8}, {"input_bits", 16}},
+      f32_launch{{"rows", 8}, {"input_bits", 32}}, tuned{{"rows", 8}}, pinned16{{"rows", 32}, {"input_bits", 16}};
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(bf16_launch, tuned), 4.0);
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(bf16_launch, pinned16), 2.0);
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(f32_launch, tuned), 0.0);
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(f32_launch, pinned16), 6.0);
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(tuned, pinned16), 6.0) << "a launch without it counts as f32";
 
   ocltk::Result<ocltk::Runtime> rt = open_with_profiles("", /*verbose=*/0);
   ASSERT_TRUE(rt.ok()) << rt.status().message();

@@ -178,7 +178,7 @@ AlgorithmSpec forward_warps_algorithm() {
 // m16n8k16, up to 8 segment rows as B; codes decoded through a 32 KiB table of byte pairs.
 // Half inputs multiply in their own type, f32 inputs in two f16 parts each (docs/nf4.md).
 // Without OCLTK_PTX the product is emulated through local memory: correct everywhere, fast
-// only on NVIDIA, so the tuner searches it on GPUs only.
+// only on NVIDIA, so the tuner searches it only where mma.sync exists (sm_80 and newer).
 std::string type_variant(ElementType type) { return " -DNF4_TYPE=" + std::to_string(int(type)); }
 
 AlgorithmSpec forward_tc_algorithm() {
@@ -187,8 +187,8 @@ AlgorithmSpec forward_tc_algorithm() {
   a.source_name = "nf4_forward_tc.cl";
   a.params = {
       {"WGS", 128, {64, 128, 256}, "work-items per workgroup: WGS / 32 warps sharing one pair table"},
-      {"RT", 2, {1, 2, 4}, "tiles of 16 W rows per batch of a warp (x of a step loaded once for all)"},
-      {"NB", 1, {1, 4, 16}, "W row batches per warp, strided over all warps"},
+      {"RT", 2, {1, 2, 4}, "tiles of 16 W rows per batch (x of a step loaded once for all)"},
+      {"NB", 1, {1, 4, 16}, "W row batches per team of KS warps, strided over all teams"},
       {"PF", 1, {0, 1, 2}, "groups of 4 steps whose codes and scales are loaded ahead of the group being multiplied"},
       {"KS", 1, {1, 2, 4, 8}, "warps sharing one batch, each sweeping a part of K (sums met in local memory)"},
   };
@@ -198,9 +198,7 @@ AlgorithmSpec forward_tc_algorithm() {
       constraint("KS <= WGS / 32 (warps of a workgroup)",
                  [](const Params& p) { return param(p, "KS") <= param(p, "WGS") / 32; }),
   };
-  a.cpu_search_pruning = {
-      constraint("not on CPUs (the emulated product)", [](const Params&) { return false; }),
-  };
+  a.search_needs_tensor_mma = true;
   // One program per element type (NF4_TYPE = ElementType's value): only that type's path is
   // compiled, which saves registers. The tuner measures f32.
   a.tuned_variant = type_variant(ElementType::f32);

@@ -1,6 +1,7 @@
 #include "ocltk/params.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
 #include "ocltk/device.hpp"
@@ -14,6 +15,10 @@ DeviceLimits DeviceLimits::of(const DeviceInfo& device) {
   limits.max_work_item_sizes = device.max_work_item_sizes;
   limits.local_mem_bytes = device.local_mem_bytes;
   limits.gpu = device.type == "gpu";
+  // "sm_XY" from architecture_of (device.cpp); the platform test matches device_build_options.
+  int sm = 0;
+  if (device.architecture.rfind("sm_", 0) == 0) sm = std::atoi(device.architecture.c_str() + 3);
+  limits.tensor_mma = device.platform == "NVIDIA CUDA" && sm >= 80;
   return limits;
 }
 
@@ -97,15 +102,14 @@ std::vector<Params> AlgorithmSpec::legal_space(const DeviceLimits* limits) const
 }
 
 std::vector<Params> AlgorithmSpec::search_space(const DeviceLimits* limits) const {
+  if (search_needs_tensor_mma && (limits == nullptr || !limits->tensor_mma)) return {};
   std::vector<Params> space = legal_space(limits);
   space.erase(std::remove_if(space.begin(), space.end(),
                              [&](const Params& p) {
                                const auto pruned = [&](const Constraint& c) { return !c.holds(p); };
                                return std::any_of(search_pruning.begin(), search_pruning.end(), pruned) ||
                                       (limits != nullptr && limits->gpu &&
-                                       std::any_of(gpu_search_pruning.begin(), gpu_search_pruning.end(), pruned)) ||
-                                      (limits != nullptr && !limits->gpu &&
-                                       std::any_of(cpu_search_pruning.begin(), cpu_search_pruning.end(), pruned));
+                                       std::any_of(gpu_search_pruning.begin(), gpu_search_pruning.end(), pruned));
                              }),
               space.end());
   return space;

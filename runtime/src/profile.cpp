@@ -252,13 +252,22 @@ double problem_distance(const std::map<std::string, std::int64_t>& a, const std:
   double d = 0;
   for (const auto& [name, value] : a) {
     const auto it = b.find(name);
+    if (name == "input_bits") {
+      // Another input width (nf4's: 32 or 16) takes another code path: it weighs as much as
+      // a 16-fold difference of a size. An entry without it was measured on f32 (the
+      // tuner's input), and so was a launch that does not say.
+      const std::int64_t other = it == b.end() ? 32 : it->second;
+      d += 4.0 * std::fabs(std::log2(double(std::max<std::int64_t>(1, value))) -
+                           std::log2(double(std::max<std::int64_t>(1, other))));
+      continue;
+    }
     if (it == b.end()) continue;
-    // Another input width (nf4's input_bits: 32 or 16) takes another code path: it weighs as
-    // much as a 16-fold difference of a size.
-    const double weight = name == "input_bits" ? 4.0 : 1.0;
-    d += weight * std::fabs(std::log2(double(std::max<std::int64_t>(1, value))) -
-                            std::log2(double(std::max<std::int64_t>(1, it->second))));
+    d += std::fabs(std::log2(double(std::max<std::int64_t>(1, value))) -
+                   std::log2(double(std::max<std::int64_t>(1, it->second))));
   }
+  if (a.count("input_bits") == 0)
+    if (const auto it = b.find("input_bits"); it != b.end())
+      d += 4.0 * std::fabs(5.0 - std::log2(double(std::max<std::int64_t>(1, it->second))));
   return d;
 }
 

@@ -51,8 +51,9 @@ ProfileDevice profile_device_of(const DeviceInfo& device);
 
 // How far apart two problems are: the sum over their shared dimensions of
 // |log2(a) - log2(b)| (a dimension one side lacks does not count; nf4's input_bits counts
-// four times, since another input width takes another code path). A launch is served by
-// the entry of its class whose problem is nearest.
+// four times, since another input width takes another code path, and is 32 where a side
+// lacks it: the tuner measures f32). A launch is served by the entry of its class whose
+// problem is nearest.
 double problem_distance(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b);
 
 // Parses and validates a profile: schema version, device header, every entry's

@@ -128,7 +128,9 @@ class Runtime {
   // Builds (or fetches) the program for an algorithm and parameters: the one path the
   // launcher and the tuner share. The options are the algorithm's (build_options), the
   // device's (device_build_options) and the launch's `variant` (see
-  // AlgorithmSpec::tuned_variant). Throws Error / BuildError.
+  // AlgorithmSpec::tuned_variant). The runtime keeps every program it fetched, by source
+  // and options, for the rest of its life (program_cache().clear_memory() does not drop
+  // them). Throws Error / BuildError.
   boost::compute::program program_for(const AlgorithmSpec& algorithm, const Params& params,
                                       const std::string& variant = "");
   const RuntimeOptions& options() const;
