@@ -161,17 +161,6 @@ inline void tc_mma(float* d, const uint a0, const uint a1, const uint a2, const 
   d[3] = e3;
 }
 
-inline float tc_shfl(const float v, const int src) {
-  float r;
-  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(src));
-  return r;
-}
-
-inline float tc_shfl_xor(const float v, const int mask) {
-  float r;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(mask));
-  return r;
-}
 #define TC_MMA(d, a0, a1, a2, a3, b0, b1, bf, scratch, lane) tc_mma(d, a0, a1, a2, a3, b0, b1, bf)
 #else
 inline float tc_half_value(const uint h, const int bf) {
@@ -339,7 +328,7 @@ inline void tc_group_scales(float* sc, const TcGroup* gp, const int s, const int
 #pragma unroll
   for (int q = 0; q < 2 * RT; ++q) {
 #ifdef OCLTK_PTX
-    sc[q] = tc_shfl(gp->sc[0][q], (lane & ~3) | s);
+    sc[q] = nf4_shfl(gp->sc[0][q], (lane & ~3) | s);
 #else
     sc[q] = gp->sc[s][q];
 #endif
@@ -390,63 +379,6 @@ inline void tc_step_half(float* acc, const uint2* code, const float* sc, const u
   }
 }
 
-// The steps [kb, ke) of one batch (a warp's share of K), half-type input: acc[4i .. 4i + 3]
-// of tile i as the mma's C fragment (rows g, g + 8; columns 2t, 2t + 1 = segment rows
-// r0 + 2t, + 1). TC_SLOTS register sets (TcGroup: 4 steps of codes and scales) take turns:
-// a group's loads are issued PF groups ahead of its products, in the set the previous group
-// freed (on NVIDIA the loops are unrolled, so every set is named at compile time). x comes a
-// step ahead (all warps of the expert read it, so mostly from L1). The emulated product's barriers need every
-// work-item to run the same steps: there the loop runs to kb_end (the longest share) and
-// the steps past ke multiply zeros and add nothing.
-inline void tc_batch_half(float* acc, const __global uchar* x, const long x_row0, const int K, const int kb,
-                          const int ke, const int kb_end, const int live, const int bf, const TcRows* rows,
-                          const int emod, const int log2_block, __local const uchar* table, const uint lane_off,
-                          __local uint* scratch, const int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  const int has_row = g < live;
-  const long x_at = x_row0 + (long)(has_row ? g : 0) * K + 16 * t;
-#ifdef OCLTK_PTX
-  const int k_stop = ke;
-#else
-  const int k_stop = kb_end;
-#endif
-  TcGroup grp[TC_SLOTS];
-#ifndef OCLTK_PTX
-  // The emulation runs the steps past ke too (their products are dropped): no value read
-  // there is left undefined.
-  for (int u = 0; u < TC_SLOTS; ++u) grp[u] = (TcGroup){{{{0u, 0u}}}, {{0.0f}}};
-#endif
-#pragma unroll
-  for (int u = 0; u < PF; ++u) {
-    const int kg = kb + u * TC_GSPAN;
-    if (kg < ke) tc_load_group(&grp[u], rows, kg, ke, emod, log2_block, lane);
-  }
-  uint xn[8];  // the next step's x, loaded a step ahead
-  tc_load_x_half(xn, x, x_at + kb, has_row && kb < ke);
-#pragma unroll 1
-  for (int k0 = kb; k0 < k_stop; k0 += TC_SLOTS * TC_GSPAN) {
-    TC_UNROLL
-    for (int u = 0; u < TC_SLOTS; ++u) {
-      const int kg = k0 + u * TC_GSPAN;
-      if (kg >= k_stop) break;  // uniform (over the warp; with the emulation, the workgroup)
-      const int ahead = kg + PF * TC_GSPAN;
-      if (ahead < ke) tc_load_group(&grp[(u + PF) % TC_SLOTS], rows, ahead, ke, emod, log2_block, lane);
-      TC_UNROLL
-      for (int s = 0; s < TC_GROUP; ++s) {
-        const int k = kg + s * TC_STEP;
-        if (k >= k_stop) break;
-        uint xb[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) xb[i] = xn[i];
-        tc_load_x_half(xn, x, x_at + k + TC_STEP, has_row && k + TC_STEP < ke);
-        float sc[2 * RT];
-        tc_group_scales(sc, &grp[u], s, lane);
-        tc_step_half(acc, grp[u].code[s], sc, xb, k < ke, bf, table, lane_off, scratch, lane);
-      }
-    }
-  }
-}
-
 // x of a step for f32 input: column g holds segment row r0 + g / 2's part g % 2 (0: hi,
 // 1: lo) of x·2^shift, the shift chosen per row and step from its 64 values' largest
 // magnitude. Returns the shift of segment row r0 + t (the lane's output row).
@@ -472,10 +404,10 @@ inline int tc_load_x_f32(uint* xb, const __global uchar* x, const long x_row0, c
 #pragma unroll
   for (int q = 0; q < 16; ++q) m = fmax(m, fabs(v[q]));
 #ifdef OCLTK_PTX
-  m = fmax(m, tc_shfl_xor(m, 1));
-  m = fmax(m, tc_shfl_xor(m, 2));
+  m = fmax(m, nf4_shfl_xor(m, 1));
+  m = fmax(m, nf4_shfl_xor(m, 2));
   const int shift = tc_shift_for(m);
-  const int out_shift = as_int(tc_shfl(as_float(shift), 8 * t));  // row t's, from lane 8t (g = 2t)
+  const int out_shift = as_int(nf4_shfl(as_float(shift), 8 * t));  // row t's, from lane 8t (g = 2t)
 #else
   // The other lanes' values of the step, read again: the emulation has no shuffles.
   for (int u = 0; u < 4; ++u) {
@@ -523,11 +455,23 @@ inline void tc_step_f32(float* acc, const uint2* code, const float* sc, const ui
   }
 }
 
-// The steps [kb, ke) of one batch, f32 input: as tc_batch_half, x converted per step.
-inline void tc_batch_f32(float* acc, const __global uchar* x, const long x_row0, const int K, const int kb,
-                         const int ke, const int kb_end, const int live, const TcRows* rows, const int emod,
-                         const int log2_block, __local const uchar* table, const uint lane_off, __local uint* scratch,
-                         const int lane) {
+// The steps [kb, ke) of one batch (a warp's share of K) into acc: for half types tile i's
+// C fragment at acc[4i .. 4i + 3] (rows g, g + 8; columns 2t, 2t + 1 = segment rows
+// r0 + 2t, + 1), for f32 acc[2i], acc[2i + 1] (rows g, g + 8 of segment row r0 + t).
+// TC_SLOTS register sets (TcGroup: 4 steps of codes and scales) take turns: a group's loads
+// are issued PF groups ahead of its products, in the set the previous group freed (on
+// NVIDIA the loops are unrolled, so every set is named at compile time). Half-type x comes
+// a step ahead (all warps of the expert read it, so mostly from L1); f32 x in its step,
+// where it is split. The emulated product's barriers need every work-item to run the same
+// steps: there the loop runs to kb_end (the longest share) and the steps past ke multiply
+// zeros and add nothing.
+inline void tc_batch(float* acc, const __global uchar* x, const long x_row0, const int K, const int kb, const int ke,
+                     const int kb_end, const int live, const int type, const TcRows* rows, const int emod,
+                     const int log2_block, __local const uchar* table, const uint lane_off, __local uint* scratch,
+                     const int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const int has_row = g < live;
+  const long x_at = x_row0 + (long)(has_row ? g : 0) * K + 16 * t;
 #ifdef OCLTK_PTX
   const int k_stop = ke;
 #else
@@ -544,12 +488,14 @@ inline void tc_batch_f32(float* acc, const __global uchar* x, const long x_row0,
     const int kg = kb + u * TC_GSPAN;
     if (kg < ke) tc_load_group(&grp[u], rows, kg, ke, emod, log2_block, lane);
   }
+  uint xn[8];  // half types: the next step's x, loaded a step ahead
+  if (type != NF4_F32) tc_load_x_half(xn, x, x_at + kb, has_row && kb < ke);
 #pragma unroll 1
   for (int k0 = kb; k0 < k_stop; k0 += TC_SLOTS * TC_GSPAN) {
     TC_UNROLL
     for (int u = 0; u < TC_SLOTS; ++u) {
       const int kg = k0 + u * TC_GSPAN;
-      if (kg >= k_stop) break;
+      if (kg >= k_stop) break;  // uniform (over the warp; with the emulation, the workgroup)
       const int ahead = kg + PF * TC_GSPAN;
       if (ahead < ke) tc_load_group(&grp[(u + PF) % TC_SLOTS], rows, ahead, ke, emod, log2_block, lane);
       TC_UNROLL
@@ -558,10 +504,18 @@ inline void tc_batch_f32(float* acc, const __global uchar* x, const long x_row0,
         if (k >= k_stop) break;
         const int live_step = k < ke;
         uint xb[8];
-        const float unscale = tc_pow2(-tc_load_x_f32(xb, x, x_row0, K, k, live_step ? live : 0, lane));
         float sc[2 * RT];
-        tc_group_scales(sc, &grp[u], s, lane);
-        tc_step_f32(acc, grp[u].code[s], sc, xb, live_step, unscale, table, lane_off, scratch, lane);
+        if (type == NF4_F32) {
+          const float unscale = tc_pow2(-tc_load_x_f32(xb, x, x_row0, K, k, live_step ? live : 0, lane));
+          tc_group_scales(sc, &grp[u], s, lane);
+          tc_step_f32(acc, grp[u].code[s], sc, xb, live_step, unscale, table, lane_off, scratch, lane);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) xb[i] = xn[i];
+          tc_load_x_half(xn, x, x_at + k + TC_STEP, has_row && k + TC_STEP < ke);
+          tc_group_scales(sc, &grp[u], s, lane);
+          tc_step_half(acc, grp[u].code[s], sc, xb, live_step, type == NF4_BF16, table, lane_off, scratch, lane);
+        }
       }
     }
   }
@@ -682,40 +636,22 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
         continue;
       }
       const TcRows wrows = tc_batch_rows(packed, scales, expert_pos, n0, N, K, log2_block, g, t);
-      if (precise) {
-        float acc[2 * RT];
+      // Per tile: f32, 2 sums a lane (rows g, g + 8 of segment row r0 + t); half types, the
+      // C fragment's 4 (rows g, g + 8 × segment rows r0 + 2t, + 1).
+      const int nv = precise ? 2 : 4;
+      float acc[4 * RT];
 #pragma unroll
-        for (int q = 0; q < 2 * RT; ++q) acc[q] = 0.0f;
-        tc_batch_f32(acc, x, x_row0, K, kb, ke, kb_end, live, &wrows, emod, log2_block, (__local const uchar*)table,
-                     lane_off, scratch, lane);
-        TC_UNROLL
-        for (int i = 0; i < RT; ++i) {
-          tc_team_sum(acc + 2 * i, 2, red, lid, part);
+      for (int q = 0; q < 4 * RT; ++q) acc[q] = 0.0f;
+      tc_batch(acc, x, x_row0, K, kb, ke, kb_end, live, type, &wrows, emod, log2_block, (__local const uchar*)table,
+               lane_off, scratch, lane);
+      TC_UNROLL
+      for (int i = 0; i < RT; ++i) {
+        tc_team_sum(acc + nv * i, nv, red, lid, part);
 #pragma unroll
-          for (int q = 2 * i; q < 2 * i + 2; ++q) {
-            const int n = n0 + 16 * (q >> 1) + g + 8 * (q & 1);
-            if (part == 0 && t < live && n < N) nf4_store(y, (long)(r0 + t) * N + n, type, acc[q] * unscale_cb);
-          }
-        }
-      } else {
-        float acc[4 * RT];
-#pragma unroll
-        for (int q = 0; q < 4 * RT; ++q) acc[q] = 0.0f;
-        // Two instances (without NF4_TYPE), so that each has one kind of mma in its loop.
-        if (type == NF4_BF16)
-          tc_batch_half(acc, x, x_row0, K, kb, ke, kb_end, live, 1, &wrows, emod, log2_block,
-                        (__local const uchar*)table, lane_off, scratch, lane);
-        else
-          tc_batch_half(acc, x, x_row0, K, kb, ke, kb_end, live, 0, &wrows, emod, log2_block,
-                        (__local const uchar*)table, lane_off, scratch, lane);
-        TC_UNROLL
-        for (int i = 0; i < RT; ++i) {
-          tc_team_sum(acc + 4 * i, 4, red, lid, part);
-#pragma unroll
-          for (int q = 4 * i; q < 4 * i + 4; ++q) {
-            const int n = n0 + 16 * (q >> 2) + g + 8 * ((q >> 1) & 1), r = 2 * t + (q & 1);
-            if (part == 0 && n < N && r < live) nf4_store(y, (long)(r0 + r) * N + n, type, acc[q] * unscale_cb);
-          }
+        for (int v = 0; v < 4; ++v) {
+          if (v >= nv) break;
+          const int n = n0 + 16 * i + g + 8 * (precise ? v : v >> 1), r = precise ? t : 2 * t + (v & 1);
+          if (part == 0 && n < N && r < live) nf4_store(y, (long)(r0 + r) * N + n, type, acc[nv * i + v] * unscale_cb);
         }
       }
     }

@@ -76,12 +76,6 @@
 #include "nf4_rows.clh"
 
 #ifdef OCLTK_PTX
-inline float nf4_shfl_xor(const float v, const int mask) {
-  float r;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(mask));
-  return r;
-}
-
 // Sums acc[o] over the 32 lanes of the warp. Reduce-scatter: at level s (lane mask 16 >> s)
 // each lane keeps half of its outputs and adds its partner's partials of them, so after
 // LV = log2(min(NOUT, 32)) levels lane l holds NOUT >> LV sums in acc[0 ..], of outputs

@@ -16,6 +16,9 @@
 namespace ocltk {
 namespace {
 
+// The workgroup shape of the algorithms whose workgroup is WGS work-items along dimension 0.
+std::array<std::size_t, 2> wgs_local_size(const Params& p) { return {std::size_t(param(p, "WGS")), 1}; }
+
 AlgorithmSpec forward_fused_algorithm() {
   AlgorithmSpec a;
   a.name = "fused";
@@ -53,7 +56,7 @@ AlgorithmSpec forward_fused_algorithm() {
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
     return 4ull * (16 * param(p, "CBR") + param(p, "TR") * (param(p, "KWG") + param(p, "WGS")));
   };
-  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
+  a.local_size = wgs_local_size;
   return a;
 }
 
@@ -86,7 +89,7 @@ AlgorithmSpec backward_fused_algorithm() {
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
     return 4ull * (16 * param(p, "CBR") + param(p, "TR") * param(p, "NWG") + param(p, "WGS") * param(p, "VW"));
   };
-  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
+  a.local_size = wgs_local_size;
   return a;
 }
 
@@ -107,7 +110,7 @@ AlgorithmSpec forward_stream_algorithm() {
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
     return 4ull * (16 + (param(p, "RL") > 1 ? param(p, "TR") * param(p, "WGS") : 0));
   };
-  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
+  a.local_size = wgs_local_size;
   return a;
 }
 
@@ -139,7 +142,7 @@ AlgorithmSpec forward_lanes_algorithm() {
     const std::uint64_t pair_table = param(p, "LUT") == 2 ? 256 * 16 * 8 : 0;
     return 4ull * (16 + wgs * (outputs + 1) + (outputs < wgs ? wgs : 0)) + pair_table;
   };
-  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
+  a.local_size = wgs_local_size;
   return a;
 }
 
@@ -170,7 +173,7 @@ AlgorithmSpec forward_warps_algorithm() {
     const std::uint64_t round = std::min<std::int64_t>(8, param(p, "RB") * param(p, "TR"));
     return 4ull * 16 + 256 * 16 * 8 + 4ull * param(p, "WGS") * (round + 1);
   };
-  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
+  a.local_size = wgs_local_size;
   return a;
 }
 
@@ -207,7 +210,7 @@ AlgorithmSpec forward_tc_algorithm() {
     // (declared only without OCLTK_PTX, so on NVIDIA this overcounts).
     return 4ull * 16 + 256 * 32 * 4 + (param(p, "KS") > 1 ? 16ull * param(p, "WGS") : 0) + 4ull * 6 * param(p, "WGS");
   };
-  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
+  a.local_size = wgs_local_size;
   return a;
 }
 
@@ -273,6 +276,12 @@ const std::vector<ShapeClassSpec>& nf4_classes() {
 }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Workgroups along dimension 0 when each serves up to `per_group` batches of `batch_rows`
+// W rows (lanes, warps and tc stride their batches over the workgroups).
+std::size_t batch_groups(std::int64_t n, std::int64_t batch_rows, std::int64_t per_group) {
+  return std::size_t(ceil_div(ceil_div(n, batch_rows), per_group));
+}
 
 Error invalid(const std::string& message) { return Error(ErrorCode::kInvalidArgument, message); }
 
@@ -417,51 +426,37 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
         const cl_int type = cl_int(d.type);
         cl_mem packed = w.packed, scales = w.scales, codebook = w.codebook, in = d.in, out = d.out, offs = offsets;
         // A window with coefficients always has bytes and scales (checked); never null here.
-        std::size_t local[2], groups0;
-        std::int64_t groups1;
+        // The workgroup's shape comes from the table (local_size); dimension 1 numbers the
+        // experts but for tiled.
+        const std::array<std::size_t, 2> ls = algorithm->local_size(p);
+        const std::size_t local[2] = {ls[0], ls[1]};
+        std::size_t groups0;
+        std::int64_t groups1 = g.experts;
         // Split stream backward only: splits of N, and its scratch when there are several.
         cl_int splits = 1;
         SplitScratch scratch;
         cl_mem partials = nullptr, counters = nullptr;
         if (tiled) {
-          local[0] = std::size_t(param(p, "NDIMC"));
-          local[1] = std::size_t(param(p, "MDIMC"));
           const std::int64_t cols = d.forward ? g.out_features : g.in_features;
           groups0 = std::size_t(ceil_div(cols, param(p, "NWG")));
           groups1 = ceil_div(rows, param(p, "MWG")) + g.experts;  // upper bound on (expert, row tile) pairs
         } else if (lanes) {
-          local[0] = std::size_t(param(p, "WGS"));
-          local[1] = 1;
-          // Each workgroup serves up to NB batches of RB W rows (the kernel strides by groups0).
-          groups0 = std::size_t(ceil_div(ceil_div(g.out_features, param(p, "RB")), param(p, "NB")));
-          groups1 = g.experts;
+          // Each workgroup serves up to NB batches of RB W rows.
+          groups0 = batch_groups(g.out_features, param(p, "RB"), param(p, "NB"));
         } else if (warps) {
-          local[0] = std::size_t(param(p, "WGS"));
-          local[1] = 1;
           // WGS / 32 warps per workgroup, each serving up to NB batches of RB W rows.
-          groups0 =
-              std::size_t(ceil_div(ceil_div(g.out_features, param(p, "RB")), (param(p, "WGS") / 32) * param(p, "NB")));
-          groups1 = g.experts;
+          groups0 = batch_groups(g.out_features, param(p, "RB"), (param(p, "WGS") / 32) * param(p, "NB"));
         } else if (tc) {
-          local[0] = std::size_t(param(p, "WGS"));
-          local[1] = 1;
           // WGS / 32 / KS teams of KS warps per workgroup, each serving up to NB batches of RT
           // tiles of 16 W rows.
-          groups0 = std::size_t(ceil_div(ceil_div(g.out_features, 16 * param(p, "RT")),
-                                         (param(p, "WGS") / 32 / param(p, "KS")) * param(p, "NB")));
-          groups1 = g.experts;
+          groups0 = batch_groups(g.out_features, 16 * param(p, "RT"),
+                                 (param(p, "WGS") / 32 / param(p, "KS")) * param(p, "NB"));
         } else if (stream && d.forward) {
-          local[0] = std::size_t(param(p, "WGS"));
-          local[1] = 1;
           groups0 = std::size_t(ceil_div(g.out_features, param(p, "WGS") / param(p, "RL")));
-          groups1 = g.experts;
         } else if (stream) {
-          local[0] = std::size_t(32 * param(p, "NL"));
-          local[1] = 1;
           const std::int64_t ktiles = ceil_div(g.in_features, 32 * param(p, "VW"));
           splits = cl_int(stream_splits(p, g, rows));
           groups0 = std::size_t(ktiles * splits);
-          groups1 = g.experts;
           if (splits > 1) {
             cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
             scratch = split_scratch(rt, queue, std::size_t(splits * rows * g.in_features * 4),
@@ -470,12 +465,9 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
             counters = scratch.counters.get();
           }
         } else {
-          local[0] = std::size_t(param(p, "WGS"));
-          local[1] = 1;
           const std::int64_t per_group =
               d.forward ? param(p, "WGS") / param(p, "RW") : param(p, "WGS") / param(p, "RW") * param(p, "VW");
           groups0 = std::size_t(ceil_div(d.forward ? g.out_features : g.in_features, per_group));
-          groups1 = g.experts;
         }
         detail::DispatchChain chain(rt.queue().get(), launch_options);
         for (std::int64_t base = 0; base < groups1; base += cap) {
