@@ -29,7 +29,8 @@
 #          benched, on the other.
 # tc-bench (kind nvidia-h200-x2): test_nf4, then the whole default tune (timed, empty caches) on
 #          one H200; on the other the NF4 forward decode bench with the shipped profile (ours
-#          with f32 and with bf16 input, beside dequantize + CLBlast) and cuBLAS.
+#          with f32 and with bf16 input, beside dequantize + CLBlast; 8, 64 and 512 rows) and
+#          cuBLAS.
 # tc-final (kind nvidia-h200-x2): tc-bench without the whole tune.
 # whole-decode-bench (kind nvidia-h200-x2): the whole default tune on one H200; the NF4 forward
 #          decode bench (both shapes) with the shipped profile and cuBLAS on the other.
@@ -321,7 +322,7 @@ tc-bench|tc-final)
     [ "$phase" = tc-bench ] && whole_tune "$gpu0"
   ) &
   side0=$!
-  shipped_nf4_decode "$gpu1" 380 'nf4_forward/(mixtral|fine).*rows(1|8|64|512)/decode/(ours|ours_bf16|baseline_dequant_clblast)/'
+  shipped_nf4_decode "$gpu1" 380 'nf4_forward/(mixtral|fine).*rows(8|64|512)/decode/(ours|ours_bf16|baseline_dequant_clblast)/'
   cublas_decode mixtral fine
   wait $side0
   mark "all done"

@@ -17,10 +17,14 @@
 //
 // and turns byte 2s (codes k0 + 16t + 4s, +1) and byte 2s + 1 (+2, +3) of each row into the
 // A registers of mma s (s = 0 .. 3), one local-memory lookup per byte in a table of the 256
-// byte values' code pairs (32 copies; for f32 input 16 of 8 bytes: no bank conflict). The sum over k is free to take
-// the codes in any order, so the B registers are the x values of the same k: lane (g, t)
-// supplies column g's x[k0 + 16t .. k0 + 16t + 15]. The 4 mma of a step accumulate without
-// scales; the step's sums are then scaled by the two rows' block scales into f32 sums.
+// byte values' code pairs (32 copies; for f32 input 16 of 8 bytes: no bank conflict). For
+// the half types only rows g + 8 use the table: the pairs of rows g come from byte permutes
+// of two 16-byte tables in registers (tc_prmt_pairs: more instructions, no lookup; on the
+// H200 the split beats all-table by up to 20 %, or loses 3 %, and all-permute by 10 %). The sum over k is free to take
+// the codes in any order, so the B registers are the x values of the same k: lane (g, t) supplies column g's x[k0 + 16t
+// .. k0 + 16t + 15]. The 4 mma of a step accumulate without scales; the step's sums are then scaled by the two rows'
+// block scales into f32 sums. The first batch's first groups are loaded before the segment's bounds and the table are
+// set up; whole groups run their steps without tests between them (TC_FULL).
 //
 // Precision by input type (a run-time argument, uniform per launch; NF4_TYPE fixes it at
 // build time):
@@ -78,6 +82,11 @@
 #if KS > WGS / 32
 #error "KS must be at most WGS / 32 (the warps of a workgroup)"
 #endif
+// Whole groups run their 4 steps without a test between them (tc_group), so one step's
+// lookups overlap the previous step's products; with RT 4 the unrolled group needs more
+// registers than it saves (H200 lab: 0.080 against 0.057 ms), so there the steps keep their
+// tests.
+#define TC_FULL (RT <= 2)
 #define TC_SLOTS (PF + 1)  // register sets of codes and scales: PF groups in flight, one multiplied
 #define TC_GROUP 4         // steps loaded together: 128 contiguous bytes of each W row (8 a lane a step)
 #define TC_GSPAN (TC_GROUP * TC_STEP)
@@ -248,6 +257,63 @@ inline uint tc_byte_off(const uint2 w, const int j, const uint lane_off) {
   return ((sh == 0 ? word << 7 : word >> (sh - 7)) & 0x7F80u) | lane_off;
 }
 
+// ---- decoding by byte permutes (half types, rows g) --------------------------------------
+
+// prmt.b32 (default mode): byte i of the result is byte c_i & 7 of the 8 bytes {b, a} (a's
+// first), or that byte's sign bit replicated where c_i & 8, c_i being nibble i of c.
+inline uint tc_prmt(const uint a, const uint b, const uint c) {
+#ifdef OCLTK_PTX
+  uint d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+#else
+  const ulong src = ((ulong)b << 32) | a;
+  uint d = 0u;
+  for (int i = 0; i < 4; ++i) {
+    const uint sel = (c >> (4 * i)) & 15u;
+    uint byte = (uint)(src >> (8 * (sel & 7u))) & 0xFFu;
+    if (sel & 8u) byte = (byte & 0x80u) ? 0xFFu : 0u;
+    d |= byte << (8 * i);
+  }
+  return d;
+#endif
+}
+
+// The 16 codes' 16-bit values (the table's, see tc_fill_table) as two 16-byte tables in
+// registers: lo[j] holds the low bytes of codes 4j .. 4j + 3, hi[j] their high bytes.
+typedef struct {
+  uint lo[4], hi[4];
+} TcLut;
+
+inline TcLut tc_make_lut(__local const float* cb, const int shift, const int type) {
+  const float m = ldexp(1.0f, shift);
+  TcLut l;
+  for (int j = 0; j < 4; ++j) {
+    l.lo[j] = 0u;
+    l.hi[j] = 0u;
+    for (int i = 0; i < 4; ++i) {
+      const float c = cb[4 * j + i] * m;
+      const uint h = type == NF4_BF16 ? tc_bf16_bits(c) : tc_f16_bits(c);
+      l.lo[j] |= (h & 0xFFu) << (8 * i);
+      l.hi[j] |= (h >> 8) << (8 * i);
+    }
+  }
+  return l;
+}
+
+// The table's pairs of bytes 2h and 2h + 1 of w (h = 0, 1) without the table: the four codes'
+// low bytes and high bytes are looked up 8 entries at a time and chosen by each code's top
+// bit, then interleaved into the two pairs (first code in bits 0..15).
+inline void tc_prmt_pairs(const uint w, const int h, const TcLut* l, uint* p0, uint* p1) {
+  const uint sel = (w >> (16 * h)) & 0x7777u;                  // nibble i: code i's low 3 bits
+  const uint top = tc_prmt(w << 4, w, h ? 0xFBEAu : 0xD9C8u);  // byte i: 0xFF where code i >= 8
+  const uint lo = bitselect(tc_prmt(l->lo[0], l->lo[1], sel), tc_prmt(l->lo[2], l->lo[3], sel), top);
+  const uint hi = bitselect(tc_prmt(l->hi[0], l->hi[1], sel), tc_prmt(l->hi[2], l->hi[3], sel), top);
+  // Byte 2h's codes are nibbles 1 (first) and 0, byte 2h + 1's nibbles 3 and 2.
+  *p0 = tc_prmt(lo, hi, 0x4051u);
+  *p1 = tc_prmt(lo, hi, 0x6273u);
+}
+
 // ---- the aligned sweep -----------------------------------------------------------------
 
 // The lane's W rows of a batch: row q = tile q / 2's row g + 8·(q % 2), rows past N
@@ -357,16 +423,16 @@ inline void tc_load_x_half(uint* xb, const __global uchar* x, const long x_at, c
 
 // One step of a batch, half-type input, into acc (tile i's C fragment at acc[4i ..]).
 inline void tc_step_half(float* acc, const uint2* code, const float* sc, const uint* xb, const int live_step,
-                         const int bf, __local const uchar* table, const uint lane_off, __local uint* scratch,
-                         const int lane) {
+                         const int bf, __local const uchar* table, const TcLut* lut, const uint lane_off,
+                         __local uint* scratch, const int lane) {
   TC_UNROLL
   for (int i = 0; i < RT; ++i) {
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     TC_UNROLL
     for (int s = 0; s < 4; ++s) {
-      const uint a0 = *(__local const uint*)(table + tc_byte_off(code[2 * i], 2 * s, lane_off));
+      uint a0, a2;  // rows g: byte permutes; rows g + 8: the table
+      tc_prmt_pairs(s < 2 ? code[2 * i].s0 : code[2 * i].s1, s & 1, lut, &a0, &a2);
       const uint a1 = *(__local const uint*)(table + tc_byte_off(code[2 * i + 1], 2 * s, lane_off));
-      const uint a2 = *(__local const uint*)(table + tc_byte_off(code[2 * i], 2 * s + 1, lane_off));
       const uint a3 = *(__local const uint*)(table + tc_byte_off(code[2 * i + 1], 2 * s + 1, lane_off));
       TC_MMA(d, a0, a1, a2, a3, xb[2 * s], xb[2 * s + 1], bf, scratch, lane);
     }
@@ -455,6 +521,49 @@ inline void tc_step_f32(float* acc, const uint2* code, const float* sc, const ui
   }
 }
 
+// The loads of a batch's first PF groups (kb: the warp's first step), into slots 0 .. PF - 1.
+inline void tc_prologue(TcGroup* grp, const TcRows* rows, const int kb, const int ke, const int emod,
+                        const int log2_block, const int lane) {
+#pragma unroll
+  for (int u = 0; u < PF; ++u) {
+    const int kg = kb + u * TC_GSPAN;
+    if (kg < ke) tc_load_group(&grp[u], rows, kg, ke, emod, log2_block, lane);
+  }
+}
+
+// The steps of one group (kg: its first) below k_stop into acc, from the register set gp; xn
+// carries half-type x a step ahead. With `full` (a constant after inlining) all 4 steps lie
+// below ke and the loop has no test: the next x is read at a clamped step, and for columns
+// past the live rows from row 0 (their sums are never stored).
+inline void tc_group(float* acc, const TcGroup* gp, uint* xn, const __global uchar* x, const long x_row0,
+                     const long x_at, const int K, const int kg, const int ke, const int k_stop, const int full,
+                     const int live, const int type, __local const uchar* table, const TcLut* lut, const uint lane_off,
+                     __local uint* scratch, const int lane) {
+  const int has_row = (lane >> 2) < live;
+  TC_UNROLL
+  for (int s = 0; s < TC_GROUP; ++s) {
+    const int k = kg + s * TC_STEP;
+    if (!full && k >= k_stop) break;
+    const int live_step = full || k < ke;
+    uint xb[8];
+    float sc[2 * RT];
+    if (type == NF4_F32) {
+      const float unscale = tc_pow2(-tc_load_x_f32(xb, x, x_row0, K, k, live_step ? live : 0, lane));
+      tc_group_scales(sc, gp, s, lane);
+      tc_step_f32(acc, gp->code[s], sc, xb, live_step, unscale, table, lane_off, scratch, lane);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) xb[i] = xn[i];
+      if (full)
+        tc_load_x_half(xn, x, x_at + min(k + TC_STEP, ke - TC_STEP), 1);
+      else
+        tc_load_x_half(xn, x, x_at + k + TC_STEP, has_row && k + TC_STEP < ke);
+      tc_group_scales(sc, gp, s, lane);
+      tc_step_half(acc, gp->code[s], sc, xb, live_step, type == NF4_BF16, table, lut, lane_off, scratch, lane);
+    }
+  }
+}
+
 // The steps [kb, ke) of one batch (a warp's share of K) into acc: for half types tile i's
 // C fragment at acc[4i .. 4i + 3] (rows g, g + 8; columns 2t, 2t + 1 = segment rows
 // r0 + 2t, + 1), for f32 acc[2i], acc[2i + 1] (rows g, g + 8 of segment row r0 + t).
@@ -465,10 +574,10 @@ inline void tc_step_f32(float* acc, const uint2* code, const float* sc, const ui
 // where it is split. The emulated product's barriers need every work-item to run the same
 // steps: there the loop runs to kb_end (the longest share) and the steps past ke multiply
 // zeros and add nothing.
-inline void tc_batch(float* acc, const __global uchar* x, const long x_row0, const int K, const int kb, const int ke,
-                     const int kb_end, const int live, const int type, const TcRows* rows, const int emod,
-                     const int log2_block, __local const uchar* table, const uint lane_off, __local uint* scratch,
-                     const int lane) {
+inline void tc_batch(float* acc, TcGroup* grp, const int preloaded, const __global uchar* x, const long x_row0,
+                     const int K, const int kb, const int ke, const int kb_end, const int live, const int type,
+                     const TcRows* rows, const int emod, const int log2_block, __local const uchar* table,
+                     const TcLut* lut, const uint lane_off, __local uint* scratch, const int lane) {
   const int g = lane >> 2, t = lane & 3;
   const int has_row = g < live;
   const long x_at = x_row0 + (long)(has_row ? g : 0) * K + 16 * t;
@@ -477,17 +586,7 @@ inline void tc_batch(float* acc, const __global uchar* x, const long x_row0, con
 #else
   const int k_stop = kb_end;
 #endif
-  TcGroup grp[TC_SLOTS];
-#ifndef OCLTK_PTX
-  // The emulation runs the steps past ke too (their products are dropped): no value read
-  // there is left undefined.
-  for (int u = 0; u < TC_SLOTS; ++u) grp[u] = (TcGroup){{{{0u, 0u}}}, {{0.0f}}};
-#endif
-#pragma unroll
-  for (int u = 0; u < PF; ++u) {
-    const int kg = kb + u * TC_GSPAN;
-    if (kg < ke) tc_load_group(&grp[u], rows, kg, ke, emod, log2_block, lane);
-  }
+  if (!preloaded) tc_prologue(grp, rows, kb, ke, emod, log2_block, lane);
   uint xn[8];  // half types: the next step's x, loaded a step ahead
   if (type != NF4_F32) tc_load_x_half(xn, x, x_at + kb, has_row && kb < ke);
 #pragma unroll 1
@@ -498,25 +597,13 @@ inline void tc_batch(float* acc, const __global uchar* x, const long x_row0, con
       if (kg >= k_stop) break;  // uniform (over the warp; with the emulation, the workgroup)
       const int ahead = kg + PF * TC_GSPAN;
       if (ahead < ke) tc_load_group(&grp[(u + PF) % TC_SLOTS], rows, ahead, ke, emod, log2_block, lane);
-      TC_UNROLL
-      for (int s = 0; s < TC_GROUP; ++s) {
-        const int k = kg + s * TC_STEP;
-        if (k >= k_stop) break;
-        const int live_step = k < ke;
-        uint xb[8];
-        float sc[2 * RT];
-        if (type == NF4_F32) {
-          const float unscale = tc_pow2(-tc_load_x_f32(xb, x, x_row0, K, k, live_step ? live : 0, lane));
-          tc_group_scales(sc, &grp[u], s, lane);
-          tc_step_f32(acc, grp[u].code[s], sc, xb, live_step, unscale, table, lane_off, scratch, lane);
-        } else {
-#pragma unroll
-          for (int i = 0; i < 8; ++i) xb[i] = xn[i];
-          tc_load_x_half(xn, x, x_at + k + TC_STEP, has_row && k + TC_STEP < ke);
-          tc_group_scales(sc, &grp[u], s, lane);
-          tc_step_half(acc, grp[u].code[s], sc, xb, live_step, type == NF4_BF16, table, lane_off, scratch, lane);
-        }
-      }
+      // A whole group inside the warp's steps runs its 4 steps without a test between them,
+      // so that one step's lookups overlap the previous step's products.
+      if (TC_FULL && kg + TC_GSPAN <= ke)
+        tc_group(acc, &grp[u], xn, x, x_row0, x_at, K, kg, ke, ke, 1, live, type, table, lut, lane_off, scratch, lane);
+      else
+        tc_group(acc, &grp[u], xn, x, x_row0, x_at, K, kg, ke, k_stop, 0, live, type, table, lut, lane_off, scratch,
+                 lane);
     }
   }
 }
@@ -583,14 +670,6 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
 #endif
   const int lid = get_local_id(0);
   const int e = expert_base + get_group_id(1);
-  int seg_begin, seg_end;
-  if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
-  float cmax = 0.0f;
-  for (int i = 0; i < 16; ++i) cmax = fmax(cmax, fabs(cb[i]));
-  const int cb_shift = tc_shift_for(cmax);
-  tc_fill_table(table, cb, cb_shift, type, lid);
-  barrier(CLK_LOCAL_MEM_FENCE);
-
   packed += packed_offset;
   scales += scales_offset;
   const int lane = lid % SG;
@@ -616,11 +695,37 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const int tile_rows = aligned ? (precise ? 4 : 8) : 8;
   const uint lane_off = tc_lane_off(lane, type);
   const int g = lane >> 2, t = lane & 3;
-  const float unscale_cb = ldexp(1.0f, -cb_shift);
   // This warp's part of K: steps [kb, ke); kb_end bounds the longest part.
   const int steps = K / TC_STEP, per = (steps + KS - 1) / KS;
   const int kb = min(part * per, steps) * TC_STEP, ke = min((part + 1) * per, steps) * TC_STEP;
   const int kb_end = kb + per * TC_STEP;
+
+  // The register sets of the groups in flight (see tc_batch). The first batch's first
+  // groups are loaded before anything else: the segment's bounds, the codebook and the
+  // table are read and written while they are on their way (an expert without rows drops
+  // them).
+  TcGroup grp[TC_SLOTS];
+#ifndef OCLTK_PTX
+  // The emulation runs the steps past ke too (their products are dropped): no value read
+  // there is left undefined.
+  for (int u = 0; u < TC_SLOTS; ++u) grp[u] = (TcGroup){{{{0u, 0u}}}, {{0.0f}}};
+#endif
+  const int hoisted = aligned && first_team < batches;
+  if (hoisted) {
+    const TcRows first_rows = tc_batch_rows(packed, scales, expert_pos, team * 16 * RT, N, K, log2_block, g, t);
+    tc_prologue(grp, &first_rows, kb, ke, emod, log2_block, lane);
+  }
+
+  int seg_begin, seg_end;
+  if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
+  float cmax = 0.0f;
+  for (int i = 0; i < 16; ++i) cmax = fmax(cmax, fabs(cb[i]));
+  const int cb_shift = tc_shift_for(cmax);
+  const float unscale_cb = ldexp(1.0f, -cb_shift);
+  tc_fill_table(table, cb, cb_shift, type, lid);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const TcLut lut_v = tc_make_lut(cb, cb_shift, type);  // half types (rows g's pairs)
+  const TcLut* lut = &lut_v;
 
   for (int r0 = seg_begin; r0 < seg_end; r0 += tile_rows) {
     const int live = min(tile_rows, seg_end - r0);
@@ -642,8 +747,8 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
       float acc[4 * RT];
 #pragma unroll
       for (int q = 0; q < 4 * RT; ++q) acc[q] = 0.0f;
-      tc_batch(acc, x, x_row0, K, kb, ke, kb_end, live, type, &wrows, emod, log2_block, (__local const uchar*)table,
-               lane_off, scratch, lane);
+      tc_batch(acc, grp, hoisted && r0 == seg_begin && j == 0, x, x_row0, K, kb, ke, kb_end, live, type, &wrows, emod,
+               log2_block, (__local const uchar*)table, lut, lane_off, scratch, lane);
       TC_UNROLL
       for (int i = 0; i < RT; ++i) {
         tc_team_sum(acc + nv * i, nv, red, lid, part);

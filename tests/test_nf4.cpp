@@ -493,7 +493,8 @@ TEST_F(Nf4Device, WarpsAtSeveralPointsMatchesTheReference) { run_points("warps",
 // path, so these take the fast one, in every type (f32 splits into f16 parts; half types
 // get 8 segment rows a pass, f32 4): N not a multiple of 16 (a ragged last tile), an empty
 // segment and segments longer than a pass, a window 64 into a block of 128, 66 experts
-// with decode-sized segments, and a one-row segment on many batches (N = 200).
+// with decode-sized segments, a one-row segment on many batches (N = 200), and K of 10
+// steps (whole groups of 4 steps and a partial one).
 TEST_F(Nf4Device, TcAtSeveralPointsMatchesTheReference) {
   run_points("tc", kTcPoints);
   std::vector<Case> cases = {
@@ -501,6 +502,9 @@ TEST_F(Nf4Device, TcAtSeveralPointsMatchesTheReference) {
       {2, 24, 128, 128, 64, {4, 3}},
       {66, 16, 64, 64, 0, {}},
       {1, 200, 192, 64, 0, {1}},
+      // 10 steps of 64: whole groups of 4 steps (their test-free loop) and a partial one,
+      // also per part where teams split K, and 9 rows (two tiles of rows, one of 1).
+      {2, 24, 640, 128, 64, {9, 2}},
   };
   for (int e = 0; e < 66; ++e) cases[2].counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
   for (ElementType t : {ElementType::f32, ElementType::f16, ElementType::bf16}) {
