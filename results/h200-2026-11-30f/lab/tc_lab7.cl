@@ -1,0 +1,788 @@
+// Lab copy of kernels/nf4_forward_tc.cl at 04237ea (2026-11-30f call 7): LAB_NOLOAD makes
+// the codes and scales up from the step and row instead of loading them (results wrong):
+// the kernel's compute alone. LAB_NOX: x made up too; LAB_NOSHFL: no scale shuffles;
+// LAB_NOMMA: the products replaced by a few integer operations on their operands.
+// nf4_forward_tc: y[r, n] = Σ_k x[r, k] · W[e, n, k] for the rows r of expert e's segment,
+// for decode on GPUs with tensor cores: the products run as mma.sync m16n8k16 (inline PTX,
+// where OCLTK_PTX is defined; elsewhere an exact emulation through local memory, so that
+// the same fragment layout is tested on any device). W is the A operand (16 W rows × 16
+// codes), the segment rows' x the B operand (16 codes × 8 columns), so one decoded code
+// feeds up to 8 segment rows and no reduction across lanes is left after the sweep.
+//
+// Work: teams of KS warps own batches of RT tiles of 16 consecutive W rows (teams numbered
+// globally and batches strided over them, as in nf4_forward_warps.cl); a team's warps split
+// K and meet their sums in local memory. A warp sweeps its part of K in steps of 64 codes,
+// a span inside one scale block (block_size >= 64), loading codes and scales in groups of
+// 4 steps, PF groups ahead of the products, and half-type x one step ahead. Lane
+// l = 4·g + t (g = l / 4, t = l % 4) loads, per tile and step, the 8 bytes at byte 8·t of
+// the step in W rows g and g + 8 of the tile:
+//
+//   W row g (and g + 8), one step:  | t=0: 8 bytes | t=1 | t=2 | t=3 |   (32 bytes, 64 codes)
+//
+// and turns byte 2s (codes k0 + 16t + 4s, +1) and byte 2s + 1 (+2, +3) of each row into the
+// A registers of mma s (s = 0 .. 3), one local-memory lookup per byte in a table of the 256
+// byte values' code pairs (32 copies; for f32 input 16 of 8 bytes: no bank conflict). For
+// the half types only rows g + 8 use the table: the pairs of rows g come from byte permutes
+// of two 16-byte tables in registers (tc_prmt_pairs: more instructions, no lookup; on the
+// H200 the split beats all-table by up to 20 %, or loses 3 %, and all-permute by 10 %). The sum over k is free to take
+// the codes in any order, so the B registers are the x values of the same k: lane (g, t) supplies column g's x[k0 + 16t
+// .. k0 + 16t + 15]. The 4 mma of a step accumulate without scales; the step's sums are then scaled by the two rows'
+// block scales into f32 sums. The first batch's first groups are loaded before the segment's bounds and the table are
+// set up; whole groups run their steps without tests between them (TC_FULL).
+//
+// Precision by input type (a run-time argument, uniform per launch; NF4_TYPE fixes it at
+// build time):
+// - f16 / bf16: codes and x in the input's type, the codebook value rounded to it (the scale
+//   stays f32), the precision class of cuBLAS on weights dequantized to that type; sums in
+//   f32. Columns = up to 8 segment rows.
+// - f32: codebook values and x each split into two f16 parts (hi + lo, 22 bits; x scaled
+//   per row and step by a power of two into f16's range), so products are accurate to about
+//   2^-21; sums in f32. Column 2j holds row j's hi part, 2j + 1 its lo part (4 rows a pass),
+//   and each step runs the mma once with the codebook's hi parts and once with its lo parts.
+// The codebook is scaled by a power of two so that its largest magnitude lies in [2^14,
+// 2^15) (f16's range); the stores undo it.
+//
+// Unaligned problems (K or the window offset not a multiple of 64, block_size 32, K not a
+// multiple of the block, or a byte offset not a multiple of 8) take a general path: each
+// lane sweeps whole W rows with the element-wise decode, slow but without barriers.
+
+#ifndef WGS
+#define WGS 128  // work-items per workgroup: WGS / 32 warps, in teams of KS with their own W rows
+#endif
+#ifndef RT
+#define RT 2  // tiles of 16 W rows per batch (x of a step is loaded once for all)
+#endif
+#ifndef NB
+#define NB 1  // batches per team of KS warps, strided over all teams
+#endif
+#ifndef PF
+#define PF 1  // groups of 4 steps whose codes and scales are loaded ahead of the group being multiplied
+#endif
+#ifndef KS
+#define KS 1  // warps sharing one batch, each sweeping a part of K (sums met in local memory)
+#endif
+
+#define SG 32
+#define TC_STEP 64  // codes of a W row per step: 8 bytes per lane, 4 mma
+
+#if WGS != 64 && WGS != 128 && WGS != 256
+#error "WGS must be 64, 128 or 256"
+#endif
+#if RT != 1 && RT != 2 && RT != 4
+#error "RT must be 1, 2 or 4"
+#endif
+#if NB != 1 && NB != 4 && NB != 16
+#error "NB must be 1, 4 or 16"
+#endif
+#if PF != 0 && PF != 1 && PF != 2
+#error "PF must be 0, 1 or 2"
+#endif
+#if RT * (PF + 1) > 4
+#error "RT * (PF + 1) must be at most 4 (registers of the loads in flight)"
+#endif
+#if KS != 1 && KS != 2 && KS != 4 && KS != 8
+#error "KS must be 1, 2, 4 or 8"
+#endif
+#if KS > WGS / 32
+#error "KS must be at most WGS / 32 (the warps of a workgroup)"
+#endif
+// Whole groups run their 4 steps without a test between them (tc_group), so one step's
+// lookups overlap the previous step's products; with RT 4 the unrolled group needs more
+// registers than it saves (H200 lab: 0.080 against 0.057 ms), so there the steps keep their
+// tests.
+#define TC_FULL (RT <= 2)
+#define TC_SLOTS (PF + 1)  // register sets of codes and scales: PF groups in flight, one multiplied
+#define TC_GROUP 4         // steps loaded together: 128 contiguous bytes of each W row (8 a lane a step)
+#define TC_GSPAN (TC_GROUP * TC_STEP)
+// Loops around the products: unrolled on NVIDIA (register sets named at compile time); kept
+// rolled where the product is emulated, whose barriers would multiply with every copy.
+#ifdef OCLTK_PTX
+#define TC_UNROLL _Pragma("unroll")
+#else
+#define TC_UNROLL _Pragma("unroll 1")
+#endif
+#define TC_TEAMS (WGS / 32 / KS)  // teams of KS warps per workgroup, each with its own batches
+
+#include "nf4_common.clh"
+
+// ---- 16-bit values ----------------------------------------------------------------------
+
+// f32 → f16 bits, round to nearest even (overflow to infinity).
+inline uint tc_f16_bits(const float v) {
+  const uint u = as_uint(v), s = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
+  if (a >= 0x47800000u) return s | (a > 0x7F800000u ? 0x7E00u : 0x7C00u);
+  if (a < 0x38800000u) return s | (uint)rint(as_float(a) * 16777216.0f);  // subnormal: units of 2^-24
+  return s | ((a + 0xFFFu + ((a >> 13) & 1u) - 0x38000000u) >> 13);
+}
+
+// f16 bits (the low 16 of h) → f32, exactly.
+inline float tc_f16_value(const uint h) {
+  const uint em = h & 0x7FFFu;
+  const float mag = em >= 0x0400u ? as_float((em << 13) + 0x38000000u) : (float)em * 5.9604645e-8f;
+  return (h & 0x8000u) ? -mag : mag;
+}
+
+// f32 → bf16 bits, round to nearest even (NaN stays a quiet NaN).
+inline uint tc_bf16_bits(const float v) {
+  const uint u = as_uint(v);
+  return (v != v) ? 0x7FC0u : (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+
+// Two f32 → one register of f16 pairs (lo in bits 0..15).
+inline uint tc_f16x2(const float lo, const float hi) {
+#ifdef OCLTK_PTX
+  uint r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return tc_f16_bits(lo) | (tc_f16_bits(hi) << 16);
+#endif
+}
+
+// v rounded to the 11 significant bits of f16 (exact as an f16 where v is in its normal range).
+inline float tc_round11(const float v) {
+  const uint u = as_uint(v);
+  return as_float((u + 0xFFFu + ((u >> 13) & 1u)) & 0xFFFFE000u);
+}
+
+// 2^e as f32, e in [-126, 127].
+inline float tc_pow2(const int e) { return as_float((uint)(e + 127) << 23); }
+
+// The power of two s with max|v|·2^s in [2^14, 2^15), clamped to ±100; 0 for max 0.
+inline int tc_shift_for(const float max_abs) { return max_abs > 0.0f ? clamp(14 - ilogb(max_abs), -100, 100) : 0; }
+
+// ---- mma -------------------------------------------------------------------------------
+
+#ifdef OCLTK_PTX
+// d += A·B, m16n8k16, f32 sums; bf = 1: bf16 operands, else f16.
+inline void tc_mma(float* d, const uint a0, const uint a1, const uint a2, const uint a3, const uint b0, const uint b1,
+                   const int bf) {
+  float e0, e1, e2, e3;
+  if (bf)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};"
+        : "=f"(e0), "=f"(e1), "=f"(e2), "=f"(e3)
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(d[0]), "f"(d[1]), "f"(d[2]), "f"(d[3]));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};"
+        : "=f"(e0), "=f"(e1), "=f"(e2), "=f"(e3)
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(d[0]), "f"(d[1]), "f"(d[2]), "f"(d[3]));
+  d[0] = e0;
+  d[1] = e1;
+  d[2] = e2;
+  d[3] = e3;
+}
+
+#define TC_MMA(d, a0, a1, a2, a3, b0, b1, bf, scratch, lane) tc_mma(d, a0, a1, a2, a3, b0, b1, bf)
+#else
+inline float tc_half_value(const uint h, const int bf) {
+  return bf ? as_float((h & 0xFFFFu) << 16) : tc_f16_value(h & 0xFFFFu);
+}
+
+// The same product through the warp's 6·32 words of local memory: every work-item of the
+// workgroup calls it alike (its barriers). Products of two 16-bit values are exact in f32
+// (the sums' order and rounding are not the hardware's; non-finite halves read as finite).
+inline void tc_mma_emulated(float* d, const uint a0, const uint a1, const uint a2, const uint a3, const uint b0,
+                            const uint b1, const int bf, __local uint* s, const int lane) {
+  s[lane] = a0;
+  s[32 + lane] = a1;
+  s[64 + lane] = a2;
+  s[96 + lane] = a3;
+  s[128 + lane] = b0;
+  s[160 + lane] = b1;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll 1
+  for (int j = 0; j < 4; ++j) {
+    const int row = g + 8 * (j >> 1), col = 2 * t + (j & 1);
+    float sum = 0.0f;
+#pragma unroll 1
+    for (int k = 0; k < 16; ++k) {
+      // A(row, k): register (row >= 8) + 2·(k >= 8) of lane (row % 8)·4 + (k % 8) / 2;
+      // B(k, col): register (k >= 8) of lane col·4 + (k % 8) / 2; half k % 2 of each.
+      const uint aw = s[((row >> 3) + 2 * (k >> 3)) * 32 + (row & 7) * 4 + ((k & 7) >> 1)];
+      const uint bw = s[128 + 32 * (k >> 3) + col * 4 + ((k & 7) >> 1)];
+      sum += tc_half_value(aw >> (16 * (k & 1)), bf) * tc_half_value(bw >> (16 * (k & 1)), bf);
+    }
+    d[j] += sum;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);  // s is rewritten by the next product
+}
+#define TC_MMA(d, a0, a1, a2, a3, b0, b1, bf, scratch, lane) \
+  tc_mma_emulated(d, a0, a1, a2, a3, b0, b1, bf, scratch, lane)
+#endif
+
+// ---- the pair table --------------------------------------------------------------------
+
+// Fills the 32 KiB table for byte values v (codes v >> 4, then v & 15), the codebook scaled
+// by 2^shift:
+// - half types: entry v, copy c (c = lane) at word v·32 + c: the pair in the input's type,
+//   first code in bits 0..15.
+// - f32: entry v, copy c (c = lane % 16) at words 2·(v·16 + c) and + 1: the pairs of f16 hi
+//   parts and of f16 lo parts.
+// Either way byte v's entry for lane l lies at byte v·128 + a lane offset (tc_lane_off).
+// The caller's barrier publishes it.
+inline void tc_fill_table(__local uint* table, __local const float* cb, const int shift, const int type,
+                          const int lid) {
+  const float m = ldexp(1.0f, shift);
+  // Copy 0 of each entry, then (after a barrier) the other copies from it.
+  if (type == NF4_F32) {
+    for (int v = lid; v < 256; v += WGS) {
+      const float c0 = cb[v >> 4] * m, c1 = cb[v & 15] * m;
+      const uint h0 = tc_f16_bits(c0), h1 = tc_f16_bits(c1);
+      table[32 * v] = h0 | (h1 << 16);
+      table[32 * v + 1] = tc_f16_bits(c0 - tc_f16_value(h0)) | (tc_f16_bits(c1 - tc_f16_value(h1)) << 16);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __local uint2* t2 = (__local uint2*)table;
+    for (int i = lid; i < 256 * 16; i += WGS)
+      if (i & 15) t2[i] = t2[i & ~15];
+  } else {
+    for (int v = lid; v < 256; v += WGS) {
+      const float c0 = cb[v >> 4] * m, c1 = cb[v & 15] * m;
+      table[32 * v] =
+          type == NF4_BF16 ? tc_bf16_bits(c0) | (tc_bf16_bits(c1) << 16) : tc_f16_bits(c0) | (tc_f16_bits(c1) << 16);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int i = lid; i < 256 * 32; i += WGS)
+      if (i & 31) table[i] = table[i & ~31];
+  }
+}
+
+inline uint tc_lane_off(const int lane, const int type) {
+  return type == NF4_F32 ? (uint)(lane & 15) * 8u : (uint)lane * 4u;
+}
+
+// Table offset of byte j (0 .. 7) of a lane's 8 code bytes: bits 8j .. 8j+7 moved to 7 .. 14.
+inline uint tc_byte_off(const uint2 w, const int j, const uint lane_off) {
+  const uint word = j < 4 ? w.s0 : w.s1;
+  const int sh = 8 * (j & 3);
+  return ((sh == 0 ? word << 7 : word >> (sh - 7)) & 0x7F80u) | lane_off;
+}
+
+// ---- decoding by byte permutes (half types, rows g) --------------------------------------
+
+// prmt.b32 (default mode): byte i of the result is byte c_i & 7 of the 8 bytes {b, a} (a's
+// first), or that byte's sign bit replicated where c_i & 8, c_i being nibble i of c.
+inline uint tc_prmt(const uint a, const uint b, const uint c) {
+#ifdef OCLTK_PTX
+  uint d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+#else
+  const ulong src = ((ulong)b << 32) | a;
+  uint d = 0u;
+  for (int i = 0; i < 4; ++i) {
+    const uint sel = (c >> (4 * i)) & 15u;
+    uint byte = (uint)(src >> (8 * (sel & 7u))) & 0xFFu;
+    if (sel & 8u) byte = (byte & 0x80u) ? 0xFFu : 0u;
+    d |= byte << (8 * i);
+  }
+  return d;
+#endif
+}
+
+// The 16 codes' 16-bit values (the table's, see tc_fill_table) as two 16-byte tables in
+// registers: lo[j] holds the low bytes of codes 4j .. 4j + 3, hi[j] their high bytes.
+typedef struct {
+  uint lo[4], hi[4];
+} TcLut;
+
+inline TcLut tc_make_lut(__local const float* cb, const int shift, const int type) {
+  const float m = ldexp(1.0f, shift);
+  TcLut l;
+  for (int j = 0; j < 4; ++j) {
+    l.lo[j] = 0u;
+    l.hi[j] = 0u;
+    for (int i = 0; i < 4; ++i) {
+      const float c = cb[4 * j + i] * m;
+      const uint h = type == NF4_BF16 ? tc_bf16_bits(c) : tc_f16_bits(c);
+      l.lo[j] |= (h & 0xFFu) << (8 * i);
+      l.hi[j] |= (h >> 8) << (8 * i);
+    }
+  }
+  return l;
+}
+
+// The table's pairs of bytes 2h and 2h + 1 of w (h = 0, 1) without the table: the four codes'
+// low bytes and high bytes are looked up 8 entries at a time and chosen by each code's top
+// bit, then interleaved into the two pairs (first code in bits 0..15).
+inline void tc_prmt_pairs(const uint w, const int h, const TcLut* l, uint* p0, uint* p1) {
+  const uint sel = (w >> (16 * h)) & 0x7777u;                  // nibble i: code i's low 3 bits
+  const uint top = tc_prmt(w << 4, w, h ? 0xFBEAu : 0xD9C8u);  // byte i: 0xFF where code i >= 8
+  const uint lo = bitselect(tc_prmt(l->lo[0], l->lo[1], sel), tc_prmt(l->lo[2], l->lo[3], sel), top);
+  const uint hi = bitselect(tc_prmt(l->hi[0], l->hi[1], sel), tc_prmt(l->hi[2], l->hi[3], sel), top);
+  // Byte 2h's codes are nibbles 1 (first) and 0, byte 2h + 1's nibbles 3 and 2.
+  *p0 = tc_prmt(lo, hi, 0x4051u);
+  *p1 = tc_prmt(lo, hi, 0x6273u);
+}
+
+// ---- the aligned sweep -----------------------------------------------------------------
+
+// The lane's W rows of a batch: row q = tile q / 2's row g + 8·(q % 2), rows past N
+// re-reading row N - 1 (never stored). One pointer to row 0's 8 bytes at the lane's byte 8t
+// and one to its scales, and per row offsets from them in bytes and in scales: K is a
+// multiple of the block, so each row's scale of a step is its offset plus one index shared
+// by all rows.
+typedef struct {
+  const __global uchar* codes;   // row 0, the lane's 8 bytes of step 0
+  const __global float* scales;  // row 0's scale of its first coefficient
+  int code_off[2 * RT], scale_off[2 * RT];
+} TcRows;
+
+inline TcRows tc_batch_rows(const __global uchar* packed, const __global float* scales, const long expert_pos,
+                            const int n0, const int N, const int K, const int log2_block, const int g, const int t) {
+  TcRows r;
+  const int first = min(n0 + g, N - 1);
+  const long pos0 = expert_pos + (long)first * K;
+  r.codes = packed + (pos0 >> 1) + 8 * t;
+  r.scales = scales + (pos0 >> log2_block);
+#pragma unroll
+  for (int q = 0; q < 2 * RT; ++q) {
+    const int d = min(n0 + 16 * (q >> 1) + g + 8 * (q & 1), N - 1) - first;
+    r.code_off[q] = d * (K >> 1);
+    r.scale_off[q] = d * (K >> log2_block);
+  }
+  return r;
+}
+
+// A lane's 8 code bytes (8-byte aligned).
+inline uint2 tc_load_codes(const __global uchar* p) { return *(const __global uint2*)p; }
+
+// A group's codes and scales: code[s][q] = step s's 8 bytes of row q (rows g and g + 8 of
+// tile i at q = 2i, 2i + 1). With shuffles, lane (g, t) loads the scales of step t for its
+// rows, and each step takes them from lane 4g + s (tc_group_scale); without, every lane
+// loads every step's.
+#ifdef OCLTK_PTX
+#define TC_GSCALES 1
+#else
+#define TC_GSCALES TC_GROUP
+#endif
+typedef struct {
+  uint2 code[TC_GROUP][2 * RT];
+  float sc[TC_GSCALES][2 * RT];
+} TcGroup;
+
+inline void tc_load_group(TcGroup* gp, const TcRows* r, const int kg, const int ke, const int emod,
+                          const int log2_block, const int lane) {
+#pragma unroll
+  for (int s = 0; s < TC_GROUP; ++s) {
+    const int k = kg + s * TC_STEP;
+    if (k < ke) {
+      const __global uchar* c = r->codes + (k >> 1);
+#pragma unroll
+      for (int q = 0; q < 2 * RT; ++q)
+#ifdef LAB_NOLOAD
+        gp->code[s][q] = (uint2)((uint)k * 0x9E3779B9u ^ (uint)r->code_off[q], (uint)k * 0x85EBCA6Bu + (uint)lane);
+#else
+        gp->code[s][q] = tc_load_codes(c + r->code_off[q]);
+#endif
+    }
+  }
+#ifdef OCLTK_PTX
+  const int ks = min(kg + TC_STEP * (lane & 3), ke - TC_STEP);  // this lane's step (one inside K)
+  const __global float* sp = r->scales + ((emod + ks) >> log2_block);
+#pragma unroll
+  for (int q = 0; q < 2 * RT; ++q)
+#ifdef LAB_NOLOAD
+    gp->sc[0][q] = 1.0f + (float)(ks & 7);
+#else
+    gp->sc[0][q] = sp[r->scale_off[q]];
+#endif
+#else
+#pragma unroll
+  for (int s = 0; s < TC_GROUP; ++s) {
+    const int k = kg + s * TC_STEP;
+    if (k < ke) {
+      const __global float* sp = r->scales + ((emod + k) >> log2_block);
+#pragma unroll
+      for (int q = 0; q < 2 * RT; ++q) gp->sc[s][q] = sp[r->scale_off[q]];
+    }
+  }
+#endif
+}
+
+// Step s's scales of the group's rows.
+inline void tc_group_scales(float* sc, const TcGroup* gp, const int s, const int lane) {
+#pragma unroll
+  for (int q = 0; q < 2 * RT; ++q) {
+#if defined(OCLTK_PTX) && defined(LAB_NOSHFL)
+    sc[q] = gp->sc[0][q];
+#elif defined(OCLTK_PTX)
+    sc[q] = nf4_shfl(gp->sc[0][q], (lane & ~3) | s);
+#else
+    sc[q] = gp->sc[s][q];
+#endif
+  }
+}
+
+// x of a step for the half types: column g = segment row r0 + g (zero past the live rows),
+// x[k0 + 16t .. + 15] as 8 registers of pairs; mma s takes registers 2s and 2s + 1.
+inline void tc_load_x_half(uint* xb, const __global uchar* x, const long x_at, const int has_row) {
+#ifdef LAB_NOX
+  if (0) {
+#else
+  if (has_row) {
+#endif
+    const __global uint4* p = (const __global uint4*)(x + 2 * x_at);
+    const uint4 v0 = p[0], v1 = p[1];
+    xb[0] = v0.s0;
+    xb[1] = v0.s1;
+    xb[2] = v0.s2;
+    xb[3] = v0.s3;
+    xb[4] = v1.s0;
+    xb[5] = v1.s1;
+    xb[6] = v1.s2;
+    xb[7] = v1.s3;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) xb[i] = 0x3F803F80u + (uint)x_at;
+  }
+}
+
+// One step of a batch, half-type input, into acc (tile i's C fragment at acc[4i ..]).
+inline void tc_step_half(float* acc, const uint2* code, const float* sc, const uint* xb, const int live_step,
+                         const int bf, __local const uchar* table, const TcLut* lut, const uint lane_off,
+                         __local uint* scratch, const int lane) {
+  TC_UNROLL
+  for (int i = 0; i < RT; ++i) {
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    TC_UNROLL
+    for (int s = 0; s < 4; ++s) {
+      uint a0, a2;  // rows g: byte permutes; rows g + 8: the table
+      tc_prmt_pairs(s < 2 ? code[2 * i].s0 : code[2 * i].s1, s & 1, lut, &a0, &a2);
+      const uint a1 = *(__local const uint*)(table + tc_byte_off(code[2 * i + 1], 2 * s, lane_off));
+      const uint a3 = *(__local const uint*)(table + tc_byte_off(code[2 * i + 1], 2 * s + 1, lane_off));
+#ifdef LAB_NOMMA
+      d[s] += as_float((a0 ^ a1 ^ a2 ^ a3 ^ xb[2 * s] ^ xb[2 * s + 1]) & 0x3F8FFFFFu);
+#else
+      TC_MMA(d, a0, a1, a2, a3, xb[2 * s], xb[2 * s + 1], bf, scratch, lane);
+#endif
+    }
+    if (live_step) {  // else the codes and scales were never loaded
+      acc[4 * i] = mad(sc[2 * i], d[0], acc[4 * i]);
+      acc[4 * i + 1] = mad(sc[2 * i], d[1], acc[4 * i + 1]);
+      acc[4 * i + 2] = mad(sc[2 * i + 1], d[2], acc[4 * i + 2]);
+      acc[4 * i + 3] = mad(sc[2 * i + 1], d[3], acc[4 * i + 3]);
+    }
+  }
+}
+
+// x of a step for f32 input: column g holds segment row r0 + g / 2's part g % 2 (0: hi,
+// 1: lo) of x·2^shift, the shift chosen per row and step from its 64 values' largest
+// magnitude. Returns the shift of segment row r0 + t (the lane's output row).
+inline int tc_load_x_f32(uint* xb, const __global uchar* x, const long x_row0, const int K, const int k0,
+                         const int live, const int lane) {
+  const int g = lane >> 2, t = lane & 3, j = g >> 1;
+  float v[16];
+  if (j < live) {
+    const __global float4* p = (const __global float4*)((const __global float*)x + x_row0 + (long)j * K + k0 + 16 * t);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float4 f = p[q];
+      v[4 * q] = f.s0;
+      v[4 * q + 1] = f.s1;
+      v[4 * q + 2] = f.s2;
+      v[4 * q + 3] = f.s3;
+    }
+  } else {
+#pragma unroll
+    for (int q = 0; q < 16; ++q) v[q] = 0.0f;
+  }
+  float m = 0.0f;
+#pragma unroll
+  for (int q = 0; q < 16; ++q) m = fmax(m, fabs(v[q]));
+#ifdef OCLTK_PTX
+  m = fmax(m, nf4_shfl_xor(m, 1));
+  m = fmax(m, nf4_shfl_xor(m, 2));
+  const int shift = tc_shift_for(m);
+  const int out_shift = as_int(nf4_shfl(as_float(shift), 8 * t));  // row t's, from lane 8t (g = 2t)
+#else
+  // The other lanes' values of the step, read again: the emulation has no shuffles.
+  for (int u = 0; u < 4; ++u) {
+    if (u == t || j >= live) continue;
+    const __global float* p = (const __global float*)x + x_row0 + (long)j * K + k0 + 16 * u;
+    for (int q = 0; q < 16; ++q) m = fmax(m, fabs(p[q]));
+  }
+  const int shift = tc_shift_for(m);
+  float mo = 0.0f;
+  if (t < live)
+    for (int q = 0; q < TC_STEP; ++q) mo = fmax(mo, fabs(((const __global float*)x)[x_row0 + (long)t * K + k0 + q]));
+  const int out_shift = tc_shift_for(mo);
+#endif
+  const float f = tc_pow2(shift);
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    const float x0 = v[2 * q] * f, x1 = v[2 * q + 1] * f;
+    const float h0 = tc_round11(x0), h1 = tc_round11(x1);
+    xb[q] = (g & 1) ? tc_f16x2(x0 - h0, x1 - h1) : tc_f16x2(h0, h1);
+  }
+  return out_shift;
+}
+
+// One step of a batch, f32 input: acc[2i], acc[2i + 1] = tile i's rows g, g + 8 for
+// segment row r0 + t; columns 2t and 2t + 1 are that row's hi and lo parts.
+inline void tc_step_f32(float* acc, const uint2* code, const float* sc, const uint* xb, const int live_step,
+                        const float unscale, __local const uchar* table, const uint lane_off, __local uint* scratch,
+                        const int lane) {
+  TC_UNROLL
+  for (int i = 0; i < RT; ++i) {
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    TC_UNROLL
+    for (int s = 0; s < 4; ++s) {
+      const uint2 a0 = *(__local const uint2*)(table + tc_byte_off(code[2 * i], 2 * s, lane_off));
+      const uint2 a1 = *(__local const uint2*)(table + tc_byte_off(code[2 * i + 1], 2 * s, lane_off));
+      const uint2 a2 = *(__local const uint2*)(table + tc_byte_off(code[2 * i], 2 * s + 1, lane_off));
+      const uint2 a3 = *(__local const uint2*)(table + tc_byte_off(code[2 * i + 1], 2 * s + 1, lane_off));
+      TC_MMA(d, a0.s0, a1.s0, a2.s0, a3.s0, xb[2 * s], xb[2 * s + 1], 0, scratch, lane);
+      TC_MMA(d, a0.s1, a1.s1, a2.s1, a3.s1, xb[2 * s], xb[2 * s + 1], 0, scratch, lane);
+    }
+    if (live_step) {
+      acc[2 * i] = mad(sc[2 * i] * unscale, d[0] + d[1], acc[2 * i]);
+      acc[2 * i + 1] = mad(sc[2 * i + 1] * unscale, d[2] + d[3], acc[2 * i + 1]);
+    }
+  }
+}
+
+// The loads of a batch's first PF groups (kb: the warp's first step), into slots 0 .. PF - 1.
+inline void tc_prologue(TcGroup* grp, const TcRows* rows, const int kb, const int ke, const int emod,
+                        const int log2_block, const int lane) {
+#pragma unroll
+  for (int u = 0; u < PF; ++u) {
+    const int kg = kb + u * TC_GSPAN;
+    if (kg < ke) tc_load_group(&grp[u], rows, kg, ke, emod, log2_block, lane);
+  }
+}
+
+// The steps of one group (kg: its first) below k_stop into acc, from the register set gp; xn
+// carries half-type x a step ahead. With `full` (a constant after inlining) all 4 steps lie
+// below ke and the loop has no test: the next x is read at a clamped step, and for columns
+// past the live rows from row 0 (their sums are never stored).
+inline void tc_group(float* acc, const TcGroup* gp, uint* xn, const __global uchar* x, const long x_row0,
+                     const long x_at, const int K, const int kg, const int ke, const int k_stop, const int full,
+                     const int live, const int type, __local const uchar* table, const TcLut* lut, const uint lane_off,
+                     __local uint* scratch, const int lane) {
+  const int has_row = (lane >> 2) < live;
+  TC_UNROLL
+  for (int s = 0; s < TC_GROUP; ++s) {
+    const int k = kg + s * TC_STEP;
+    if (!full && k >= k_stop) break;
+    const int live_step = full || k < ke;
+    uint xb[8];
+    float sc[2 * RT];
+    if (type == NF4_F32) {
+      const float unscale = tc_pow2(-tc_load_x_f32(xb, x, x_row0, K, k, live_step ? live : 0, lane));
+      tc_group_scales(sc, gp, s, lane);
+      tc_step_f32(acc, gp->code[s], sc, xb, live_step, unscale, table, lane_off, scratch, lane);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) xb[i] = xn[i];
+      if (full)
+        tc_load_x_half(xn, x, x_at + min(k + TC_STEP, ke - TC_STEP), 1);
+      else
+        tc_load_x_half(xn, x, x_at + k + TC_STEP, has_row && k + TC_STEP < ke);
+      tc_group_scales(sc, gp, s, lane);
+      tc_step_half(acc, gp->code[s], sc, xb, live_step, type == NF4_BF16, table, lut, lane_off, scratch, lane);
+    }
+  }
+}
+
+// The steps [kb, ke) of one batch (a warp's share of K) into acc: for half types tile i's
+// C fragment at acc[4i .. 4i + 3] (rows g, g + 8; columns 2t, 2t + 1 = segment rows
+// r0 + 2t, + 1), for f32 acc[2i], acc[2i + 1] (rows g, g + 8 of segment row r0 + t).
+// TC_SLOTS register sets (TcGroup: 4 steps of codes and scales) take turns: a group's loads
+// are issued PF groups ahead of its products, in the set the previous group freed (on
+// NVIDIA the loops are unrolled, so every set is named at compile time). Half-type x comes
+// a step ahead (all warps of the expert read it, so mostly from L1); f32 x in its step,
+// where it is split. The emulated product's barriers need every work-item to run the same
+// steps: there the loop runs to kb_end (the longest share) and the steps past ke multiply
+// zeros and add nothing.
+inline void tc_batch(float* acc, TcGroup* grp, const int preloaded, const __global uchar* x, const long x_row0,
+                     const int K, const int kb, const int ke, const int kb_end, const int live, const int type,
+                     const TcRows* rows, const int emod, const int log2_block, __local const uchar* table,
+                     const TcLut* lut, const uint lane_off, __local uint* scratch, const int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const int has_row = g < live;
+  const long x_at = x_row0 + (long)(has_row ? g : 0) * K + 16 * t;
+#ifdef OCLTK_PTX
+  const int k_stop = ke;
+#else
+  const int k_stop = kb_end;
+#endif
+  if (!preloaded) tc_prologue(grp, rows, kb, ke, emod, log2_block, lane);
+  uint xn[8];  // half types: the next step's x, loaded a step ahead
+  if (type != NF4_F32) tc_load_x_half(xn, x, x_at + kb, has_row && kb < ke);
+#pragma unroll 1
+  for (int k0 = kb; k0 < k_stop; k0 += TC_SLOTS * TC_GSPAN) {
+    TC_UNROLL
+    for (int u = 0; u < TC_SLOTS; ++u) {
+      const int kg = k0 + u * TC_GSPAN;
+      if (kg >= k_stop) break;  // uniform (over the warp; with the emulation, the workgroup)
+      const int ahead = kg + PF * TC_GSPAN;
+      if (ahead < ke) tc_load_group(&grp[(u + PF) % TC_SLOTS], rows, ahead, ke, emod, log2_block, lane);
+      // A whole group inside the warp's steps runs its 4 steps without a test between them,
+      // so that one step's lookups overlap the previous step's products.
+      if (TC_FULL && kg + TC_GSPAN <= ke)
+        tc_group(acc, &grp[u], xn, x, x_row0, x_at, K, kg, ke, ke, 1, live, type, table, lut, lane_off, scratch, lane);
+      else
+        tc_group(acc, &grp[u], xn, x, x_row0, x_at, K, kg, ke, k_stop, 0, live, type, table, lut, lane_off, scratch,
+                 lane);
+    }
+  }
+}
+
+// ---- the general path ------------------------------------------------------------------
+
+// Unaligned problems: lane l computes W rows n0 + l, n0 + l + 32, ... of the batch, each for
+// the live segment rows one by one over the whole of K, with the element-wise decode and
+// f32 products: no sums across lanes, no barriers.
+inline void tc_batch_general(const __global uchar* x, const int type, const long x_row0, const int K, const int live,
+                             const __global uchar* packed, const __global float* scales, const long expert_pos,
+                             const int n0, const int N, const int r0, const int log2_block, __local const float* cb,
+                             __global uchar* y, const int lane) {
+  for (int b = lane; b < 16 * RT; b += SG) {
+    const int n = n0 + b;
+    if (n >= N) break;
+    const long row_pos = expert_pos + (long)n * K;
+#pragma unroll 1
+    for (int r = 0; r < live; ++r) {  // one segment row at a time: few registers
+      float sum = 0.0f;
+#pragma unroll 1
+      for (int k = 0; k < K; ++k)
+        sum = mad(nf4_load(x, x_row0 + (long)r * K + k, type),
+                  nf4_decode_one(packed, scales, row_pos + k, log2_block, cb), sum);
+      nf4_store(y, (long)(r0 + r) * N + n, type, sum);
+    }
+  }
+}
+
+// A team's sums of tile i meet in red (KS > 1): every warp writes its C fragment (NV values
+// per lane), and the team's first warp adds the others'. Every work-item calls it alike.
+inline void tc_team_sum(float* acc, const int nv, __local float* red, const int lid, const int part) {
+#if KS > 1
+  for (int q = 0; q < nv; ++q) red[q * WGS + lid] = acc[q];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (part == 0)
+    for (int q = 0; q < nv; ++q)
+      for (int p = 1; p < KS; ++p) acc[q] += red[q * WGS + lid + p * SG];
+  barrier(CLK_LOCAL_MEM_FENCE);  // red is rewritten by the next tile
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
+    const int N, const int K, const int rows, const int expert_base, const long element_offset, const int log2_block,
+    const __global uchar* packed, const long packed_offset, const __global float* scales, const long scales_offset,
+    const __global float* codebook, const __global uchar* x, const int type_arg, const __global uint* offsets,
+    __global uchar* y) {
+  __local float cb[16];
+  __local uint2 table2[256 * 16];  // uint2: the f32 layout's 8-byte lookups need the alignment
+  __local uint* table = (__local uint*)table2;
+#if KS > 1
+  __local float red[4 * WGS];  // a tile's C fragments of every warp
+#else
+  __local float* red = 0;
+#endif
+#ifndef OCLTK_PTX
+  __local uint scratch_all[WGS * 6];  // per warp: the emulated mma's 6·32 words
+#endif
+
+#ifdef NF4_TYPE
+  const int type = NF4_TYPE;  // built for one element type: only its path is compiled
+#else
+  const int type = type_arg;
+#endif
+  const int lid = get_local_id(0);
+  const int e = expert_base + get_group_id(1);
+  packed += packed_offset;
+  scales += scales_offset;
+  const int lane = lid % SG;
+#ifdef OCLTK_PTX
+  __local uint* scratch = 0;
+#else
+  __local uint* scratch = scratch_all + (lid - lane) * 6;
+#endif
+  // Teams of KS warps: team u of workgroup G is team G·TC_TEAMS + u of all; it takes
+  // batches team, team + teams, ... (at most NB), its warps a part of K each.
+  const int part = (lid / SG) % KS;
+  const int teams = get_num_groups(0) * TC_TEAMS;
+  const int first_team = get_group_id(0) * TC_TEAMS;
+  const int team = first_team + lid / SG / KS;
+  const int batches = (N + 16 * RT - 1) / (16 * RT);
+  const long expert_pos = element_offset + (long)e * N * (long)K;
+  // Uniform: every step of 64 codes is inside one block, its 8-byte runs are aligned and K
+  // is a multiple of the block (so all rows of a step share one scale index past their own).
+  const int aligned = K % TC_STEP == 0 && element_offset % TC_STEP == 0 && packed_offset % 8 == 0 && log2_block >= 6 &&
+                      (K & ((1 << log2_block) - 1)) == 0;
+  const int emod = (int)(element_offset & ((1 << log2_block) - 1));  // every row's offset into its block
+  const int precise = type == NF4_F32;
+  const int tile_rows = aligned ? (precise ? 4 : 8) : 8;
+  const uint lane_off = tc_lane_off(lane, type);
+  const int g = lane >> 2, t = lane & 3;
+  // This warp's part of K: steps [kb, ke); kb_end bounds the longest part.
+  const int steps = K / TC_STEP, per = (steps + KS - 1) / KS;
+  const int kb = min(part * per, steps) * TC_STEP, ke = min((part + 1) * per, steps) * TC_STEP;
+  const int kb_end = kb + per * TC_STEP;
+
+  // The register sets of the groups in flight (see tc_batch). The first batch's first
+  // groups are loaded before anything else: the segment's bounds, the codebook and the
+  // table are read and written while they are on their way (an expert without rows drops
+  // them).
+  TcGroup grp[TC_SLOTS];
+#ifndef OCLTK_PTX
+  // The emulation runs the steps past ke too (their products are dropped): no value read
+  // there is left undefined.
+  for (int u = 0; u < TC_SLOTS; ++u) grp[u] = (TcGroup){{{{0u, 0u}}}, {{0.0f}}};
+#endif
+  const int hoisted = aligned && first_team < batches;
+  if (hoisted) {
+    const TcRows first_rows = tc_batch_rows(packed, scales, expert_pos, team * 16 * RT, N, K, log2_block, g, t);
+    tc_prologue(grp, &first_rows, kb, ke, emod, log2_block, lane);
+  }
+
+  int seg_begin, seg_end;
+  if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
+  float cmax = 0.0f;
+  for (int i = 0; i < 16; ++i) cmax = fmax(cmax, fabs(cb[i]));
+  const int cb_shift = tc_shift_for(cmax);
+  const float unscale_cb = ldexp(1.0f, -cb_shift);
+  tc_fill_table(table, cb, cb_shift, type, lid);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const TcLut lut_v = tc_make_lut(cb, cb_shift, type);  // half types (rows g's pairs)
+  const TcLut* lut = &lut_v;
+
+  for (int r0 = seg_begin; r0 < seg_end; r0 += tile_rows) {
+    const int live = min(tile_rows, seg_end - r0);
+    const long x_row0 = (long)r0 * K;
+    // Every warp of the workgroup runs the same iterations (uniform bounds), those past the
+    // last batch on clamped rows without storing, so the barriers match.
+    for (int j = 0; j < NB && first_team + j * teams < batches; ++j) {
+      const int n0 = (team + j * teams) * 16 * RT;
+      if (!aligned) {
+        // Whole W rows per work-item (no sums to meet): the team's KS warps take turns.
+        if (part == 0)
+          tc_batch_general(x, type, x_row0, K, live, packed, scales, expert_pos, n0, N, r0, log2_block, cb, y, lane);
+        continue;
+      }
+      const TcRows wrows = tc_batch_rows(packed, scales, expert_pos, n0, N, K, log2_block, g, t);
+      // Per tile: f32, 2 sums a lane (rows g, g + 8 of segment row r0 + t); half types, the
+      // C fragment's 4 (rows g, g + 8 × segment rows r0 + 2t, + 1).
+      const int nv = precise ? 2 : 4;
+      float acc[4 * RT];
+#pragma unroll
+      for (int q = 0; q < 4 * RT; ++q) acc[q] = 0.0f;
+      tc_batch(acc, grp, hoisted && r0 == seg_begin && j == 0, x, x_row0, K, kb, ke, kb_end, live, type, &wrows, emod,
+               log2_block, (__local const uchar*)table, lut, lane_off, scratch, lane);
+      TC_UNROLL
+      for (int i = 0; i < RT; ++i) {
+        tc_team_sum(acc + nv * i, nv, red, lid, part);
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          if (v >= nv) break;
+          const int n = n0 + 16 * i + g + 8 * (precise ? v : v >> 1), r = precise ? t : 2 * t + (v & 1);
+          if (part == 0 && n < N && r < live) nf4_store(y, (long)(r0 + r) * N + n, type, acc[nv * i + v] * unscale_cb);
+        }
+      }
+    }
+  }
+}
