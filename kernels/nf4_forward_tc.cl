@@ -126,6 +126,9 @@ inline uint tc_bf16_bits(const float v) {
   return (v != v) ? 0x7FC0u : (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
 }
 
+// v in the half type's bits (NF4_BF16: bf16, else f16), round to nearest even.
+inline uint tc_half_bits(const float v, const int type) { return type == NF4_BF16 ? tc_bf16_bits(v) : tc_f16_bits(v); }
+
 // Two f32 → one register of f16 pairs (lo in bits 0..15).
 inline uint tc_f16x2(const float lo, const float hi) {
 #ifdef OCLTK_PTX
@@ -239,8 +242,7 @@ inline void tc_fill_table(__local uint* table, __local const float* cb, const in
   } else {
     for (int v = lid; v < 256; v += WGS) {
       const float c0 = cb[v >> 4] * m, c1 = cb[v & 15] * m;
-      table[32 * v] =
-          type == NF4_BF16 ? tc_bf16_bits(c0) | (tc_bf16_bits(c1) << 16) : tc_f16_bits(c0) | (tc_f16_bits(c1) << 16);
+      table[32 * v] = tc_half_bits(c0, type) | (tc_half_bits(c1, type) << 16);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int i = lid; i < 256 * 32; i += WGS)
@@ -295,7 +297,7 @@ inline TcLut tc_make_lut(__local const float* cb, const int shift, const int typ
     l.hi[j] = 0u;
     for (int i = 0; i < 4; ++i) {
       const float c = cb[4 * j + i] * m;
-      const uint h = type == NF4_BF16 ? tc_bf16_bits(c) : tc_f16_bits(c);
+      const uint h = tc_half_bits(c, type);
       l.lo[j] |= (h & 0xFFu) << (8 * i);
       l.hi[j] |= (h >> 8) << (8 * i);
     }
