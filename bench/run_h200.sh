@@ -32,6 +32,11 @@
 #          with f32 and with bf16 input, beside dequantize + CLBlast; 8, 64 and 512 rows) and
 #          cuBLAS.
 # tc-final (kind nvidia-h200-x2): tc-bench without the whole tune.
+# nf4-forward-all (kind nvidia-h200-x2): the NF4 forward bench with the shipped profile at every
+#          row count (ours with f32 and with bf16 input; dequantize + CLBlast at the decode rows
+#          8 and 64 of the Mixtral-like shape and 64 and 512 of the fine-grained one), and cuBLAS
+#          on the same shapes and rows: the Mixtral-like shape on one H200, test_nf4 and then
+#          the fine-grained shape on the other.
 # whole-decode-bench (kind nvidia-h200-x2): the whole default tune on one H200; the NF4 forward
 #          decode bench (both shapes) with the shipped profile and cuBLAS on the other.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
@@ -39,7 +44,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -324,6 +329,33 @@ tc-bench|tc-final)
   side0=$!
   shipped_nf4_decode "$gpu1" 380 'nf4_forward/(mixtral|fine).*rows(8|64|512)/decode/(ours|ours_bf16|baseline_dequant_clblast)/'
   cublas_decode mixtral fine
+  wait $side0
+  mark "all done"
+  ;;
+nf4-forward-all)
+  # Each shape's bench and its cuBLAS reference on one H200 (same GPU, same call).
+  split_gpus
+  all_rows() {  # all_rows "DEV" NAME FILTER CUBLAS-ARGS...
+    local dev=$1 name=$2 filter=$3
+    shift 3
+    $dev timeout 330 "$here/ocltk_bench_nf4" --ocltk_profile="$here/nvidia-h200.yaml" --ocltk_calls=20 \
+      --benchmark_filter="$filter" \
+      --benchmark_out="$out/h200-nf4-forward-$name.json" --benchmark_out_format=json > "$out/bench-nf4-forward-$name.txt" 2>&1
+    mark "bench $name done"
+    $dev timeout 60 $ref nf4 "$@" --json "$out/cublas-nf4-$name.json" > /dev/null 2>&1
+    mark "cuBLAS $name done"
+  }
+  (
+    $gpu0 timeout 150 "$here/test_nf4" > "$out/test_nf4.txt" 2>&1
+    echo "test_nf4 exit $?" >> "$out/test_nf4.txt"
+    mark "test_nf4 done"
+    all_rows "$gpu0" fine 'nf4_forward/fine.*/(ours|ours_bf16|rows(64|512)/decode/baseline_dequant_clblast)/' \
+      --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64,512,4096,32768
+  ) &
+  side0=$!
+  all_rows "$gpu1" mixtral 'nf4_forward/mixtral.*/(ours|ours_bf16|rows(8|64)/decode/baseline_dequant_clblast)/' \
+    --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64,512,4096
+  $gpu1 timeout 30 $ref copy > "$out/copy.json" 2>&1
   wait $side0
   mark "all done"
   ;;

@@ -103,6 +103,25 @@
 
 #include "nf4_common.clh"
 
+// Two ways to take instructions off the integer pipe, which bounds the half-type decode
+// (docs/nf4.md): whole groups address their codes and x at constant offsets from one pointer
+// per row (TC_ADDR), and right shifts run as the high word of a multiply, on the FMA pipe
+// (TC_FMA). For half types with RT 2 and 4 they are 4-8 % faster (H200 lab call 14 of
+// h200-2026-11-30f, bench of h200-2026-11-30g); with RT 1 the extra live pointers cost more
+// registers than they save, and f32 input (RT 2, PF 0) lost 12 %, so those keep plain
+// addressing and shifts. Either can be forced with -D for a lab comparison.
+#if defined(NF4_TYPE) && NF4_TYPE != NF4_F32 && RT >= 2
+#define TC_SPARE_INT 1
+#else
+#define TC_SPARE_INT 0
+#endif
+#ifndef TC_ADDR
+#define TC_ADDR TC_SPARE_INT
+#endif
+#ifndef TC_FMA
+#define TC_FMA TC_SPARE_INT
+#endif
+
 // ---- 16-bit values ----------------------------------------------------------------------
 
 // f32 → f16 bits, round to nearest even (overflow to infinity).
@@ -254,11 +273,23 @@ inline uint tc_lane_off(const int lane, const int type) {
   return type == NF4_F32 ? (uint)(lane & 15) * 8u : (uint)lane * 4u;
 }
 
+// w >> sh (0 < sh < 32) as the high word of a multiply: on NVIDIA it runs on the FMA pipe,
+// beside the byte permutes and masks of the integer pipe.
+inline uint tc_shr(const uint w, const int sh) {
+#if defined(OCLTK_PTX) && TC_FMA
+  uint r;
+  asm("mul.hi.u32 %0, %1, %2;" : "=r"(r) : "r"(w), "r"(1u << (32 - sh)));
+  return r;
+#else
+  return w >> sh;
+#endif
+}
+
 // Table offset of byte j (0 .. 7) of a lane's 8 code bytes: bits 8j .. 8j+7 moved to 7 .. 14.
 inline uint tc_byte_off(const uint2 w, const int j, const uint lane_off) {
   const uint word = j < 4 ? w.s0 : w.s1;
   const int sh = 8 * (j & 3);
-  return ((sh == 0 ? word << 7 : word >> (sh - 7)) & 0x7F80u) | lane_off;
+  return ((sh == 0 ? word << 7 : tc_shr(word, sh - 7)) & 0x7F80u) | lane_off;
 }
 
 // ---- decoding by byte permutes (half types, rows g) --------------------------------------
@@ -309,7 +340,7 @@ inline TcLut tc_make_lut(__local const float* cb, const int shift, const int typ
 // low bytes and high bytes are looked up 8 entries at a time and chosen by each code's top
 // bit, then interleaved into the two pairs (first code in bits 0..15).
 inline void tc_prmt_pairs(const uint w, const int h, const TcLut* l, uint* p0, uint* p1) {
-  const uint sel = (w >> (16 * h)) & 0x7777u;                  // nibble i: code i's low 3 bits
+  const uint sel = (h ? tc_shr(w, 16) : w) & 0x7777u;          // nibble i: code i's low 3 bits
   const uint top = tc_prmt(w << 4, w, h ? 0xFBEAu : 0xD9C8u);  // byte i: 0xFF where code i >= 8
   const uint lo = bitselect(tc_prmt(l->lo[0], l->lo[1], sel), tc_prmt(l->lo[2], l->lo[3], sel), top);
   const uint hi = bitselect(tc_prmt(l->hi[0], l->hi[1], sel), tc_prmt(l->hi[2], l->hi[3], sel), top);
@@ -366,13 +397,24 @@ typedef struct {
 
 inline void tc_load_group(TcGroup* gp, const TcRows* r, const int kg, const int ke, const int emod,
                           const int log2_block, const int lane) {
+  if (TC_ADDR && kg + TC_GSPAN <= ke) {
+    // A whole group: one address per row, the steps at constant offsets from it.
+    const __global uchar* c = r->codes + (kg >> 1);
 #pragma unroll
-  for (int s = 0; s < TC_GROUP; ++s) {
-    const int k = kg + s * TC_STEP;
-    if (k < ke) {
-      const __global uchar* c = r->codes + (k >> 1);
+    for (int q = 0; q < 2 * RT; ++q) {
+      const __global uchar* cq = c + r->code_off[q];
 #pragma unroll
-      for (int q = 0; q < 2 * RT; ++q) gp->code[s][q] = tc_load_codes(c + r->code_off[q]);
+      for (int s = 0; s < TC_GROUP; ++s) gp->code[s][q] = tc_load_codes(cq + s * (TC_STEP / 2));
+    }
+  } else {
+#pragma unroll
+    for (int s = 0; s < TC_GROUP; ++s) {
+      const int k = kg + s * TC_STEP;
+      if (k < ke) {
+        const __global uchar* c = r->codes + (k >> 1);
+#pragma unroll
+        for (int q = 0; q < 2 * RT; ++q) gp->code[s][q] = tc_load_codes(c + r->code_off[q]);
+      }
     }
   }
 #ifdef OCLTK_PTX
@@ -544,6 +586,7 @@ inline void tc_group(float* acc, const TcGroup* gp, uint* xn, const __global uch
                      const int live, const int type, __local const uchar* table, const TcLut* lut, const uint lane_off,
                      __local uint* scratch, const int lane) {
   const int has_row = (lane >> 2) < live;
+  const __global uchar* xg = x + 2 * (x_at + kg);  // half types with TC_ADDR: the group's x, its first step
   TC_UNROLL
   for (int s = 0; s < TC_GROUP; ++s) {
     const int k = kg + s * TC_STEP;
@@ -558,7 +601,9 @@ inline void tc_group(float* acc, const TcGroup* gp, uint* xn, const __global uch
     } else {
 #pragma unroll
       for (int i = 0; i < 8; ++i) xb[i] = xn[i];
-      if (full)
+      if (TC_ADDR && full && s < TC_GROUP - 1)
+        tc_load_x_half(xn, xg, TC_STEP * (s + 1), 1);  // inside the group: a constant offset
+      else if (full)
         tc_load_x_half(xn, x, x_at + min(k + TC_STEP, ke - TC_STEP), 1);
       else
         tc_load_x_half(xn, x, x_at + k + TC_STEP, has_row && k + TC_STEP < ke);
