@@ -139,14 +139,8 @@ inline float tc_f16_value(const uint h) {
   return (h & 0x8000u) ? -mag : mag;
 }
 
-// f32 → bf16 bits, round to nearest even (NaN stays a quiet NaN).
-inline uint tc_bf16_bits(const float v) {
-  const uint u = as_uint(v);
-  return (v != v) ? 0x7FC0u : (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-}
-
 // v in the half type's bits (NF4_BF16: bf16, else f16), round to nearest even.
-inline uint tc_half_bits(const float v, const int type) { return type == NF4_BF16 ? tc_bf16_bits(v) : tc_f16_bits(v); }
+inline uint tc_half_bits(const float v, const int type) { return type == NF4_BF16 ? nf4_bf16_bits(v) : tc_f16_bits(v); }
 
 // Two f32 → one register of f16 pairs (lo in bits 0..15).
 inline uint tc_f16x2(const float lo, const float hi) {

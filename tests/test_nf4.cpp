@@ -291,9 +291,9 @@ class Nf4Device : public RuntimeTest {
     std::vector<double> want_y(std::size_t(rows * c.n)), want_dx(std::size_t(rows * c.k));
     nf4_forward_reference(geo, w.data(), x.data(), offsets.data(), rows, want_y.data());
     nf4_backward_reference(geo, w.data(), gr.data(), offsets.data(), rows, want_dx.data());
-    const double u_out = c.type == ElementType::f32 ? 0 : (c.type == ElementType::f16 ? 1.0 / 2048 : 1.0 / 256);
-    // Unit roundoff of the input type (f16: 11 significant bits, bf16: 8), for tc's codebook.
-    const double u_in = c.type == ElementType::f32 ? 0 : (c.type == ElementType::f16 ? 1.0 / 2048 : 1.0 / 256);
+    // Unit roundoff of the half type (f16: 11 significant bits, bf16: 8): of the output, and
+    // for tc of the codebook, which it multiplies in the input's type.
+    const double u_half = c.type == ElementType::f32 ? 0 : (c.type == ElementType::f16 ? 1.0 / 2048 : 1.0 / 256);
     const std::string where = "E=" + std::to_string(c.experts) + " N=" + std::to_string(c.n) +
                               " K=" + std::to_string(c.k) + " B=" + std::to_string(c.block) +
                               " off=" + std::to_string(c.element_offset) + " " + to_string(c.type);
@@ -313,8 +313,8 @@ class Nf4Device : public RuntimeTest {
             got = from_bits(b, c.type);
           }
           // tc multiplies half inputs in their own type: the codebook rounded to it.
-          const double bound = gemm_nt_error_bound(c.k, abs_dot, 1.0, 0) + u_out * std::fabs(want_y[i]) +
-                               (fwd.algorithm == "tc" ? u_in * abs_dot : 0) + 1e-6 * u_out;
+          const double bound = gemm_nt_error_bound(c.k, abs_dot, 1.0, 0) + u_half * std::fabs(want_y[i]) +
+                               (fwd.algorithm == "tc" ? u_half * abs_dot : 0) + 1e-6 * u_half;
           ASSERT_LE(std::fabs(got - want_y[i]), bound)
               << where << " forward y(" << r << ", " << n << ") expert " << e << " algorithm " << fwd.algorithm << " "
               << format_params(fwd.params);

@@ -249,26 +249,20 @@ using detail::Decoder;
 using detail::lower;
 
 double problem_distance(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b) {
+  const auto lg = [](std::int64_t v) { return std::log2(double(std::max<std::int64_t>(1, v))); };
   double d = 0;
   for (const auto& [name, value] : a) {
     const auto it = b.find(name);
-    if (name == "input_bits") {
-      // Another input width (nf4's: 32 or 16) takes another code path: it weighs as much as
-      // a 16-fold difference of a size. An entry without it was measured on f32 (the
-      // tuner's input), and so was a launch that does not say.
-      const std::int64_t other = it == b.end() ? 32 : it->second;
-      d += 4.0 * std::fabs(std::log2(double(std::max<std::int64_t>(1, value))) -
-                           std::log2(double(std::max<std::int64_t>(1, other))));
-      continue;
-    }
-    if (it == b.end()) continue;
-    d += std::fabs(std::log2(double(std::max<std::int64_t>(1, value))) -
-                   std::log2(double(std::max<std::int64_t>(1, it->second))));
+    if (name != "input_bits" && it != b.end()) d += std::fabs(lg(value) - lg(it->second));
   }
-  if (a.count("input_bits") == 0)
-    if (const auto it = b.find("input_bits"); it != b.end())
-      d += 4.0 * std::fabs(5.0 - std::log2(double(std::max<std::int64_t>(1, it->second))));
-  return d;
+  // Another input width (nf4's: 32 or 16) takes another code path: it weighs as much as a
+  // 16-fold difference of a size. A side without it was measured on (or launches) f32, the
+  // tuner's input.
+  const auto bits = [](const std::map<std::string, std::int64_t>& m) {
+    const auto it = m.find("input_bits");
+    return it == m.end() ? std::int64_t(32) : it->second;
+  };
+  return d + 4.0 * std::fabs(lg(bits(a)) - lg(bits(b)));
 }
 
 const ProfileEntry* Profile::find(const std::string& kernel, const std::string& shape_class,
