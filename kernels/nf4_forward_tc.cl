@@ -35,8 +35,10 @@
 //   f32. Columns = up to 8 segment rows.
 // - f32: codebook values and x each split into two f16 parts (hi + lo, 22 bits; x scaled
 //   per row and step by a power of two into f16's range), so products are accurate to about
-//   2^-21; sums in f32. Column 2j holds row j's hi part, 2j + 1 its lo part (4 rows a pass),
-//   and each step runs the mma once with the codebook's hi parts and once with its lo parts.
+//   2^-21; sums in f32. Columns = up to 8 segment rows, as for the half types: each step
+//   runs the mma four times into the same sums (codebook hi and lo parts times x's hi and
+//   lo parts), so a byte is decoded once for 8 rows. (Until 2026-11-30h a column held one
+//   part of a row, 4 rows a pass: 8 rows per expert decoded every byte twice.)
 // The codebook is scaled by a power of two so that its largest magnitude lies in [2^14,
 // 2^15) (f16's range); the stores undo it.
 //
@@ -485,15 +487,17 @@ inline void tc_step_half(float* acc, const uint2* code, const float* sc, const u
   }
 }
 
-// x of a step for f32 input: column g holds segment row r0 + g / 2's part g % 2 (0: hi,
-// 1: lo) of x·2^shift, the shift chosen per row and step from its 64 values' largest
-// magnitude. Returns the shift of segment row r0 + t (the lane's output row).
-inline int tc_load_x_f32(uint* xb, const __global uchar* x, const long x_row0, const int K, const int k0,
-                         const int live, const int lane) {
-  const int g = lane >> 2, t = lane & 3, j = g >> 1;
+// x of a step for f32 input: column g = segment row r0 + g (zero past the live rows),
+// x[k0 + 16t .. + 15]·2^shift split into f16 hi parts (xh) and lo parts (xl), 8 registers of
+// pairs each as in tc_load_x_half, the shift chosen per row and step from its 64 values'
+// largest magnitude. Sets out_shift[0], [1] to the shifts of the lane's output columns 2t and
+// 2t + 1 (segment rows r0 + 2t, + 1).
+inline void tc_load_x_f32(uint* xh, uint* xl, int* out_shift, const __global uchar* x, const long x_row0, const int K,
+                          const int k0, const int live, const int lane) {
+  const int g = lane >> 2, t = lane & 3;
   float v[16];
-  if (j < live) {
-    const __global float4* p = (const __global float4*)((const __global float*)x + x_row0 + (long)j * K + k0 + 16 * t);
+  if (g < live) {
+    const __global float4* p = (const __global float4*)((const __global float*)x + x_row0 + (long)g * K + k0 + 16 * t);
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const float4 f = p[q];
@@ -513,35 +517,38 @@ inline int tc_load_x_f32(uint* xb, const __global uchar* x, const long x_row0, c
   m = fmax(m, nf4_shfl_xor(m, 1));
   m = fmax(m, nf4_shfl_xor(m, 2));
   const int shift = tc_shift_for(m);
-  const int out_shift = as_int(nf4_shfl(as_float(shift), 8 * t));  // row t's, from lane 8t (g = 2t)
+  out_shift[0] = as_int(nf4_shfl(as_float(shift), 8 * t));      // row 2t's, from lane 4·(2t)
+  out_shift[1] = as_int(nf4_shfl(as_float(shift), 8 * t + 4));  // row 2t + 1's
 #else
   // The other lanes' values of the step, read again: the emulation has no shuffles.
-  for (int u = 0; u < 4; ++u) {
-    if (u == t || j >= live) continue;
-    const __global float* p = (const __global float*)x + x_row0 + (long)j * K + k0 + 16 * u;
-    for (int q = 0; q < 16; ++q) m = fmax(m, fabs(p[q]));
-  }
+  const __global float* xf = (const __global float*)x + x_row0;
+  if (g < live)
+    for (int q = 0; q < TC_STEP; ++q) m = fmax(m, fabs(xf[(long)g * K + k0 + q]));
   const int shift = tc_shift_for(m);
-  float mo = 0.0f;
-  if (t < live)
-    for (int q = 0; q < TC_STEP; ++q) mo = fmax(mo, fabs(((const __global float*)x)[x_row0 + (long)t * K + k0 + q]));
-  const int out_shift = tc_shift_for(mo);
+  for (int c = 0; c < 2; ++c) {
+    float mo = 0.0f;
+    if (2 * t + c < live)
+      for (int q = 0; q < TC_STEP; ++q) mo = fmax(mo, fabs(xf[(long)(2 * t + c) * K + k0 + q]));
+    out_shift[c] = tc_shift_for(mo);
+  }
 #endif
   const float f = tc_pow2(shift);
 #pragma unroll
   for (int q = 0; q < 8; ++q) {
     const float x0 = v[2 * q] * f, x1 = v[2 * q + 1] * f;
     const float h0 = tc_round11(x0), h1 = tc_round11(x1);
-    xb[q] = (g & 1) ? tc_f16x2(x0 - h0, x1 - h1) : tc_f16x2(h0, h1);
+    xh[q] = tc_f16x2(h0, h1);
+    xl[q] = tc_f16x2(x0 - h0, x1 - h1);
   }
-  return out_shift;
 }
 
-// One step of a batch, f32 input: acc[2i], acc[2i + 1] = tile i's rows g, g + 8 for
-// segment row r0 + t; columns 2t and 2t + 1 are that row's hi and lo parts.
-inline void tc_step_f32(float* acc, const uint2* code, const float* sc, const uint* xb, const int live_step,
-                        const float unscale, __local const uchar* table, const uint lane_off, __local uint* scratch,
-                        const int lane) {
+// One step of a batch, f32 input, into acc (tile i's C fragment at acc[4i ..], as for the
+// half types): the codebook's hi and lo parts times x's hi and lo parts, four products into
+// one fragment per tile, so a decoded byte serves 8 segment rows; each column is unscaled
+// by its row's x shift (unscale[0], [1]: columns 2t, 2t + 1).
+inline void tc_step_f32(float* acc, const uint2* code, const float* sc, const uint* xh, const uint* xl,
+                        const int live_step, const float* unscale, __local const uchar* table, const uint lane_off,
+                        __local uint* scratch, const int lane) {
   TC_UNROLL
   for (int i = 0; i < RT; ++i) {
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -551,12 +558,16 @@ inline void tc_step_f32(float* acc, const uint2* code, const float* sc, const ui
       const uint2 a1 = *(__local const uint2*)(table + tc_byte_off(code[2 * i + 1], 2 * s, lane_off));
       const uint2 a2 = *(__local const uint2*)(table + tc_byte_off(code[2 * i], 2 * s + 1, lane_off));
       const uint2 a3 = *(__local const uint2*)(table + tc_byte_off(code[2 * i + 1], 2 * s + 1, lane_off));
-      TC_MMA(d, a0.s0, a1.s0, a2.s0, a3.s0, xb[2 * s], xb[2 * s + 1], 0, scratch, lane);
-      TC_MMA(d, a0.s1, a1.s1, a2.s1, a3.s1, xb[2 * s], xb[2 * s + 1], 0, scratch, lane);
+      TC_MMA(d, a0.s0, a1.s0, a2.s0, a3.s0, xh[2 * s], xh[2 * s + 1], 0, scratch, lane);
+      TC_MMA(d, a0.s1, a1.s1, a2.s1, a3.s1, xh[2 * s], xh[2 * s + 1], 0, scratch, lane);
+      TC_MMA(d, a0.s0, a1.s0, a2.s0, a3.s0, xl[2 * s], xl[2 * s + 1], 0, scratch, lane);
+      TC_MMA(d, a0.s1, a1.s1, a2.s1, a3.s1, xl[2 * s], xl[2 * s + 1], 0, scratch, lane);
     }
     if (live_step) {
-      acc[2 * i] = mad(sc[2 * i] * unscale, d[0] + d[1], acc[2 * i]);
-      acc[2 * i + 1] = mad(sc[2 * i + 1] * unscale, d[2] + d[3], acc[2 * i + 1]);
+      acc[4 * i] = mad(sc[2 * i] * unscale[0], d[0], acc[4 * i]);
+      acc[4 * i + 1] = mad(sc[2 * i] * unscale[1], d[1], acc[4 * i + 1]);
+      acc[4 * i + 2] = mad(sc[2 * i + 1] * unscale[0], d[2], acc[4 * i + 2]);
+      acc[4 * i + 3] = mad(sc[2 * i + 1] * unscale[1], d[3], acc[4 * i + 3]);
     }
   }
 }
@@ -589,9 +600,12 @@ inline void tc_group(float* acc, const TcGroup* gp, uint* xn, const __global uch
     uint xb[8];
     float sc[2 * RT];
     if (type == NF4_F32) {
-      const float unscale = tc_pow2(-tc_load_x_f32(xb, x, x_row0, K, k, live_step ? live : 0, lane));
+      uint xl[8];
+      int shifts[2];
+      tc_load_x_f32(xb, xl, shifts, x, x_row0, K, k, live_step ? live : 0, lane);
+      const float unscale[2] = {tc_pow2(-shifts[0]), tc_pow2(-shifts[1])};
       tc_group_scales(sc, gp, s, lane);
-      tc_step_f32(acc, gp->code[s], sc, xb, live_step, unscale, table, lane_off, scratch, lane);
+      tc_step_f32(acc, gp->code[s], sc, xb, xl, live_step, unscale, table, lane_off, scratch, lane);
     } else {
 #pragma unroll
       for (int i = 0; i < 8; ++i) xb[i] = xn[i];
@@ -607,9 +621,8 @@ inline void tc_group(float* acc, const TcGroup* gp, uint* xn, const __global uch
   }
 }
 
-// The steps [kb, ke) of one batch (a warp's share of K) into acc: for half types tile i's
-// C fragment at acc[4i .. 4i + 3] (rows g, g + 8; columns 2t, 2t + 1 = segment rows
-// r0 + 2t, + 1), for f32 acc[2i], acc[2i + 1] (rows g, g + 8 of segment row r0 + t).
+// The steps [kb, ke) of one batch (a warp's share of K) into acc: tile i's C fragment at
+// acc[4i .. 4i + 3] (rows g, g + 8; columns 2t, 2t + 1 = segment rows r0 + 2t, + 1).
 // TC_SLOTS register sets (TcGroup: 4 steps of codes and scales) take turns: a group's loads
 // are issued PF groups ahead of its products, in the set the previous group freed (on
 // NVIDIA the loops are unrolled, so every set is named at compile time). Half-type x comes
@@ -734,8 +747,8 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const int aligned = K % TC_STEP == 0 && element_offset % TC_STEP == 0 && packed_offset % 8 == 0 && log2_block >= 6 &&
                       (K & ((1 << log2_block) - 1)) == 0;
   const int emod = (int)(element_offset & ((1 << log2_block) - 1));  // every row's offset into its block
-  const int precise = type == NF4_F32;
-  const int tile_rows = aligned ? (precise ? 4 : 8) : 8;
+  // Segment rows a pass: the 8 columns of B (f32 and the half types alike).
+  const int tile_rows = 8;
   const uint lane_off = tc_lane_off(lane, type);
   const int g = lane >> 2, t = lane & 3;
   // This warp's part of K: steps [kb, ke); kb_end bounds the longest part.
@@ -784,9 +797,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
         continue;
       }
       const TcRows wrows = tc_batch_rows(packed, scales, expert_pos, n0, N, K, log2_block, g, t);
-      // Per tile: f32, 2 sums a lane (rows g, g + 8 of segment row r0 + t); half types, the
-      // C fragment's 4 (rows g, g + 8 × segment rows r0 + 2t, + 1).
-      const int nv = precise ? 2 : 4;
+      // Per tile, the C fragment's 4 sums: rows g, g + 8 × segment rows r0 + 2t, + 1.
       float acc[4 * RT];
 #pragma unroll
       for (int q = 0; q < 4 * RT; ++q) acc[q] = 0.0f;
@@ -794,12 +805,11 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
                log2_block, (__local const uchar*)table, lut, lane_off, scratch, lane);
       TC_UNROLL
       for (int i = 0; i < RT; ++i) {
-        tc_team_sum(acc + nv * i, nv, red, lid, part);
+        tc_team_sum(acc + 4 * i, 4, red, lid, part);
 #pragma unroll
         for (int v = 0; v < 4; ++v) {
-          if (v >= nv) break;
-          const int n = n0 + 16 * i + g + 8 * (precise ? v : v >> 1), r = precise ? t : 2 * t + (v & 1);
-          if (part == 0 && n < N && r < live) nf4_store(y, (long)(r0 + r) * N + n, type, acc[nv * i + v] * unscale_cb);
+          const int n = n0 + 16 * i + g + 8 * (v >> 1), r = 2 * t + (v & 1);
+          if (part == 0 && n < N && r < live) nf4_store(y, (long)(r0 + r) * N + n, type, acc[4 * i + v] * unscale_cb);
         }
       }
     }

@@ -199,6 +199,9 @@ struct Case {
   std::int64_t experts, n, k, block, element_offset;
   std::vector<std::uint32_t> counts;  // rows per expert
   ElementType type = ElementType::f32;
+  // Row r of x is scaled by 2^(row_exponent_step · (r % 8) - 3·row_exponent_step): rows of
+  // different magnitudes, for kernels that scale x per row (tc's f32 split).
+  int row_exponent_step = 0;
 };
 
 std::uint16_t to_bits(float v, ElementType t) { return t == ElementType::f16 ? float_to_half(v) : float_to_bf16(v); }
@@ -236,6 +239,9 @@ class Nf4Device : public RuntimeTest {
     const std::size_t es = element_size(c.type);
 
     std::vector<float> x = ocltk_test::random_floats(g, std::size_t(rows * c.k) + 1);
+    if (c.row_exponent_step != 0)
+      for (std::size_t i = 0; i + 1 < x.size(); ++i)
+        x[i] = std::ldexp(x[i], c.row_exponent_step * (int(i / std::size_t(c.k)) % 8 - 3));
     std::vector<float> gr = ocltk_test::random_floats(g, std::size_t(rows * c.n) + 1);
     std::vector<std::uint8_t> xb(x.size() * es), gb(gr.size() * es);
     for (std::size_t i = 0; i < x.size(); ++i) {
@@ -494,7 +500,7 @@ TEST_F(Nf4Device, WarpsAtSeveralPointsMatchesTheReference) { run_points("warps",
 // get 8 segment rows a pass, f32 4): N not a multiple of 16 (a ragged last tile), an empty
 // segment and segments longer than a pass, a window 64 into a block of 128, 66 experts
 // with decode-sized segments, a one-row segment on many batches (N = 200), and K of 10
-// steps (whole groups of 4 steps and a partial one).
+// steps (whole groups of 4 steps and a partial one); f32 rows of very different magnitudes.
 TEST_F(Nf4Device, TcAtSeveralPointsMatchesTheReference) {
   run_points("tc", kTcPoints);
   std::vector<Case> cases = {
@@ -513,6 +519,11 @@ TEST_F(Nf4Device, TcAtSeveralPointsMatchesTheReference) {
       for (const Params& p : kTcPoints) run_case(c, choice("nf4_forward", "tc", p), Choice());
     }
   }
+  // f32 x is split per segment row and step with its own power of two: rows 2^5 apart in
+  // magnitude (2^-15 to 2^20) catch a shift applied to the wrong column.
+  Case graded = cases[4];
+  graded.row_exponent_step = 5;
+  for (const Params& p : kTcPoints) run_case(graded, choice("nf4_forward", "tc", p), Choice());
 }
 
 // 70 experts over dispatches of at most 7 workgroups along dimension 1: each dispatch's
