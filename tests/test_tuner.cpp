@@ -253,6 +253,28 @@ TEST(RecordedSpaces, GuidedWithin5PercentUsingAtMost15PercentOfTheEvaluations) {
   }
 }
 
+// The resume cache is keyed on this hash: whatever changes the programs the tuner measures
+// must change it, the variant it builds with included.
+TEST(Recording, SearchSpaceHashFollowsWhatIsBuilt) {
+  DeviceLimits limits;
+  limits.gpu = true;
+  limits.tensor_mma = true;
+  limits.max_work_group_size = 1024;
+  limits.local_mem_bytes = 48 * 1024;
+  const KernelFamily& forward = nf4_forward_family();
+  const std::uint64_t base = search_space_hash(forward, limits);
+  EXPECT_EQ(search_space_hash(forward, limits), base);
+  KernelFamily other = forward;
+  for (AlgorithmSpec& a : other.algorithms)
+    if (a.name == "tc") a.tuned_variant += " -DTC_ADDR=0";
+  EXPECT_NE(search_space_hash(other, limits), base) << "tuned_variant";
+  other = forward;
+  other.algorithms.back().params.front().allowed.pop_back();
+  EXPECT_NE(search_space_hash(other, limits), base) << "a parameter's values";
+  limits.tensor_mma = false;  // tc leaves the search
+  EXPECT_NE(search_space_hash(forward, limits), base) << "the device's limits";
+}
+
 TEST(Recording, MalformedLinesAreNamedWithTheirLine) {
   const fs::path dir = fs::temp_directory_path() / ("ocltk-rec-" + std::to_string(::getpid()));
   fs::create_directories(dir);

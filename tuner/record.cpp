@@ -175,6 +175,8 @@ std::uint64_t search_space_hash(const KernelFamily& family, const DeviceLimits& 
     } catch (const Error&) {
     }
     h = fnv1a64(source.data(), source.size(), h);
+    // The tuner builds every point with the variant's options too (e.g. tc's element type).
+    h = fnv1a64(a.tuned_variant.data(), a.tuned_variant.size(), h);
     for (const Params& p : a.search_space(&limits)) {
       const std::string options = a.build_options(p);
       h = fnv1a64(options.data(), options.size(), h);

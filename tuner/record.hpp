@@ -51,8 +51,9 @@ struct Recording {
 Recording read_recording(const std::string& path);
 
 // The hash of a kernel family's search space on a device: algorithm names, their kernel
-// source text and every point's build options. A change of any makes old measurements
-// meaningless, so a resume cache keyed on it is never reused across such changes.
+// source text, the variant the tuner builds them with and every point's build options. A
+// change of any makes old measurements meaningless, so a resume cache keyed on it is never
+// reused across such changes.
 std::uint64_t search_space_hash(const KernelFamily& family, const DeviceLimits& limits);
 
 // Append-only cache of one kernel's measurements on one device, driver and search space
