@@ -496,8 +496,8 @@ TEST_F(Nf4Device, WarpsAtSeveralPointsMatchesTheReference) { run_points("warps",
 
 // Tc: its tensor-core path needs K and the window offset aligned to 64, blocks of at least
 // 64 that divide K, and 8-byte aligned bytes; run_points' cases mostly take its general
-// path, so these take the fast one, in every type (f32 splits into f16 parts; half types
-// get 8 segment rows a pass, f32 4): N not a multiple of 16 (a ragged last tile), an empty
+// path, so these take the fast one, in every type (f32 splits into f16 parts; every type
+// gets 8 segment rows a pass): N not a multiple of 16 (a ragged last tile), an empty
 // segment and segments longer than a pass, a window 64 into a block of 128, 66 experts
 // with decode-sized segments, a one-row segment on many batches (N = 200), and K of 10
 // steps (whole groups of 4 steps and a partial one); f32 rows of very different magnitudes.
