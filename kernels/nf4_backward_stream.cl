@@ -228,11 +228,18 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
       const int k0 = tile * KTILE;
       const int width = min(KTILE, K - k0);
       const long plane = (long)rows * K;
-      for (int idx = lid; idx < (seg_end - seg_begin) * width; idx += WGS) {
-        const long i = (long)(seg_begin + idx / width) * K + k0 + idx % width;
-        float sum = 0.0f;
-        for (int j = 0; j < splits; ++j) sum += sums[j * plane + i];
-        dx[i] = sum;
+      // A uniform trip count with the test inside: PoCL 3.1 ran this loop's body, written
+      // as `for (idx = lid; idx < count; idx += WGS)`, for work-items past the count in a
+      // kernel of the same shape (results/h200-2026-11-30h/README.md), storing past the rows.
+      const int count = (seg_end - seg_begin) * width;
+      for (int idx0 = 0; idx0 < count; idx0 += WGS) {
+        const int idx = idx0 + lid;
+        if (idx < count) {
+          const long i = (long)(seg_begin + idx / width) * K + k0 + idx % width;
+          float sum = 0.0f;
+          for (int j = 0; j < splits; ++j) sum += sums[j * plane + i];
+          dx[i] = sum;
+        }
       }
     }
   }
