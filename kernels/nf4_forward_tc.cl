@@ -463,6 +463,17 @@ inline void tc_load_x_half(uint* xb, const __global uchar* x, const long x_at, c
   }
 }
 
+// Adds a step's C fragment d (rows g, g + 8 × columns 2t, 2t + 1) into a, scaled by the two
+// rows' block scales and the two columns' factors (1 for the half types; f32: each row's
+// x unscale).
+inline void tc_add_fragment(float* a, const float* d, const float scale_g, const float scale_g8, const float col0,
+                            const float col1) {
+  a[0] = mad(scale_g * col0, d[0], a[0]);
+  a[1] = mad(scale_g * col1, d[1], a[1]);
+  a[2] = mad(scale_g8 * col0, d[2], a[2]);
+  a[3] = mad(scale_g8 * col1, d[3], a[3]);
+}
+
 // One step of a batch, half-type input, into acc (tile i's C fragment at acc[4i ..]).
 inline void tc_step_half(float* acc, const uint2* code, const float* sc, const uint* xb, const int live_step,
                          const int bf, __local const uchar* table, const TcLut* lut, const uint lane_off,
@@ -478,12 +489,7 @@ inline void tc_step_half(float* acc, const uint2* code, const float* sc, const u
       const uint a3 = *(__local const uint*)(table + tc_byte_off(code[2 * i + 1], 2 * s + 1, lane_off));
       TC_MMA(d, a0, a1, a2, a3, xb[2 * s], xb[2 * s + 1], bf, scratch, lane);
     }
-    if (live_step) {  // else the codes and scales were never loaded
-      acc[4 * i] = mad(sc[2 * i], d[0], acc[4 * i]);
-      acc[4 * i + 1] = mad(sc[2 * i], d[1], acc[4 * i + 1]);
-      acc[4 * i + 2] = mad(sc[2 * i + 1], d[2], acc[4 * i + 2]);
-      acc[4 * i + 3] = mad(sc[2 * i + 1], d[3], acc[4 * i + 3]);
-    }
+    if (live_step) tc_add_fragment(acc + 4 * i, d, sc[2 * i], sc[2 * i + 1], 1.0f, 1.0f);  // else never loaded
   }
 }
 
@@ -563,12 +569,7 @@ inline void tc_step_f32(float* acc, const uint2* code, const float* sc, const ui
       TC_MMA(d, a0.s0, a1.s0, a2.s0, a3.s0, xl[2 * s], xl[2 * s + 1], 0, scratch, lane);
       TC_MMA(d, a0.s1, a1.s1, a2.s1, a3.s1, xl[2 * s], xl[2 * s + 1], 0, scratch, lane);
     }
-    if (live_step) {
-      acc[4 * i] = mad(sc[2 * i] * unscale[0], d[0], acc[4 * i]);
-      acc[4 * i + 1] = mad(sc[2 * i] * unscale[1], d[1], acc[4 * i + 1]);
-      acc[4 * i + 2] = mad(sc[2 * i + 1] * unscale[0], d[2], acc[4 * i + 2]);
-      acc[4 * i + 3] = mad(sc[2 * i + 1] * unscale[1], d[3], acc[4 * i + 3]);
-    }
+    if (live_step) tc_add_fragment(acc + 4 * i, d, sc[2 * i], sc[2 * i + 1], unscale[0], unscale[1]);
   }
 }
 
@@ -689,14 +690,14 @@ inline void tc_batch_general(const __global uchar* x, const int type, const long
   }
 }
 
-// A team's sums of tile i meet in red (KS > 1): every warp writes its C fragment (NV values
+// A team's sums of tile i meet in red (KS > 1): every warp writes its C fragment (4 values
 // per lane), and the team's first warp adds the others'. Every work-item calls it alike.
-inline void tc_team_sum(float* acc, const int nv, __local float* red, const int lid, const int part) {
+inline void tc_team_sum(float* acc, __local float* red, const int lid, const int part) {
 #if KS > 1
-  for (int q = 0; q < nv; ++q) red[q * WGS + lid] = acc[q];
+  for (int q = 0; q < 4; ++q) red[q * WGS + lid] = acc[q];
   barrier(CLK_LOCAL_MEM_FENCE);
   if (part == 0)
-    for (int q = 0; q < nv; ++q)
+    for (int q = 0; q < 4; ++q)
       for (int p = 1; p < KS; ++p) acc[q] += red[q * WGS + lid + p * SG];
   barrier(CLK_LOCAL_MEM_FENCE);  // red is rewritten by the next tile
 #endif
@@ -805,7 +806,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
                log2_block, (__local const uchar*)table, lut, lane_off, scratch, lane);
       TC_UNROLL
       for (int i = 0; i < RT; ++i) {
-        tc_team_sum(acc + 4 * i, 4, red, lid, part);
+        tc_team_sum(acc + 4 * i, red, lid, part);
 #pragma unroll
         for (int v = 0; v < 4; ++v) {
           const int n = n0 + 16 * i + g + 8 * (v >> 1), r = 2 * t + (v & 1);
