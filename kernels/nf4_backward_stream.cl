@@ -17,15 +17,18 @@
 //
 // Slice j sweeps the rows n = n_begin + j, n_begin + j + NL, ... of its split, UNROLL
 // rows loaded before any is decoded, and keeps TR × VW sums; g[r, n] (one address per
-// slice, cached) times the scale multiplies each decoded code. After the sweep (outside
+// slice, cached) times the scale multiplies each decoded code. LUT picks the decode: 1
+// looks each code up in the 16-entry codebook, 2 each byte (two codes) in the 32 KiB table
+// of code pairs (nf4_fill_pair_table), one 8-byte lookup per byte. After the sweep (outside
 // it) slices 1..NL-1 hand their sums to slice 0 through local memory.
 // Group id 0 numbers (k tile, split): tile + ktiles · s; group id 1 the expert
-// (+ expert_base). With one split the sums go to dx. With `splits` > 1 (the host picks
-// at most NSPLIT), split s covers n in [N·s/splits, N·(s+1)/splits) and writes its sums
-// to partials[s][r][k]; the last workgroup of an (expert, k tile) to finish (a counter
-// per pair, atomic_inc after a global fence) adds the splits in order s = 0, 1, ... and
-// writes dx, so the result does not depend on the order the workgroups ran in. It then
-// resets its counter to 0 for the next launch (the host hands in zeroed counters once).
+// (+ expert_base). With one split the sums go to dx. With `splits` > 1 (the host's
+// choice: NSPLIT, raised to fill the compute units, capped by N and the scratch), split s
+// covers n in [N·s/splits, N·(s+1)/splits) and writes its sums to partials[s][r][k]; the
+// last workgroup of an (expert, k tile) to finish (a counter per pair, atomic_inc after a
+// global fence) adds the splits in order s = 0, 1, ... and writes dx, so the result does
+// not depend on the order the workgroups ran in. It then resets its counter to 0 for the
+// next launch (the host hands in zeroed counters once).
 // When K % VW, element_offset % VW or packed_offset % (VW/2) is not 0, runs may straddle
 // blocks or be misaligned, and every run takes the general decode (nf4_decode_run).
 
@@ -42,7 +45,10 @@
 #define TR 4  // tile rows: segment rows accumulated at once (weight reuse)
 #endif
 #ifndef NSPLIT
-#define NSPLIT 8  // most workgroups sharing one (expert, k tile)'s sweep over N
+#define NSPLIT 8  // workgroups sharing one (expert, k tile)'s sweep over N (the host's choice; see nf4.cpp)
+#endif
+#ifndef LUT
+#define LUT 1  // aligned decode: 1 a codebook lookup per code, 2 a pair-table lookup per byte
 #endif
 
 #define LANES 32            // work-items per slice, side by side along k
@@ -68,15 +74,20 @@
 #if NSPLIT < 1
 #error "NSPLIT must be at least 1"
 #endif
+#if LUT != 1 && LUT != 2
+#error "LUT must be 1 or 2"
+#endif
 
 #include "nf4_common.clh"
 
 // The aligned sweep of rows n_first, n_first + NL, ... below n_end for this lane's run at
 // stream position `lane_pos` (row n at lane_pos + n·K). Inlined with a constant `type`.
+// `pairs` and `lane_off` serve LUT 2 (the pair table and this work-item's copy in it).
 inline void nf4_sweep_rows_aligned(float acc[TR][VW], const __global uchar* packed, const __global float* scales,
                                    const long lane_pos, const int K, const int N, const int n_first, const int n_end,
                                    const int log2_block, const __global uchar* g, const long g_row, const int live,
-                                   const int type, __local const float* cb) {
+                                   const int type, __local const float* cb, __local const float2* pairs,
+                                   const uint lane_off) {
   for (int n0 = n_first; n0 < n_end; n0 += NL * UNROLL) {
     NF4_RUN raw[UNROLL];
     float sc[UNROLL];
@@ -92,7 +103,19 @@ inline void nf4_sweep_rows_aligned(float acc[TR][VW], const __global uchar* pack
       const int n = n0 + u * NL;
       if (n < n_end) {
         float w[VW];
+#if LUT == 2
+        const uint* words = (const uint*)&raw[u];
+#pragma unroll
+        for (int q = 0; q < VW / 8; ++q)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float2 pair = nf4_pair(pairs, words[q], j, lane_off);
+            w[8 * q + 2 * j] = pair.s0;
+            w[8 * q + 2 * j + 1] = pair.s1;
+          }
+#else
         nf4_decode_words(w, (const uint*)&raw[u], 1.0f, cb);
+#endif
 #pragma unroll
         for (int t = 0; t < TR; ++t) {
           if (t < live) {  // uniform over the workgroup
@@ -116,6 +139,11 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
 #if NL > 1
   __local float handed[(NL - 1) * LANES * VW];
 #endif
+#if LUT == 2
+  __local float2 pairs[256 * 16];
+#else
+  __local float2* pairs = 0;  // unused
+#endif
 
   const int lid = get_local_id(0);
   const int lane = lid % LANES;
@@ -127,6 +155,11 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
   const int e = expert_base + get_group_id(1);
   int seg_begin, seg_end;
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
+#if LUT == 2
+  nf4_fill_pair_table(pairs, cb, lid, WGS);
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+  const uint lane_off = nf4_pair_lane_off(lid);
 
   packed += packed_offset;
   scales += scales_offset;
@@ -152,13 +185,13 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
     if (aligned) {
       if (type == NF4_F32)
         nf4_sweep_rows_aligned(acc, packed, scales, lane_pos, K, N, n_begin + slice, n_end, log2_block, g, g_row, live,
-                               NF4_F32, cb);
+                               NF4_F32, cb, pairs, lane_off);
       else if (type == NF4_F16)
         nf4_sweep_rows_aligned(acc, packed, scales, lane_pos, K, N, n_begin + slice, n_end, log2_block, g, g_row, live,
-                               NF4_F16, cb);
+                               NF4_F16, cb, pairs, lane_off);
       else
         nf4_sweep_rows_aligned(acc, packed, scales, lane_pos, K, N, n_begin + slice, n_end, log2_block, g, g_row, live,
-                               NF4_BF16, cb);
+                               NF4_BF16, cb, pairs, lane_off);
     } else {
       for (int n = n_begin + slice; n < n_end; n += NL) {
         float w[VW];

@@ -223,7 +223,8 @@ AlgorithmSpec backward_stream_algorithm() {
       {"VW", 16, {16, 32}, "consecutive k per work-item (16: one 8-byte load of codes per W row, 32: 16 bytes)"},
       {"UNROLL", 4, {2, 4, 8}, "W rows each work-item loads before decoding any (loads in flight)"},
       {"TR", 4, {2, 4, 8}, "tile rows: segment rows accumulated at once (weight reuse)"},
-      {"NSPLIT", 8, {1, 8, 32}, "most workgroups sharing one (expert, k tile)'s sweep over N"},
+      {"NSPLIT", 8, {1, 8, 32}, "workgroups sharing one (expert, k tile)'s sweep over N (raised to fill the device)"},
+      {"LUT", 1, {1, 2}, "aligned decode: 1 a codebook lookup per code, 2 a 32 KiB pair table, one lookup per byte"},
   };
   a.constraints = {
       constraint("TR * VW <= 128 (accumulator registers)",
@@ -232,7 +233,7 @@ AlgorithmSpec backward_stream_algorithm() {
                  [](const Params& p) { return param(p, "UNROLL") * param(p, "VW") <= 128; }),
   };
   a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
-    return 4ull * (16 + 1 + (param(p, "NL") - 1) * 32 * param(p, "VW"));
+    return 4ull * (16 + 1 + (param(p, "NL") - 1) * 32 * param(p, "VW")) + (param(p, "LUT") == 2 ? 256 * 16 * 8 : 0);
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(32 * param(p, "NL")), 1}; };
   return a;
@@ -340,11 +341,16 @@ void check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, s
 // Most bytes of partial sums the split stream backward keeps; beyond, it uses fewer splits.
 constexpr std::int64_t kMaxSplitScratchBytes = std::int64_t(256) << 20;
 
-// How many splits of N the stream backward uses: at most NSPLIT, at most N (each split
-// has a row), and few enough that the partial sums (splits × rows × K f32) fit
-// kMaxSplitScratchBytes.
-std::int64_t stream_splits(const Params& p, const Nf4Geometry& g, std::int64_t rows) {
-  std::int64_t splits = std::min<std::int64_t>(param(p, "NSPLIT"), g.out_features);
+// How many splits of N the stream backward uses: NSPLIT, or more where the (expert, k tile)
+// pairs times NSPLIT would leave some of the device's compute units without a workgroup (a
+// profile tuned at many experts used at few: 8 experts × 8 k tiles are 64 workgroups on
+// the H200's 132); at most N (each split has a row), and few enough that the partial sums
+// (splits × rows × K f32) fit kMaxSplitScratchBytes.
+std::int64_t stream_splits(const Params& p, const Nf4Geometry& g, std::int64_t rows, std::int64_t ktiles,
+                           std::int64_t compute_units) {
+  const std::int64_t pairs = std::max<std::int64_t>(g.experts * ktiles, 1);
+  std::int64_t splits = std::max<std::int64_t>(param(p, "NSPLIT"), ceil_div(compute_units, pairs));
+  splits = std::min<std::int64_t>(splits, g.out_features);
   const std::int64_t per_split = rows * g.in_features * 4;
   if (per_split > 0) splits = std::min(splits, kMaxSplitScratchBytes / per_split);
   return std::max<std::int64_t>(splits, 1);
@@ -455,7 +461,7 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
           groups0 = std::size_t(ceil_div(g.out_features, param(p, "WGS") / param(p, "RL")));
         } else if (stream) {
           const std::int64_t ktiles = ceil_div(g.in_features, 32 * param(p, "VW"));
-          splits = cl_int(stream_splits(p, g, rows));
+          splits = cl_int(stream_splits(p, g, rows, ktiles, std::int64_t(rt.device().compute_units)));
           groups0 = std::size_t(ktiles * splits);
           if (splits > 1) {
             cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
