@@ -37,6 +37,19 @@
 #          8 and 64 of the Mixtral-like shape and 64 and 512 of the fine-grained one), and cuBLAS
 #          on the same shapes and rows: the Mixtral-like shape on one H200, test_nf4 and then
 #          the fine-grained shape on the other.
+# nf4-refs (kind nvidia-h200-x2): each shape on one H200: the NF4 forward bench with the shipped
+#          profile at every row count (ours with f32 and with bf16 input) and the backward at the
+#          decode rows, then cuBLAS (cublas_ref.py nf4) and bitsandbytes' own CUDA kernels
+#          (bench/bnb_ref.py: gemv_4bit at 1 row per expert, else dequantize_4bit + matmul;
+#          stage it too) on the same shapes and rows, on the same GPU.
+# bwd-tune (kind nvidia-h200-x2): each shape on one H200: the NF4 decode bench (backward, and
+#          the forward with bf16 input) with the shipped profile, nf4_backward's decode class
+#          tuned for that shape's decode problems into a copy of the shipped profile and the
+#          bench again with it, then cuBLAS and bitsandbytes (bench/bnb_ref.py) on the same shape.
+# bwd-final (kind nvidia-h200-x2): test_nf4 (stage it; the checkout reachable as /work/main),
+#          then per shape on one H200: nf4_backward's decode class tuned for that shape's decode
+#          problems (TUNE_BUDGET s) into a copy of the shipped profile, the NF4 decode bench
+#          (backward; forward with f32 and bf16 input) with it, cuBLAS and bitsandbytes.
 # whole-decode-bench (kind nvidia-h200-x2): the whole default tune on one H200; the NF4 forward
 #          decode bench (both shapes) with the shipped profile and cuBLAS on the other.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
@@ -44,7 +57,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -355,6 +368,76 @@ nf4-forward-all)
   side0=$!
   all_rows "$gpu1" mixtral 'nf4_forward/mixtral.*/(ours|ours_bf16|rows(8|64)/decode/baseline_dequant_clblast)/' \
     --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64,512,4096
+  $gpu1 timeout 30 $ref copy > "$out/copy.json" 2>&1
+  wait $side0
+  mark "all done"
+  ;;
+nf4-refs)
+  # Each shape's bench, its cuBLAS and its bitsandbytes reference on one H200 (same GPU, same call).
+  split_gpus
+  refs() {  # refs "DEV" NAME FILTER ROWS REF-ARGS...
+    local dev=$1 name=$2 filter=$3 rows=$4
+    shift 4
+    $dev timeout 300 "$here/ocltk_bench_nf4" --ocltk_profile="$here/nvidia-h200.yaml" --ocltk_calls=20 \
+      --benchmark_filter="$filter" \
+      --benchmark_out="$out/h200-nf4-$name.json" --benchmark_out_format=json > "$out/bench-nf4-$name.txt" 2>&1
+    mark "bench $name done"
+    $dev timeout 60 $ref nf4 "$@" --rows "$rows" --json "$out/cublas-nf4-$name.json" > /dev/null 2>&1
+    mark "cuBLAS $name done"
+    $dev timeout 150 python3 "$here/bnb_ref.py" "$@" --rows "$rows" --json "$out/bnb-nf4-$name.json" \
+      > /dev/null 2> "$out/bnb-nf4-$name-progress.txt"
+    mark "bitsandbytes $name done"
+  }
+  refs "$gpu0" fine 'nf4_forward/fine.*/(ours|ours_bf16)/|nf4_backward/fine.*/decode/ours/' 1,8,64,512,4096,32768 \
+    --experts 64 --out-features 1408 --in-features 2048 &
+  side0=$!
+  refs "$gpu1" mixtral 'nf4_forward/mixtral.*/(ours|ours_bf16)/|nf4_backward/mixtral.*/decode/ours/' 1,8,64,512,4096 \
+    --experts 8 --out-features 14336 --in-features 4096
+  $gpu1 timeout 30 $ref copy > "$out/copy.json" 2>&1
+  wait $side0
+  mark "all done"
+  ;;
+bwd-tune|bwd-final)
+  split_gpus
+  bwd() {  # bwd "DEV" NAME FILTER ROWS BENCH-ROWS REF-ARGS...
+    local dev=$1 name=$2 filter=$3 rows=$4 bench_rows=$5 e n k r
+    shift 5
+    e=$2; n=$4; k=$6
+    if [ "$phase" = bwd-tune ]; then
+      $dev timeout 150 "$here/ocltk_bench_nf4" --ocltk_profile="$here/nvidia-h200.yaml" --ocltk_calls=20 \
+        --benchmark_filter="$filter" \
+        --benchmark_out="$out/h200-nf4-$name-shipped.json" --benchmark_out_format=json > "$out/bench-nf4-$name-shipped.txt" 2>&1
+      mark "bench $name (shipped profile) done"
+    fi
+    { echo shapes:; for r in ${bench_rows//,/ }; do
+        echo "  - {kernel: nf4_backward, experts: $e, n: $n, k: $k, rows: $r, block_size: 64}"; done; } > "$out/shapes-$name.yaml"
+    cp "$here/nvidia-h200.yaml" "$out/tuned-$name.yaml"
+    timed "tune-$name" tune $dev "$here/ocltk" tune --kernels nf4_backward --classes decode --shapes "$out/shapes-$name.yaml" \
+      --budget "${TUNE_BUDGET:-120}" --out "$out/tuned-$name.yaml" --record "$out/tune-$name.jsonl"
+    mark "tune $name done"
+    $dev timeout 220 "$here/ocltk_bench_nf4" --ocltk_profile="$out/tuned-$name.yaml" --ocltk_calls=20 \
+      --benchmark_filter="$filter" \
+      --benchmark_out="$out/h200-nf4-$name-tuned.json" --benchmark_out_format=json > "$out/bench-nf4-$name-tuned.txt" 2>&1
+    mark "bench $name (tuned) done"
+    $dev timeout 60 $ref nf4 "$@" --rows "$rows" --json "$out/cublas-nf4-$name.json" > /dev/null 2>&1
+    $dev timeout 150 python3 "$here/bnb_ref.py" "$@" --rows "$rows" --json "$out/bnb-nf4-$name.json" \
+      > /dev/null 2> "$out/bnb-nf4-$name-progress.txt"
+    mark "cuBLAS and bitsandbytes $name done"
+  }
+  fwd=ours_bf16
+  [ "$phase" = bwd-final ] && fwd='(ours|ours_bf16)'
+  (
+    if [ "$phase" = bwd-final ]; then
+      $gpu0 timeout 150 "$here/test_nf4" > "$out/test_nf4.txt" 2>&1
+      echo "test_nf4 exit $?" >> "$out/test_nf4.txt"
+      mark "test_nf4 done"
+    fi
+    bwd "$gpu0" mixtral "nf4_backward/mixtral.*/decode/ours/|nf4_forward/mixtral.*/decode/$fwd/" 1,8,64 8,64 \
+      --experts 8 --out-features 14336 --in-features 4096
+  ) &
+  side0=$!
+  bwd "$gpu1" fine "nf4_backward/fine.*/decode/ours/|nf4_forward/fine.*/decode/$fwd/" 1,8,64,512 64,512 \
+    --experts 64 --out-features 1408 --in-features 2048
   $gpu1 timeout 30 $ref copy > "$out/copy.json" 2>&1
   wait $side0
   mark "all done"
