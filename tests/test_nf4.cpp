@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "fixture.hpp"
+#include "nf4_splits.hpp"
 #include "ocltk/nf4.hpp"
 
 using namespace ocltk;
@@ -710,6 +711,26 @@ TEST_F(Nf4Device, RoutingGroupsScattersAndFeedsTheForward) {
       }
       ASSERT_NEAR(got[t * N + n], want, gemm_nt_error_bound(K + 2, mag, 1, 0)) << "token " << t << " n " << n;
     }
+}
+
+// The stream backward's splits of N: the tuned count where the grid already gives every
+// compute unit a workgroup, raised where it would not, within N and the partial sums' cap.
+TEST(Nf4Splits, FillTheComputeUnitsWithinNAndTheScratch) {
+  using ocltk::detail::stream_splits;
+  Nf4Geometry mixtral{8, 14336, 4096, 64, 0}, fine{64, 1408, 2048, 64, 0};
+  // Mixtral-like, 8 experts x 8 k tiles = 64 workgroups a split: raised to 3 on 132 units.
+  EXPECT_EQ(stream_splits(1, mixtral, 8, 8, 132), 3);
+  EXPECT_EQ(stream_splits(8, mixtral, 8, 8, 132), 8);  // tuned above the floor: kept
+  EXPECT_EQ(stream_splits(32, mixtral, 64, 8, 132), 32);
+  EXPECT_EQ(stream_splits(1, fine, 256, 4, 132), 1);  // 256 workgroups fill 132 units
+  EXPECT_EQ(stream_splits(1, fine, 256, 4, 0), 1);    // units unknown: the tuned count
+  // At most N: one expert of 2 W rows and one k tile, raised towards 132 but capped at 2.
+  EXPECT_EQ(stream_splits(1, Nf4Geometry{1, 2, 512, 64, 0}, 1, 1, 132), 2);
+  // The partial sums (splits x rows x K x 4 bytes) stay within 256 MiB: 64 MiB a split here.
+  EXPECT_EQ(stream_splits(32, mixtral, 4096, 8, 132), 4);
+  EXPECT_EQ(ocltk::detail::kMaxSplitScratchBytes, std::int64_t(256) << 20);
+  // One split even where its partial sums alone would pass the cap (it writes dx directly).
+  EXPECT_EQ(stream_splits(8, mixtral, std::int64_t(1) << 15, 8, 132), 1);
 }
 
 TEST(Nf4Family, TablesMatchTheSources) {

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "dispatch.hpp"
+#include "nf4_splits.hpp"
 #include "ocltk/status.hpp"
 
 namespace ocltk {
@@ -338,24 +339,6 @@ void check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, s
   }
 }
 
-// Most bytes of partial sums the split stream backward keeps; beyond, it uses fewer splits.
-constexpr std::int64_t kMaxSplitScratchBytes = std::int64_t(256) << 20;
-
-// How many splits of N the stream backward uses: NSPLIT, or more where the (expert, k tile)
-// pairs times NSPLIT would leave some of the device's compute units without a workgroup (a
-// profile tuned at many experts used at few: 8 experts × 8 k tiles are 64 workgroups on
-// the H200's 132); at most N (each split has a row), and few enough that the partial sums
-// (splits × rows × K f32) fit kMaxSplitScratchBytes.
-std::int64_t stream_splits(const Params& p, const Nf4Geometry& g, std::int64_t rows, std::int64_t ktiles,
-                           std::int64_t compute_units) {
-  const std::int64_t pairs = std::max<std::int64_t>(g.experts * ktiles, 1);
-  std::int64_t splits = std::max<std::int64_t>(param(p, "NSPLIT"), ceil_div(compute_units, pairs));
-  splits = std::min<std::int64_t>(splits, g.out_features);
-  const std::int64_t per_split = rows * g.in_features * 4;
-  if (per_split > 0) splits = std::min(splits, kMaxSplitScratchBytes / per_split);
-  return std::max<std::int64_t>(splits, 1);
-}
-
 // Scratch of the split stream backward: partial sums and one counter per (expert, k tile).
 // One per command queue: launches on an in-order queue run one after the other, so they
 // share it safely. Grown, never shrunk, kept for the life of the process (the map is never
@@ -461,7 +444,8 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
           groups0 = std::size_t(ceil_div(g.out_features, param(p, "WGS") / param(p, "RL")));
         } else if (stream) {
           const std::int64_t ktiles = ceil_div(g.in_features, 32 * param(p, "VW"));
-          splits = cl_int(stream_splits(p, g, rows, ktiles, std::int64_t(rt.device().compute_units)));
+          splits = cl_int(
+              detail::stream_splits(param(p, "NSPLIT"), g, rows, ktiles, std::int64_t(rt.device().compute_units)));
           groups0 = std::size_t(ktiles * splits);
           if (splits > 1) {
             cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
@@ -628,5 +612,19 @@ Status nf4_input_backward_segmented(Runtime& rt, const Nf4BackwardArgs& a, const
   }
   return nf4_backward_with(rt, choice, a, launch);
 }
+
+namespace detail {
+
+std::int64_t stream_splits(std::int64_t nsplit, const Nf4Geometry& g, std::int64_t rows, std::int64_t ktiles,
+                           std::int64_t compute_units) {
+  const std::int64_t pairs = std::max<std::int64_t>(g.experts * ktiles, 1);
+  std::int64_t splits = std::max<std::int64_t>(nsplit, (compute_units + pairs - 1) / pairs);
+  splits = std::min<std::int64_t>(splits, g.out_features);
+  const std::int64_t per_split = rows * g.in_features * 4;
+  if (per_split > 0) splits = std::min(splits, kMaxSplitScratchBytes / per_split);
+  return std::max<std::int64_t>(splits, 1);
+}
+
+}  // namespace detail
 
 }  // namespace ocltk
