@@ -365,12 +365,12 @@ const std::vector<std::pair<Params, Params>> kFusedPoints = {
      {{"WGS", 64}, {"RW", 4}, {"TR", 4}, {"VW", 32}, {"NWG", 64}, {"CBR", 32}}},
 };
 // Stream points: row lanes 1 to 8, loads in flight 1 to 8, tile rows 1 to 8 (forward);
-// slices 1 to 8, 8- and 16-byte runs, one split (dx directly, where the grid fills the
-// device's compute units) to 32, codebook and pair-table decodes (backward).
+// slices 1 to 8, 8- and 16-byte runs, tile rows 1 to 8, one split (dx directly, where the
+// grid fills the device's compute units) to 32, codebook and pair-table decodes (backward).
 const std::vector<std::pair<Params, Params>> kStreamPoints = {
     {{}, {}},  // defaults
     {{{"WGS", 64}, {"RL", 1}, {"UNROLL", 8}, {"TR", 2}},
-     {{"NL", 1}, {"VW", 32}, {"UNROLL", 2}, {"TR", 2}, {"NSPLIT", 1}, {"LUT", 2}}},
+     {{"NL", 1}, {"VW", 32}, {"UNROLL", 2}, {"TR", 1}, {"NSPLIT", 1}, {"LUT", 2}}},
     {{{"WGS", 256}, {"RL", 8}, {"UNROLL", 1}, {"TR", 8}},
      {{"NL", 4}, {"VW", 16}, {"UNROLL", 8}, {"TR", 8}, {"NSPLIT", 32}, {"LUT", 2}}},
     {{{"WGS", 64}, {"RL", 4}, {"UNROLL", 2}, {"TR", 1}},

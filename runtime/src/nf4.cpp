@@ -223,7 +223,7 @@ AlgorithmSpec backward_stream_algorithm() {
       {"NL", 2, {1, 2, 4, 8}, "slices of 32 work-items per workgroup, each sweeping every NL-th W row"},
       {"VW", 16, {16, 32}, "consecutive k per work-item (16: one 8-byte load of codes per W row, 32: 16 bytes)"},
       {"UNROLL", 4, {2, 4, 8}, "W rows each work-item loads before decoding any (loads in flight)"},
-      {"TR", 4, {2, 4, 8}, "tile rows: segment rows accumulated at once (weight reuse)"},
+      {"TR", 4, {1, 2, 4, 8}, "tile rows: segment rows accumulated at once (weight reuse)"},
       {"NSPLIT", 8, {1, 8, 32}, "workgroups sharing one (expert, k tile)'s sweep over N (raised to fill the device)"},
       {"LUT", 1, {1, 2}, "aligned decode: 1 a codebook lookup per code, 2 a 32 KiB pair table, one lookup per byte"},
   };
