@@ -648,6 +648,30 @@ TEST_F(TunerEngine, WorkloadBuildTimeComesOutOfTheClassesOwnBudget) {
   EXPECT_GE(r.classes[1].evaluations, 2);  // the built-in default and at least one more
 }
 
+// The nf4 workloads check every candidate against one reference, computed at the first
+// check (recomputing it per candidate took seconds at GPU class sizes): a correct run
+// passes, an output left as the NaN poison fails, and both hold on every later check.
+TEST_F(TunerEngine, Nf4WorkloadsCheckEveryRunAgainstOneReference) {
+  int checked = 0;
+  for (const FamilyTuning& f : tunable_families()) {
+    if (f.family->name.rfind("nf4_", 0) != 0) continue;
+    SCOPED_TRACE(f.family->name);
+    std::mt19937_64 rng(3);
+    const std::unique_ptr<Workload> w =
+        f.make_for(*rt_, {{"experts", 3}, {"n", 40}, {"k", 128}, {"rows", 7}, {"block_size", 64}}, rng);
+    const Choice choice = rt_->choose(f.family->name, "decode");
+    for (int i = 0; i < 2; ++i) {
+      w->poison();
+      w->run(choice);
+      EXPECT_EQ(w->verify(), "");
+      w->poison();
+      EXPECT_NE(w->verify().find("nan"), std::string::npos);
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
+}
+
 TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {
   const TuneResult r = tune(*rt_, options(12));
   write_report((dir_ / "report").string(), r);

@@ -127,22 +127,14 @@ class Nf4Workload : public Workload {
     for (std::size_t s = 0; s < sample_.size(); ++s)
       rt_.queue().enqueue_read_buffer(out_buf_, std::size_t(sample_[s] * out_width_) * 4, std::size_t(out_width_) * 4,
                                       got.data() + s * std::size_t(out_width_));
+    if (want_.empty()) reference();
     for (std::size_t s = 0; s < sample_.size(); ++s) {
-      const std::int64_t r = sample_[s];
-      std::int64_t e = 0;
-      while (std::int64_t(offsets_[e + 1]) <= r) ++e;
       for (std::int64_t j = 0; j < out_width_; ++j) {
-        double want = 0, mag = 0;
-        for (std::int64_t i = 0; i < in_width_; ++i) {
-          const std::int64_t n = forward_ ? j : i, k = forward_ ? i : j;
-          const double t = double(in_[r * in_width_ + i]) * weights_->w[(e * p_.n + n) * p_.k + k];
-          want += t;
-          mag += std::fabs(t);
-        }
-        const double v = got[s * std::size_t(out_width_) + std::size_t(j)];
-        if (!(std::fabs(v - want) <= gemm_nt_error_bound(in_width_, mag, 1.0, 0))) {
+        const std::size_t at = s * std::size_t(out_width_) + std::size_t(j);
+        const double v = got[at];
+        if (!(std::fabs(v - want_[at]) <= gemm_nt_error_bound(in_width_, mag_[at], 1.0, 0))) {
           std::ostringstream out;
-          out << (forward_ ? "y(" : "dx(") << r << ", " << j << ") = " << v << ", want " << want;
+          out << (forward_ ? "y(" : "dx(") << sample_[s] << ", " << j << ") = " << v << ", want " << want_[at];
           return out.str();
         }
       }
@@ -151,6 +143,40 @@ class Nf4Workload : public Workload {
   }
 
  private:
+  // The sampled rows' outputs in double (want_) and their sums of |terms| (mag_, for the
+  // error bound), computed once per workload: every candidate is checked against the same
+  // inputs, and at GPU class sizes (a Mixtral-like backward: 12 rows × 4096 × 14336 terms)
+  // recomputing them per candidate took seconds, most of a tuning budget. Each output sums
+  // its terms in order of the reduction index, as a direct loop would.
+  void reference() {
+    want_.assign(sample_.size() * std::size_t(out_width_), 0.0);
+    mag_.assign(want_.size(), 0.0);
+    for (std::size_t s = 0; s < sample_.size(); ++s) {
+      const std::int64_t r = sample_[s];
+      std::int64_t e = 0;
+      while (std::int64_t(offsets_[e + 1]) <= r) ++e;
+      double* want = want_.data() + s * std::size_t(out_width_);
+      double* mag = mag_.data() + s * std::size_t(out_width_);
+      const float* x = in_.data() + r * in_width_;
+      const float* w = weights_->w.data() + e * p_.n * p_.k;
+      if (forward_) {  // y[r, n] = Σ_k x[r, k] · W[n, k]: W's rows are contiguous along k
+        for (std::int64_t n = 0; n < out_width_; ++n)
+          for (std::int64_t k = 0; k < in_width_; ++k) {
+            const double t = double(x[k]) * w[n * p_.k + k];
+            want[n] += t;
+            mag[n] += std::fabs(t);
+          }
+      } else {  // dx[r, k] = Σ_n g[r, n] · W[n, k]: sweep W row by row, every k at once
+        for (std::int64_t n = 0; n < in_width_; ++n)
+          for (std::int64_t k = 0; k < out_width_; ++k) {
+            const double t = double(x[n]) * w[n * p_.k + k];
+            want[k] += t;
+            mag[k] += std::fabs(t);
+          }
+      }
+    }
+  }
+
   boost::compute::buffer upload(const void* data, std::size_t bytes) {
     boost::compute::buffer b = rt_.allocate(bytes).value();
     rt_.queue().enqueue_write_buffer(b, 0, bytes, data);
@@ -166,6 +192,7 @@ class Nf4Workload : public Workload {
   std::vector<std::uint32_t> offsets_;
   std::int64_t in_width_ = 0, out_width_ = 0;
   std::vector<std::int64_t> sample_;
+  std::vector<double> want_, mag_;  // reference(): the sampled rows' outputs and |term| sums
   boost::compute::buffer offsets_buf_, in_buf_, out_buf_;
 };
 
