@@ -2,8 +2,9 @@
 // queue and one set of buffers per shape:
 //   ours                      nf4_forward_segmented / nf4_input_backward_segmented with the
 //                             runtime's choice (--ocltk_profile=FILE, else the normal search)
-//   ours_bf16                 (forward only) the same with bf16 input and output, as
-//                             inference engines call it; the runtime's choice for 16-bit
+//   ours_bf16                 the same with bf16 input (forward: bf16 output too, as
+//                             inference engines call it; backward: bf16 grad, f32 dx, as
+//                             QLoRA's backward has it); the runtime's choice for 16-bit
 //                             input (profile entries with input_bits: 16 come first)
 //   baseline_dequant_clblast  per expert with at least one row: an OpenCL dequantize of
 //                             that expert to f32, then clblast::Gemm<float>; timed from the
@@ -24,8 +25,8 @@
 // where the copy bandwidth counts bytes read plus written by clEnqueueCopyBuffer (measured
 // at start in the same run, or --ocltk_copy_gbps).
 //
-// Activations are random values representable in bf16 (stored as f32 for ours and the
-// baselines, as bf16 for ours_bf16), so every implementation multiplies the same numbers.
+// Activations (x and g) are random values representable in bf16 (stored as f32 for ours and
+// the baselines, as bf16 for ours_bf16), so every implementation multiplies the same numbers.
 // Weights are random bytes and random positive scales, not quantized from real weights:
 // the kernels never look at how codes were chosen, and quantizing 470M coefficients on
 // the host would take longer than the suite. Each row is run once and checked against
@@ -309,8 +310,8 @@ struct Activations {
   std::vector<std::uint32_t> offsets;
   std::vector<float> x, g;  // rows × K (forward input), rows × N (backward input)
   cl_mem d_offsets = nullptr, d_x = nullptr, d_y = nullptr, d_g = nullptr, d_dx = nullptr;
-  cl_mem d_x16 = nullptr, d_y16 = nullptr;  // ours_bf16's input (x as bf16) and output
-  std::vector<std::int64_t> sample;         // checked rows
+  cl_mem d_x16 = nullptr, d_y16 = nullptr, d_g16 = nullptr;  // ours_bf16's x, y and g as bf16
+  std::vector<std::int64_t> sample;                          // checked rows
   // Per direction (0 forward, 1 backward): expected values, f32 bounds and Σ|in·w| of the
   // sampled rows, sample.size() × output width; empty until first needed.
   std::vector<double> expected[2], bound[2], magnitude[2];
@@ -319,7 +320,7 @@ struct Activations {
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
   ~Activations() {
-    for (cl_mem m : {d_offsets, d_x, d_y, d_g, d_dx, d_x16, d_y16})
+    for (cl_mem m : {d_offsets, d_x, d_y, d_g, d_dx, d_x16, d_y16, d_g16})
       if (m != nullptr) clReleaseMemObject(m);
   }
   std::int64_t expert_of(std::int64_t row) const {
@@ -343,9 +344,12 @@ std::int64_t active_experts(const std::vector<std::uint32_t>& offsets) {
 }
 
 // The bytes a launch needs at least once (see the top of the file).
-double needed_bytes(const Nf4Shape& s, std::int64_t rows, std::int64_t active, int activation_bytes) {
+// in_bytes / out_bytes: bytes per input / output element (f32 4, bf16 2).
+double needed_bytes(const Nf4Shape& s, std::int64_t rows, std::int64_t active, bool forward, int in_bytes,
+                    int out_bytes) {
   const double per_expert = double(s.n * s.k) / 2 + 4.0 * double(s.n * s.k / s.block_size);
-  return double(active) * per_expert + double(activation_bytes) * double(rows) * double(s.n + s.k);
+  const double in_width = double(forward ? s.k : s.n), out_width = double(forward ? s.n : s.k);
+  return double(active) * per_expert + double(rows) * (in_bytes * in_width + out_bytes * out_width);
 }
 
 // Only one shape's weights and one row count's activations are resident at a time:
@@ -406,6 +410,11 @@ Activations* activations_for(const Weights& w, std::int64_t rows, std::string* e
     a->x[i] = bf16_to_float(x16[i]);
   }
   a->g = random_matrix(std::size_t(rows * s.n), seed_of(s) + std::uint32_t(rows) + 1);
+  std::vector<std::uint16_t> g16(a->g.size());
+  for (std::size_t i = 0; i < g16.size(); ++i) {
+    g16[i] = float_to_bf16(a->g[i]);
+    a->g[i] = bf16_to_float(g16[i]);
+  }
   *error = upload(a->offsets.data(), a->offsets.size() * 4, &a->d_offsets);
   if (error->empty()) *error = upload(a->x.data(), a->x.size() * 4, &a->d_x);
   if (error->empty()) *error = upload(a->g.data(), a->g.size() * 4, &a->d_g);
@@ -413,6 +422,7 @@ Activations* activations_for(const Weights& w, std::int64_t rows, std::string* e
   if (error->empty()) *error = upload(nullptr, std::size_t(rows * s.k) * 4, &a->d_dx);
   if (error->empty()) *error = upload(x16.data(), x16.size() * 2, &a->d_x16);
   if (error->empty()) *error = upload(nullptr, std::size_t(rows * s.n) * 2, &a->d_y16);
+  if (error->empty()) *error = upload(g16.data(), g16.size() * 2, &a->d_g16);
   if (!error->empty()) {
     *error = "activations of " + std::to_string(rows) + " rows: " + *error;
     return nullptr;
@@ -496,6 +506,10 @@ Nf4BackwardArgs backward_args(const Weights& w, const Activations& a, bool valid
   return {w.device(), a.d_g, ElementType::f32, a.rows, a.d_offsets, a.d_dx, validate_offsets};
 }
 
+Nf4BackwardArgs backward_args_bf16(const Weights& w, const Activations& a, bool validate_offsets) {
+  return {w.device(), a.d_g16, ElementType::bf16, a.rows, a.d_offsets, a.d_dx, validate_offsets};
+}
+
 // One expert's GEMM through CLBlast on its f32 weights; *event may be null.
 std::string enqueue_gemm(Weights& w, Activations& a, bool forward, std::int64_t e, cl_event* event) {
   const Nf4Shape& s = w.shape;
@@ -576,10 +590,14 @@ std::string enqueue_call(Impl impl, const Case& c, Weights& w, Activations& a, b
     Runtime& rt = Session::get().tuned();
     Launch launch;
     launch.event = event;
-    const Status status = impl == Impl::kOursBf16
-                              ? nf4_forward_segmented(rt, forward_args_bf16(w, a, validate_offsets), launch)
-                          : c.forward ? nf4_forward_segmented(rt, forward_args(w, a, validate_offsets), launch)
-                                      : nf4_input_backward_segmented(rt, backward_args(w, a, validate_offsets), launch);
+    const bool bf16 = impl == Impl::kOursBf16;
+    const Status status =
+        c.forward
+            ? nf4_forward_segmented(
+                  rt, bf16 ? forward_args_bf16(w, a, validate_offsets) : forward_args(w, a, validate_offsets), launch)
+            : nf4_input_backward_segmented(
+                  rt, bf16 ? backward_args_bf16(w, a, validate_offsets) : backward_args(w, a, validate_offsets),
+                  launch);
     return status.ok() ? "" : status.message();
   }
   std::int64_t last = -1;
@@ -604,7 +622,7 @@ std::string verify(Impl impl, const Case& c, Weights& w, Activations& a) {
   cl_command_queue queue = session.queue();
   const Nf4Shape& s = w.shape;
   const std::int64_t out_width = c.forward ? s.n : s.k;
-  const bool bf16 = impl == Impl::kOursBf16;
+  const bool bf16 = impl == Impl::kOursBf16 && c.forward;  // a bf16 output (the backward's dx is f32)
   cl_mem out = bf16 ? a.d_y16 : c.forward ? a.d_y : a.d_dx;
   const std::size_t out_count = std::size_t(a.rows * out_width);
   const std::uint16_t poison16 = float_to_bf16(kPoison);
@@ -715,7 +733,8 @@ void run_row(benchmark::State& state, Case c, Impl impl) {
   }
   if (state.error_occurred()) return;
   const double iterations = double(state.iterations());
-  const double bytes = needed_bytes(c.shape, c.rows, active, impl == Impl::kOursBf16 ? 2 : 4);
+  const bool bf16_in = impl == Impl::kOursBf16;
+  const double bytes = needed_bytes(c.shape, c.rows, active, c.forward, bf16_in ? 2 : 4, bf16_in && c.forward ? 2 : 4);
   const double flops = 2.0 * double(c.rows) * double(c.shape.n) * double(c.shape.k);
   using benchmark::Counter;
   state.counters["GFLOP/s"] = Counter(flops * iterations * 1e-9, Counter::kIsRate);
@@ -784,15 +803,16 @@ void add_context(bool gpu_sizes) {
   benchmark::AddCustomContext("copy_gbps_source", copy.how);
   benchmark::AddCustomContext(
       "floor",
-      "needed bytes = payload + scales of the experts with >= 1 row + activations in and out (4 bytes each, "
-      "ours_bf16 2); "
+      "needed bytes = payload + scales of the experts with >= 1 row + activations in and out (4 bytes each; "
+      "ours_bf16 2, but 4 for the backward's dx); "
       "floor_fraction = needed bytes / copy_gbps / measured time");
   benchmark::AddCustomContext("weights",
                               "random payload bytes and random scales in [0.01, 0.1), block 64, "
                               "codebook NF4; not quantized from real weights");
   benchmark::AddCustomContext("rows_spread", "offsets[e] = rows * e / experts (1 row: the last expert alone)");
   benchmark::AddCustomContext("activations",
-                              "values representable in bf16; f32 in and out (ours_bf16: bf16 in and out)");
+                              "values representable in bf16; f32 in and out (ours_bf16: bf16 in, bf16 out forward, "
+                              "f32 dx backward)");
   benchmark::AddCustomContext("ours_timed_calls", "validate_offsets = false (checked call: true)");
 }
 
@@ -818,7 +838,6 @@ int main(int argc, char** argv) {
       for (bool forward : {true, false}) {
         const Case c{shape, rows, forward};
         for (Impl impl : kImpls) {
-          if (impl == Impl::kOursBf16 && !forward) continue;
           const std::string name = std::string(forward ? "nf4_forward" : "nf4_backward") + "/" + shape.id() + "/rows" +
                                    std::to_string(rows) + "/" + shape_class_of(c) + "/" + name_of(impl);
           auto* b = benchmark::RegisterBenchmark(name.c_str(), run_row, c, impl)
