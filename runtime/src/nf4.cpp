@@ -618,7 +618,7 @@ namespace detail {
 std::int64_t stream_splits(std::int64_t nsplit, const Nf4Geometry& g, std::int64_t rows, std::int64_t ktiles,
                            std::int64_t compute_units) {
   const std::int64_t pairs = std::max<std::int64_t>(g.experts * ktiles, 1);
-  std::int64_t splits = std::max<std::int64_t>(nsplit, (compute_units + pairs - 1) / pairs);
+  std::int64_t splits = std::max<std::int64_t>(nsplit, ceil_div(compute_units, pairs));
   splits = std::min<std::int64_t>(splits, g.out_features);
   const std::int64_t per_split = rows * g.in_features * 4;
   if (per_split > 0) splits = std::min(splits, kMaxSplitScratchBytes / per_split);
