@@ -62,7 +62,6 @@
 #define KS 1  // warps sharing one batch, each sweeping a part of K (sums met in local memory)
 #endif
 
-#define SG 32
 #define TC_STEP 64  // codes of a W row per step: 8 bytes per lane, 4 mma
 
 #if WGS != 64 && WGS != 128 && WGS != 256
@@ -94,13 +93,6 @@
 #define TC_SLOTS (PF + 1)  // register sets of codes and scales: PF groups in flight, one multiplied
 #define TC_GROUP 4         // steps loaded together: 128 contiguous bytes of each W row (8 a lane a step)
 #define TC_GSPAN (TC_GROUP * TC_STEP)
-// Loops around the products: unrolled on NVIDIA (register sets named at compile time); kept
-// rolled where the product is emulated, whose barriers would multiply with every copy.
-#ifdef OCLTK_PTX
-#define TC_UNROLL _Pragma("unroll")
-#else
-#define TC_UNROLL _Pragma("unroll 1")
-#endif
 #define TC_TEAMS (WGS / 32 / KS)  // teams of KS warps per workgroup, each with its own batches
 
 #include "nf4_common.clh"
@@ -124,169 +116,7 @@
 #define TC_FMA TC_SPARE_INT
 #endif
 
-// ---- 16-bit values ----------------------------------------------------------------------
-
-// f32 → f16 bits, round to nearest even (overflow to infinity).
-inline uint tc_f16_bits(const float v) {
-  const uint u = as_uint(v), s = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
-  if (a >= 0x47800000u) return s | (a > 0x7F800000u ? 0x7E00u : 0x7C00u);
-  if (a < 0x38800000u) return s | (uint)rint(as_float(a) * 16777216.0f);  // subnormal: units of 2^-24
-  return s | ((a + 0xFFFu + ((a >> 13) & 1u) - 0x38000000u) >> 13);
-}
-
-// f16 bits (the low 16 of h) → f32, exactly.
-inline float tc_f16_value(const uint h) {
-  const uint em = h & 0x7FFFu;
-  const float mag = em >= 0x0400u ? as_float((em << 13) + 0x38000000u) : (float)em * 5.9604645e-8f;
-  return (h & 0x8000u) ? -mag : mag;
-}
-
-// v in the half type's bits (NF4_BF16: bf16, else f16), round to nearest even.
-inline uint tc_half_bits(const float v, const int type) { return type == NF4_BF16 ? nf4_bf16_bits(v) : tc_f16_bits(v); }
-
-// Two f32 → one register of f16 pairs (lo in bits 0..15).
-inline uint tc_f16x2(const float lo, const float hi) {
-#ifdef OCLTK_PTX
-  uint r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-#else
-  return tc_f16_bits(lo) | (tc_f16_bits(hi) << 16);
-#endif
-}
-
-// v rounded to the 11 significant bits of f16 (exact as an f16 where v is in its normal range).
-inline float tc_round11(const float v) {
-  const uint u = as_uint(v);
-  return as_float((u + 0xFFFu + ((u >> 13) & 1u)) & 0xFFFFE000u);
-}
-
-// 2^e as f32, e in [-126, 127].
-inline float tc_pow2(const int e) { return as_float((uint)(e + 127) << 23); }
-
-// The power of two s with max|v|·2^s in [2^14, 2^15), clamped to ±100; 0 for max 0.
-inline int tc_shift_for(const float max_abs) { return max_abs > 0.0f ? clamp(14 - ilogb(max_abs), -100, 100) : 0; }
-
-// ---- mma -------------------------------------------------------------------------------
-
-#ifdef OCLTK_PTX
-// d += A·B, m16n8k16, f32 sums; bf = 1: bf16 operands, else f16.
-inline void tc_mma(float* d, const uint a0, const uint a1, const uint a2, const uint a3, const uint b0, const uint b1,
-                   const int bf) {
-  float e0, e1, e2, e3;
-  if (bf)
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%11,%12,%13};"
-        : "=f"(e0), "=f"(e1), "=f"(e2), "=f"(e3)
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(d[0]), "f"(d[1]), "f"(d[2]), "f"(d[3]));
-  else
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%11,%12,%13};"
-        : "=f"(e0), "=f"(e1), "=f"(e2), "=f"(e3)
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(d[0]), "f"(d[1]), "f"(d[2]), "f"(d[3]));
-  d[0] = e0;
-  d[1] = e1;
-  d[2] = e2;
-  d[3] = e3;
-}
-
-#define TC_MMA(d, a0, a1, a2, a3, b0, b1, bf, scratch, lane) tc_mma(d, a0, a1, a2, a3, b0, b1, bf)
-#else
-inline float tc_half_value(const uint h, const int bf) {
-  return bf ? as_float((h & 0xFFFFu) << 16) : tc_f16_value(h & 0xFFFFu);
-}
-
-// The same product through the warp's 6·32 words of local memory: every work-item of the
-// workgroup calls it alike (its barriers). Products of two 16-bit values are exact in f32
-// (the sums' order and rounding are not the hardware's; non-finite halves read as finite).
-inline void tc_mma_emulated(float* d, const uint a0, const uint a1, const uint a2, const uint a3, const uint b0,
-                            const uint b1, const int bf, __local uint* s, const int lane) {
-  s[lane] = a0;
-  s[32 + lane] = a1;
-  s[64 + lane] = a2;
-  s[96 + lane] = a3;
-  s[128 + lane] = b0;
-  s[160 + lane] = b1;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll 1
-  for (int j = 0; j < 4; ++j) {
-    const int row = g + 8 * (j >> 1), col = 2 * t + (j & 1);
-    float sum = 0.0f;
-#pragma unroll 1
-    for (int k = 0; k < 16; ++k) {
-      // A(row, k): register (row >= 8) + 2·(k >= 8) of lane (row % 8)·4 + (k % 8) / 2;
-      // B(k, col): register (k >= 8) of lane col·4 + (k % 8) / 2; half k % 2 of each.
-      const uint aw = s[((row >> 3) + 2 * (k >> 3)) * 32 + (row & 7) * 4 + ((k & 7) >> 1)];
-      const uint bw = s[128 + 32 * (k >> 3) + col * 4 + ((k & 7) >> 1)];
-      sum += tc_half_value(aw >> (16 * (k & 1)), bf) * tc_half_value(bw >> (16 * (k & 1)), bf);
-    }
-    d[j] += sum;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);  // s is rewritten by the next product
-}
-#define TC_MMA(d, a0, a1, a2, a3, b0, b1, bf, scratch, lane) \
-  tc_mma_emulated(d, a0, a1, a2, a3, b0, b1, bf, scratch, lane)
-#endif
-
-// ---- the pair table --------------------------------------------------------------------
-
-// Fills the 32 KiB table for byte values v (codes v >> 4, then v & 15), the codebook scaled
-// by 2^shift:
-// - half types: entry v, copy c (c = lane) at word v·32 + c: the pair in the input's type,
-//   first code in bits 0..15.
-// - f32: entry v, copy c (c = lane % 16) at words 2·(v·16 + c) and + 1: the pairs of f16 hi
-//   parts and of f16 lo parts.
-// Either way byte v's entry for lane l lies at byte v·128 + a lane offset (tc_lane_off).
-// The caller's barrier publishes it.
-inline void tc_fill_table(__local uint* table, __local const float* cb, const int shift, const int type,
-                          const int lid) {
-  const float m = ldexp(1.0f, shift);
-  // Copy 0 of each entry, then (after a barrier) the other copies from it.
-  if (type == NF4_F32) {
-    for (int v = lid; v < 256; v += WGS) {
-      const float c0 = cb[v >> 4] * m, c1 = cb[v & 15] * m;
-      const uint h0 = tc_f16_bits(c0), h1 = tc_f16_bits(c1);
-      table[32 * v] = h0 | (h1 << 16);
-      table[32 * v + 1] = tc_f16_bits(c0 - tc_f16_value(h0)) | (tc_f16_bits(c1 - tc_f16_value(h1)) << 16);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    __local uint2* t2 = (__local uint2*)table;
-    for (int i = lid; i < 256 * 16; i += WGS)
-      if (i & 15) t2[i] = t2[i & ~15];
-  } else {
-    for (int v = lid; v < 256; v += WGS) {
-      const float c0 = cb[v >> 4] * m, c1 = cb[v & 15] * m;
-      table[32 * v] = tc_half_bits(c0, type) | (tc_half_bits(c1, type) << 16);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int i = lid; i < 256 * 32; i += WGS)
-      if (i & 31) table[i] = table[i & ~31];
-  }
-}
-
-inline uint tc_lane_off(const int lane, const int type) {
-  return type == NF4_F32 ? (uint)(lane & 15) * 8u : (uint)lane * 4u;
-}
-
-// w >> sh (0 < sh < 32) as the high word of a multiply: on NVIDIA it runs on the FMA pipe,
-// beside the byte permutes and masks of the integer pipe.
-inline uint tc_shr(const uint w, const int sh) {
-#if defined(OCLTK_PTX) && TC_FMA
-  uint r;
-  asm("mul.hi.u32 %0, %1, %2;" : "=r"(r) : "r"(w), "r"(1u << (32 - sh)));
-  return r;
-#else
-  return w >> sh;
-#endif
-}
-
-// Table offset of byte j (0 .. 7) of a lane's 8 code bytes: bits 8j .. 8j+7 moved to 7 .. 14.
-inline uint tc_byte_off(const uint2 w, const int j, const uint lane_off) {
-  const uint word = j < 4 ? w.s0 : w.s1;
-  const int sh = 8 * (j & 3);
-  return ((sh == 0 ? word << 7 : tc_shr(word, sh - 7)) & 0x7F80u) | lane_off;
-}
+#include "nf4_tc.clh"
 
 // ---- decoding by byte permutes (half types, rows g) --------------------------------------
 

@@ -200,8 +200,8 @@ struct Case {
   std::int64_t experts, n, k, block, element_offset;
   std::vector<std::uint32_t> counts;  // rows per expert
   ElementType type = ElementType::f32;
-  // Row r of x is scaled by 2^(row_exponent_step · (r % 8) - 3·row_exponent_step): rows of
-  // different magnitudes, for kernels that scale x per row (tc's f32 split).
+  // Row r of x and of g is scaled by 2^(row_exponent_step · (r % 8) - 3·row_exponent_step):
+  // rows of different magnitudes, for kernels that scale or split them per row (tc's f32).
   int row_exponent_step = 0;
 };
 
@@ -244,6 +244,9 @@ class Nf4Device : public RuntimeTest {
       for (std::size_t i = 0; i + 1 < x.size(); ++i)
         x[i] = std::ldexp(x[i], c.row_exponent_step * (int(i / std::size_t(c.k)) % 8 - 3));
     std::vector<float> gr = ocltk_test::random_floats(g, std::size_t(rows * c.n) + 1);
+    if (c.row_exponent_step != 0)
+      for (std::size_t i = 0; i + 1 < gr.size(); ++i)
+        gr[i] = std::ldexp(gr[i], c.row_exponent_step * (int(i / std::size_t(c.n)) % 8 - 3));
     std::vector<std::uint8_t> xb(x.size() * es), gb(gr.size() * es);
     for (std::size_t i = 0; i < x.size(); ++i) {
       if (c.type == ElementType::f32) {
@@ -333,9 +336,12 @@ class Nf4Device : public RuntimeTest {
           const std::size_t i = std::size_t(r * c.k + k);
           float got;
           std::memcpy(&got, &dxb[i * 4], 4);
-          ASSERT_LE(std::fabs(got - want_dx[i]), gemm_nt_error_bound(c.n, abs_dot, 1.0, 0))
-              << where << " backward dx(" << r << ", " << k << ") algorithm " << bwd.algorithm << " "
-              << format_params(bwd.params);
+          // tc multiplies bf16 grads in bf16: the codebook value and g times the scale each
+          // rounded to it (2^-9 each).
+          const double bound = gemm_nt_error_bound(c.n, abs_dot, 1.0, 0) +
+                               (bwd.algorithm == "tc" && c.type == ElementType::bf16 ? abs_dot / 256 : 0);
+          ASSERT_LE(std::fabs(got - want_dx[i]), bound) << where << " backward dx(" << r << ", " << k << ") algorithm "
+                                                        << bwd.algorithm << " " << format_params(bwd.params);
         }
       }
     }
@@ -526,6 +532,49 @@ TEST_F(Nf4Device, TcAtSeveralPointsMatchesTheReference) {
   Case graded = cases[4];
   graded.row_exponent_step = 5;
   for (const Params& p : kTcPoints) run_case(graded, choice("nf4_forward", "tc", p), Choice());
+}
+
+// Tc backward points: the defaults (4 warps, one group of 64 k, one row tile, two steps
+// loaded together, one split); 2 warps, 4 groups (K = 192: a surplus group re-reads the row's
+// last one), one step at a time, 4 splits; 8 warps, 2 groups, 2 row tiles, 16 splits (more
+// than some problems' steps: warps and splits without rows).
+const std::vector<Params> kTcBackwardPoints = {
+    {},
+    {{"WGS", 64}, {"KG", 4}, {"RT", 1}, {"PF", 1}, {"NSPLIT", 4}},
+    {{"WGS", 256}, {"KG", 2}, {"RT", 2}, {"PF", 2}, {"NSPLIT", 16}},
+};
+
+// Tc backward: its tensor-core path needs K and the window offset aligned to 64, blocks of at
+// least 64 and 4-byte aligned bytes; shape_cases mostly take its general path, these the fast
+// one, in every type (bf16 one part, f32 and f16 three): a ragged last step (N = 40) with an
+// empty segment and a segment longer than a row tile, a window 64 into a block of 128, blocks
+// of 128 straddling rows (K = 192), 66 experts with decode-sized segments, one row on many
+// steps (N = 200), and 17 rows (three row tiles of 8).
+TEST_F(Nf4Device, TcBackwardAtSeveralPointsMatchesTheReference) {
+  const Choice forward = choice("nf4_forward", "stream", {});
+  std::vector<Case> cases = shape_cases();
+  for (int e = 0; e < 66; ++e) cases.back().counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
+  for (const Case& c : cases)
+    for (const Params& p : kTcBackwardPoints) run_case(c, forward, choice("nf4_backward", "tc", p));
+  std::vector<Case> fast = {
+      {3, 40, 256, 64, 0, {1, 0, 9}}, {2, 24, 128, 128, 64, {4, 3}}, {2, 21, 192, 128, 0, {3, 5}},
+      {66, 16, 64, 64, 0, {}},        {1, 200, 192, 64, 0, {1}},     {1, 33, 128, 64, 0, {17}},
+  };
+  for (int e = 0; e < 66; ++e) fast[3].counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
+  // f16 takes f32's three-part path (its own build): at the defaults only.
+  for (ElementType t : {ElementType::f32, ElementType::f16, ElementType::bf16}) {
+    for (Case c : fast) {
+      c.type = t;
+      for (const Params& p : kTcBackwardPoints) {
+        if (t == ElementType::f16 && !p.empty()) continue;
+        run_case(c, forward, choice("nf4_backward", "tc", p));
+      }
+    }
+  }
+  // g rows 2^5 apart in magnitude (2^-15 to 2^20): the three-part split keeps each row's bits.
+  Case graded = fast[5];
+  graded.row_exponent_step = 5;
+  for (const Params& p : kTcBackwardPoints) run_case(graded, forward, choice("nf4_backward", "tc", p));
 }
 
 // 70 experts over dispatches of at most 7 workgroups along dimension 1: each dispatch's

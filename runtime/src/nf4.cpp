@@ -1,8 +1,9 @@
 // The nf4 family slice on the device: parameter tables of the fused, tiled and stream
 // algorithms (forward and input-gradient backward) and the forward-only lanes and warps
-// algorithms, shape classes, argument checks and launches. Sources:
-// kernels/nf4_{forward,backward}_{fused,stream}.cl, nf4_forward_{lanes,warps}.cl,
-// nf4_tiled.cl, nf4_common.clh and nf4_rows.clh.
+// algorithms, the tensor-core tc algorithms of both directions, shape classes, argument
+// checks and launches. Sources:
+// kernels/nf4_{forward,backward}_{fused,stream,tc}.cl, nf4_forward_{lanes,warps}.cl,
+// nf4_tiled.cl, nf4_common.clh, nf4_rows.clh and nf4_tc.clh.
 #include "ocltk/nf4.hpp"
 
 #include <algorithm>
@@ -215,6 +216,39 @@ AlgorithmSpec forward_tc_algorithm() {
   return a;
 }
 
+// The input gradient on tensor cores: mma.sync m16n8k16 reduces over 16 W rows at a time
+// (A: code pairs of two W rows at one k, from the pair table; B: g times the rows' block
+// scales), up to 8 segment rows per mma; bf16 grads multiply in bf16, f32 and f16 grads in
+// three bf16 parts each (docs/nf4.md). Emulated without OCLTK_PTX, as the forward's tc.
+AlgorithmSpec backward_tc_algorithm() {
+  AlgorithmSpec a;
+  a.name = "tc";
+  a.source_name = "nf4_backward_tc.cl";
+  a.params = {
+      {"WGS", 128, {64, 128, 256}, "work-items per workgroup: WGS / 32 warps sweeping shares of one split's W rows"},
+      {"KG", 1, {1, 2, 4}, "groups of 64 k per workgroup (its k tile; 4 mma per group and step of 16 W rows)"},
+      {"RT", 1, {1, 2}, "row tiles of 8 segment rows per pass over the weights"},
+      {"PF", 2, {1, 2, 4}, "steps of 16 W rows loaded together, the next PF loaded before these are multiplied"},
+      {"NSPLIT", 1, {1, 4, 16}, "workgroups sharing one (expert, k tile)'s sweep over N (raised to fill the device)"},
+  };
+  a.constraints = {
+      constraint("KG * RT <= 4 (accumulator registers)",
+                 [](const Params& p) { return param(p, "KG") * param(p, "RT") <= 4; }),
+      constraint("PF * KG <= 4 (registers of the loads in flight)",
+                 [](const Params& p) { return param(p, "PF") * param(p, "KG") <= 4; }),
+  };
+  a.search_needs_tensor_mma = true;
+  a.tuned_variant = type_variant(ElementType::f32);
+  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+    // Codebook, pair table, the split flag, the warps' reduction rounds (8 sums a lane),
+    // and the emulated product's words (declared only without OCLTK_PTX).
+    const std::uint64_t wgs = param(p, "WGS");
+    return 4ull * 16 + 256 * 8 * 16 + 4 + 4ull * (wgs / 32 - 1) * 8 * 32 + 4ull * 6 * wgs;
+  };
+  a.local_size = wgs_local_size;
+  return a;
+}
+
 AlgorithmSpec backward_stream_algorithm() {
   AlgorithmSpec a;
   a.name = "stream";
@@ -421,7 +455,7 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
         const std::size_t local[2] = {ls[0], ls[1]};
         std::size_t groups0;
         std::int64_t groups1 = g.experts;
-        // Split stream backward only: splits of N, and its scratch when there are several.
+        // The stream and tc backwards only: splits of N, and their scratch when there are several.
         cl_int splits = 1;
         SplitScratch scratch;
         cl_mem partials = nullptr, counters = nullptr;
@@ -435,6 +469,12 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
         } else if (warps) {
           // WGS / 32 warps per workgroup, each serving up to NB batches of RB W rows.
           groups0 = batch_groups(g.out_features, param(p, "RB"), (param(p, "WGS") / 32) * param(p, "NB"));
+        } else if (tc && !d.forward) {
+          // One workgroup per (k tile of 64·KG, split of N); splits as for stream.
+          const std::int64_t ktiles = ceil_div(g.in_features, 64 * param(p, "KG"));
+          splits = cl_int(
+              detail::stream_splits(param(p, "NSPLIT"), g, rows, ktiles, std::int64_t(rt.device().compute_units)));
+          groups0 = std::size_t(ktiles * splits);
         } else if (tc) {
           // WGS / 32 / KS teams of KS warps per workgroup, each serving up to NB batches of RT
           // tiles of 16 W rows.
@@ -447,17 +487,18 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
           splits = cl_int(
               detail::stream_splits(param(p, "NSPLIT"), g, rows, ktiles, std::int64_t(rt.device().compute_units)));
           groups0 = std::size_t(ktiles * splits);
-          if (splits > 1) {
-            cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
-            scratch = split_scratch(rt, queue, std::size_t(splits * rows * g.in_features * 4),
-                                    std::size_t(g.experts * ktiles * 4));
-            partials = scratch.partials.get();
-            counters = scratch.counters.get();
-          }
         } else {
           const std::int64_t per_group =
               d.forward ? param(p, "WGS") / param(p, "RW") : param(p, "WGS") / param(p, "RW") * param(p, "VW");
           groups0 = std::size_t(ceil_div(d.forward ? g.out_features : g.in_features, per_group));
+        }
+        if (splits > 1) {
+          // Partial sums of every split, and a counter per (expert, k tile): groups0 / splits.
+          cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
+          scratch = split_scratch(rt, queue, std::size_t(splits * rows * g.in_features * 4),
+                                  std::size_t(g.experts * std::int64_t(groups0 / std::size_t(splits)) * 4));
+          partials = scratch.partials.get();
+          counters = scratch.counters.get();
         }
         detail::DispatchChain chain(rt.queue().get(), launch_options);
         for (std::int64_t base = 0; base < groups1; base += cap) {
@@ -476,7 +517,7 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
                                      {sizeof type, &type},
                                      {sizeof offs, &offs},
                                      {sizeof out, &out}});
-          if (stream && !d.forward)
+          if ((stream || tc) && !d.forward)
             kargs.insert(kargs.end(),
                          {{sizeof splits, &splits}, {sizeof partials, &partials}, {sizeof counters, &counters}});
           detail::set_kernel_args(kernel, kargs, kernel_name);
@@ -526,7 +567,7 @@ const KernelFamily& nf4_forward_family() {
 
 const KernelFamily& nf4_backward_family() {
   static const KernelFamily family =
-      nf4_family("nf4_backward", backward_fused_algorithm(), backward_stream_algorithm());
+      nf4_family("nf4_backward", backward_fused_algorithm(), backward_stream_algorithm(), {backward_tc_algorithm()});
   return family;
 }
 
