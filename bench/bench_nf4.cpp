@@ -623,6 +623,7 @@ std::string verify(Impl impl, const Case& c, Weights& w, Activations& a) {
   const Nf4Shape& s = w.shape;
   const std::int64_t out_width = c.forward ? s.n : s.k;
   const bool bf16 = impl == Impl::kOursBf16 && c.forward;  // a bf16 output (the backward's dx is f32)
+  const bool half_in = impl == Impl::kOursBf16;
   cl_mem out = bf16 ? a.d_y16 : c.forward ? a.d_y : a.d_dx;
   const std::size_t out_count = std::size_t(a.rows * out_width);
   const std::uint16_t poison16 = float_to_bf16(kPoison);
@@ -675,12 +676,11 @@ std::string verify(Impl impl, const Case& c, Weights& w, Activations& a) {
     for (std::size_t j = 0; j < got16.size(); ++j) got[j] = bf16_to_float(got16[j]);
     for (std::int64_t j = 0; j < out_width; ++j) {
       const double want = expected[i * std::size_t(out_width) + std::size_t(j)];
-      // bf16 output: rounding of the result (2^-8 relative: bf16 keeps 8 significant bits)
-      // and, for 16-bit products, of the codebook values to bf16 (2^-8 of Σ|x·w|;
-      // docs/nf4.md, precision).
-      const double margin =
-          bound[i * std::size_t(out_width) + std::size_t(j)] +
-          (bf16 ? (std::fabs(want) + magnitude[i * std::size_t(out_width) + std::size_t(j)]) / 256 : 0);
+      // bf16 output: rounding of the result (2^-8 relative: bf16 keeps 8 significant bits).
+      // bf16 input, either direction: 16-bit products (tc), the codebook values and (the
+      // backward) g times the scale rounded to bf16, 2^-8 of Σ|in·w| (docs/nf4.md, precision).
+      const double margin = bound[i * std::size_t(out_width) + std::size_t(j)] + (bf16 ? std::fabs(want) / 256 : 0) +
+                            (half_in ? magnitude[i * std::size_t(out_width) + std::size_t(j)] / 256 : 0);
       if (!(std::fabs(double(got[std::size_t(j)]) - want) <= margin)) {
         std::ostringstream text;
         text.precision(9);

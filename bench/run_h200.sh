@@ -50,6 +50,8 @@
 #          then per shape on one H200: nf4_backward's decode class tuned for that shape's decode
 #          problems (TUNE_BUDGET s) into a copy of the shipped profile, the NF4 decode bench
 #          (backward; forward with f32 and bf16 input) with it, cuBLAS and bitsandbytes.
+# tc-bwd (kind nvidia-h200-x2): bwd-final for the backward alone, with f32 and with bf16 grads
+#          (ours, ours_bf16), after the tc backward joined nf4_backward (TEST_LIMIT s for test_nf4).
 # whole-decode-bench (kind nvidia-h200-x2): the whole default tune on one H200; the NF4 forward
 #          decode bench (both shapes) with the shipped profile and cuBLAS on the other.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
@@ -57,7 +59,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -397,7 +399,7 @@ nf4-refs)
   wait $side0
   mark "all done"
   ;;
-bwd-tune|bwd-final)
+bwd-tune|bwd-final|tc-bwd)
   split_gpus
   bwd() {  # bwd "DEV" NAME FILTER ROWS BENCH-ROWS REF-ARGS...
     local dev=$1 name=$2 filter=$3 rows=$4 bench_rows=$5 e n k r
@@ -426,17 +428,23 @@ bwd-tune|bwd-final)
   }
   fwd=ours_bf16
   [ "$phase" = bwd-final ] && fwd='(ours|ours_bf16)'
+  if [ "$phase" = tc-bwd ]; then  # the backward only, with f32 and with bf16 grads
+    mix="nf4_backward/mixtral.*/decode/(ours|ours_bf16)/" fine="nf4_backward/fine.*/decode/(ours|ours_bf16)/"
+  else
+    mix="nf4_backward/mixtral.*/decode/ours/|nf4_forward/mixtral.*/decode/$fwd/"
+    fine="nf4_backward/fine.*/decode/ours/|nf4_forward/fine.*/decode/$fwd/"
+  fi
   (
-    if [ "$phase" = bwd-final ]; then
-      $gpu0 timeout 150 "$here/test_nf4" > "$out/test_nf4.txt" 2>&1
+    if [ "$phase" != bwd-tune ]; then
+      $gpu0 timeout "${TEST_LIMIT:-150}" "$here/test_nf4" > "$out/test_nf4.txt" 2>&1
       echo "test_nf4 exit $?" >> "$out/test_nf4.txt"
       mark "test_nf4 done"
     fi
-    bwd "$gpu0" mixtral "nf4_backward/mixtral.*/decode/ours/|nf4_forward/mixtral.*/decode/$fwd/" 1,8,64 8,64 \
+    bwd "$gpu0" mixtral "$mix" 1,8,64 8,64 \
       --experts 8 --out-features 14336 --in-features 4096
   ) &
   side0=$!
-  bwd "$gpu1" fine "nf4_backward/fine.*/decode/ours/|nf4_forward/fine.*/decode/$fwd/" 1,8,64,512 64,512 \
+  bwd "$gpu1" fine "$fine" 1,8,64,512 64,512 \
     --experts 64 --out-features 1408 --in-features 2048
   $gpu1 timeout 30 $ref copy > "$out/copy.json" 2>&1
   wait $side0
