@@ -52,6 +52,8 @@
 #          (backward; forward with f32 and bf16 input) with it, cuBLAS and bitsandbytes.
 # tc-bwd (kind nvidia-h200-x2): bwd-final for the backward alone, with f32 and with bf16 grads
 #          (ours, ours_bf16), after the tc backward joined nf4_backward (TEST_LIMIT s for test_nf4).
+# tc-bwd-bf16 (kind nvidia-h200-x2): per shape on one H200, the backward decode tuned and
+#          benched, then bf16-grad candidates of tc pinned and benched (see the phase).
 # whole-decode-bench (kind nvidia-h200-x2): the whole default tune on one H200; the NF4 forward
 #          decode bench (both shapes) with the shipped profile and cuBLAS on the other.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
@@ -59,7 +61,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -446,6 +448,59 @@ bwd-tune|bwd-final|tc-bwd)
   side0=$!
   bwd "$gpu1" fine "$fine" 1,8,64,512 64,512 \
     --experts 64 --out-features 1408 --in-features 2048
+  $gpu1 timeout 30 $ref copy > "$out/copy.json" 2>&1
+  wait $side0
+  mark "all done"
+  ;;
+tc-bwd-bf16)
+  # Each shape on one H200: nf4_backward's decode class tuned (f32 grads, TUNE_BUDGET s) for
+  # the shape's decode problems into a copy of the shipped profile, the backward decode bench
+  # (f32 and bf16 grads) with it, then bf16 candidates for tc (TC_CANDIDATES: param sets
+  # separated by ';'), each added as an input_bits 16 entry at both bench row counts to a copy
+  # of the tuned profile and benched with bf16 grads; bitsandbytes last.
+  split_gpus
+  cands=${TC_CANDIDATES:-"KG: 1, NSPLIT: 1, PF: 2, RT: 1, WGS: 128;KG: 1, NSPLIT: 1, PF: 4, RT: 1, WGS: 128;KG: 2, NSPLIT: 1, PF: 2, RT: 1, WGS: 128;KG: 4, NSPLIT: 1, PF: 1, RT: 1, WGS: 128;KG: 2, NSPLIT: 1, PF: 2, RT: 1, WGS: 256"}
+  tcb16() {  # tcb16 "DEV" NAME BENCH-ROWS E N K
+    local dev=$1 name=$2 bench_rows=$3 e=$4 n=$5 k=$6 r i=0 cand
+    { echo shapes:; for r in ${bench_rows//,/ }; do
+        echo "  - {kernel: nf4_backward, experts: $e, n: $n, k: $k, rows: $r, block_size: 64}"; done; } > "$out/shapes-$name.yaml"
+    cp "$here/nvidia-h200.yaml" "$out/tuned-$name.yaml"
+    timed "tune-$name" tune $dev "$here/ocltk" tune --kernels nf4_backward --classes decode --shapes "$out/shapes-$name.yaml" \
+      --budget "${TUNE_BUDGET:-100}" --out "$out/tuned-$name.yaml" --record "$out/tune-$name.jsonl"
+    mark "tune $name done"
+    $dev timeout 150 "$here/ocltk_bench_nf4" --ocltk_profile="$out/tuned-$name.yaml" --ocltk_calls=20 \
+      --benchmark_filter="nf4_backward/$name.*/decode/(ours|ours_bf16)/" \
+      --benchmark_out="$out/h200-nf4-$name-tuned.json" --benchmark_out_format=json > "$out/bench-nf4-$name-tuned.txt" 2>&1
+    mark "bench $name (tuned) done"
+    IFS=';' read -ra list <<< "$cands"
+    for cand in "${list[@]}"; do
+      i=$((i + 1))
+      python3 - "$out/tuned-$name.yaml" "$out/cand-$name-$i.yaml" "$cand" "$e" "$n" "$k" "$bench_rows" <<'PY'
+import sys
+src, dst, cand, e, n, k, rows = sys.argv[1:]
+text = open(src).read()
+at = text.index("  nf4_backward:\n    decode:\n") + len("  nf4_backward:\n    decode:\n")
+entries = "".join(
+    f"      - algorithm: tc\n        params: {{{cand}}}\n"
+    f"        problem: {{block_size: 64, experts: {e}, input_bits: 16, k: {k}, n: {n}, rows: {r}}}\n"
+    for r in rows.split(","))
+open(dst, "w").write(text[:at] + entries + text[at:])
+PY
+      $dev timeout 60 "$here/ocltk_bench_nf4" --ocltk_profile="$out/cand-$name-$i.yaml" --ocltk_calls=20 \
+        --benchmark_filter="nf4_backward/$name.*/rows(${bench_rows//,/|})/decode/ours_bf16/" \
+        --benchmark_out="$out/h200-nf4-$name-cand$i.json" --benchmark_out_format=json > "$out/bench-nf4-$name-cand$i.txt" 2>&1
+      echo "cand$i: $cand" >> "$out/candidates-$name.txt"
+      mark "bench $name candidate $i done"
+    done
+    $dev timeout 100 python3 "$here/bnb_ref.py" --experts "$e" --out-features "$n" --in-features "$k" --rows "$bench_rows" \
+      --json "$out/bnb-nf4-$name.json" > /dev/null 2> "$out/bnb-nf4-$name-progress.txt"
+    mark "bitsandbytes $name done"
+  }
+  ( [ -n "${TEST_LIMIT:-}" ] && { $gpu0 timeout "$TEST_LIMIT" "$here/test_nf4" --gtest_filter='*Tc*' > "$out/test_nf4.txt" 2>&1
+      echo "test_nf4 exit $?" >> "$out/test_nf4.txt"; mark "test_nf4 done"; }
+    tcb16 "$gpu0" mixtral 8,64 8 14336 4096 ) &
+  side0=$!
+  tcb16 "$gpu1" fine 64,512 64 1408 2048
   $gpu1 timeout 30 $ref copy > "$out/copy.json" 2>&1
   wait $side0
   mark "all done"
