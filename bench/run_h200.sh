@@ -453,29 +453,30 @@ bwd-tune|bwd-final|tc-bwd)
   mark "all done"
   ;;
 tc-bwd-bf16)
-  # Each shape on one H200: nf4_backward's decode class tuned (f32 grads, TUNE_BUDGET s) for
-  # the shape's decode problems into a copy of the shipped profile, the backward decode bench
-  # (f32 and bf16 grads) with it, then bf16 candidates for tc (TC_CANDIDATES: param sets
-  # separated by ';'), each added as an input_bits 16 entry at both bench row counts to a copy
-  # of the tuned profile and benched with bf16 grads; bitsandbytes last.
+  # Each shape on one H200: nf4_backward's decode class tuned (f32 grads, TUNE_BUDGET s; the
+  # fine-grained side FINE_CLASSES, e.g. decode,small_batch,prefill, in FINE_BUDGET s) for the shape's
+  # decode problems into a copy of the shipped profile, the backward decode bench (f32 and bf16
+  # grads) with it, then bf16 candidates for tc (TC_CANDIDATES: param sets separated by ';'),
+  # each added as an input_bits 16 entry at 8 rows per expert to a copy of the tuned profile
+  # and benched with bf16 grads; bitsandbytes last.
   split_gpus
-  cands=${TC_CANDIDATES:-"KG: 1, NSPLIT: 1, PF: 2, RT: 1, WGS: 128;KG: 1, NSPLIT: 1, PF: 4, RT: 1, WGS: 128;KG: 2, NSPLIT: 1, PF: 2, RT: 1, WGS: 128;KG: 4, NSPLIT: 1, PF: 1, RT: 1, WGS: 128;KG: 2, NSPLIT: 1, PF: 2, RT: 1, WGS: 256"}
-  tcb16() {  # tcb16 "DEV" NAME BENCH-ROWS E N K
-    local dev=$1 name=$2 bench_rows=$3 e=$4 n=$5 k=$6 r i=0 cand
+  cands=${TC_CANDIDATES:-"KG: 1, NSPLIT: 1, PF: 2, RT: 1, WGS: 128;KG: 2, NSPLIT: 1, PF: 2, RT: 1, WGS: 128;KG: 4, NSPLIT: 1, PF: 1, RT: 1, WGS: 128;KG: 2, NSPLIT: 1, PF: 1, RT: 1, WGS: 64"}
+  tcb16() {  # tcb16 "DEV" NAME BENCH-ROWS CANDIDATE-ROWS E N K CLASSES BUDGET
+    local dev=$1 name=$2 bench_rows=$3 cand_rows=$4 e=$5 n=$6 k=$7 classes=$8 budget=$9 r i=0 cand
     { echo shapes:; for r in ${bench_rows//,/ }; do
         echo "  - {kernel: nf4_backward, experts: $e, n: $n, k: $k, rows: $r, block_size: 64}"; done; } > "$out/shapes-$name.yaml"
     cp "$here/nvidia-h200.yaml" "$out/tuned-$name.yaml"
-    timed "tune-$name" tune $dev "$here/ocltk" tune --kernels nf4_backward --classes decode --shapes "$out/shapes-$name.yaml" \
-      --budget "${TUNE_BUDGET:-100}" --out "$out/tuned-$name.yaml" --record "$out/tune-$name.jsonl"
+    timed "tune-$name" tune $dev "$here/ocltk" tune --kernels nf4_backward --classes "$classes" --shapes "$out/shapes-$name.yaml" \
+      --budget "$budget" --out "$out/tuned-$name.yaml" --record "$out/tune-$name.jsonl"
     mark "tune $name done"
-    $dev timeout 150 "$here/ocltk_bench_nf4" --ocltk_profile="$out/tuned-$name.yaml" --ocltk_calls=20 \
+    $dev timeout 200 "$here/ocltk_bench_nf4" --ocltk_profile="$out/tuned-$name.yaml" --ocltk_calls=20 \
       --benchmark_filter="nf4_backward/$name.*/decode/(ours|ours_bf16)/" \
       --benchmark_out="$out/h200-nf4-$name-tuned.json" --benchmark_out_format=json > "$out/bench-nf4-$name-tuned.txt" 2>&1
     mark "bench $name (tuned) done"
     IFS=';' read -ra list <<< "$cands"
     for cand in "${list[@]}"; do
       i=$((i + 1))
-      python3 - "$out/tuned-$name.yaml" "$out/cand-$name-$i.yaml" "$cand" "$e" "$n" "$k" "$bench_rows" <<'PY'
+      python3 - "$out/tuned-$name.yaml" "$out/cand-$name-$i.yaml" "$cand" "$e" "$n" "$k" "$cand_rows" <<'PY'
 import sys
 src, dst, cand, e, n, k, rows = sys.argv[1:]
 text = open(src).read()
@@ -487,7 +488,7 @@ entries = "".join(
 open(dst, "w").write(text[:at] + entries + text[at:])
 PY
       $dev timeout 60 "$here/ocltk_bench_nf4" --ocltk_profile="$out/cand-$name-$i.yaml" --ocltk_calls=20 \
-        --benchmark_filter="nf4_backward/$name.*/rows(${bench_rows//,/|})/decode/ours_bf16/" \
+        --benchmark_filter="nf4_backward/$name.*/rows(${cand_rows//,/|})/decode/ours_bf16/" \
         --benchmark_out="$out/h200-nf4-$name-cand$i.json" --benchmark_out_format=json > "$out/bench-nf4-$name-cand$i.txt" 2>&1
       echo "cand$i: $cand" >> "$out/candidates-$name.txt"
       mark "bench $name candidate $i done"
@@ -498,9 +499,9 @@ PY
   }
   ( [ -n "${TEST_LIMIT:-}" ] && { $gpu0 timeout "$TEST_LIMIT" "$here/test_nf4" --gtest_filter='*Tc*' > "$out/test_nf4.txt" 2>&1
       echo "test_nf4 exit $?" >> "$out/test_nf4.txt"; mark "test_nf4 done"; }
-    tcb16 "$gpu0" mixtral 8,64 8 14336 4096 ) &
+    tcb16 "$gpu0" mixtral 8,64 64 8 14336 4096 decode "${TUNE_BUDGET:-100}" ) &
   side0=$!
-  tcb16 "$gpu1" fine 64,512 64 1408 2048
+  tcb16 "$gpu1" fine 64,512 512 64 1408 2048 "${FINE_CLASSES:-decode}" "${FINE_BUDGET:-${TUNE_BUDGET:-100}}"
   $gpu1 timeout 30 $ref copy > "$out/copy.json" 2>&1
   wait $side0
   mark "all done"

@@ -156,67 +156,10 @@ typedef struct {
   float gv[PF][4 * RT];
 } TcbBatch;
 
-// Where a lane's loads of the next step are, for steps whose 16 W rows all lie in the split
-// (splits start at multiples of 16 rows): one pointer per row q to its codes and one to its
-// scales, advanced by 16 rows a step, groups at fixed offsets from them, and g rows two
-// values at a time where N is even. Set up when K is a multiple of the block (`fast`: a
-// row's scales are its offset plus one index shared by all rows); else every step takes the
-// per-row addressing of tcb_load.
-typedef struct {
-  const __global uint* code[4];  // row q's word of group 0 at the lane's column g
-  const __global float* sc[4];   // row q's scale of group 0
-  int cj[KG], sj[KG];            // group j's offsets from group 0 (words, scales)
-  long gi[RT];                   // g's index of row tile i's segment row (column g) at W row 0
-  int has[RT];                   // that row exists (else gi is row r0's, and the values are dropped)
-  int step_scales;               // scales of 16 W rows
-  int fast, pair_g;
-} TcbAddr;
-
-inline TcbAddr tcb_addr(const int st, const __global uchar* packed, const __global float* scales, const long expert_pos,
-                        const int N, const int K, const int k0, const int n_begin, const int log2_block, const int r0,
-                        const int seg_end, const int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  TcbAddr a;
-  const int bmask = (1 << log2_block) - 1;
-  a.fast = (K & bmask) == 0;
-  a.pair_g = (N & 1) == 0;
-  const int emod = (int)(expert_pos & bmask);  // every row's offset into its block (fast)
-  a.step_scales = 16 * (K >> log2_block);
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const long row_pos = expert_pos + (long)(n_begin + 16 * st + 2 * t + (q & 1) + 8 * (q >> 1)) * K;
-    a.code[q] = (const __global uint*)(packed + ((row_pos + k0) >> 1)) + g;
-    a.sc[q] = scales + (row_pos >> log2_block) + ((emod + k0) >> log2_block);
-  }
-#pragma unroll
-  for (int j = 0; j < KG; ++j) {
-    const int kj = min(k0 + 64 * j, K - 64);  // groups past K re-read the row's last
-    a.cj[j] = (kj - k0) >> 3;
-    a.sj[j] = ((emod + kj) >> log2_block) - ((emod + k0) >> log2_block);
-  }
-#pragma unroll
-  for (int i = 0; i < RT; ++i) {
-    const int r = r0 + 8 * i + g;
-    a.has[i] = r < seg_end;
-    a.gi[i] = (long)(a.has[i] ? r : r0) * N;
-  }
-  return a;
-}
-
-// g[i], g[i + 1] (i even: 8- or 4-byte aligned).
-inline float2 tcb_load_g2(const __global uchar* p, const long i, const int type) {
-  if (type == NF4_F32) return vload2(0, (const __global float*)p + i);
-  if (type == NF4_F16) return vload_half2(0, (const __global half*)p + i);
-  const uint w = *(const __global uint*)((const __global ushort*)p + i);
-  return (float2)(as_float(w << 16), as_float(w & 0xFFFF0000u));
-}
-
 // Loads steps st .. st + PF - 1 (step s covers W rows n_begin + 16·s ..) of the aligned
-// path and advances `a` past them. Steps inside the split use `a`'s pointers; the others
-// (the split's ragged last step, and with the emulation the steps past a warp's share)
-// address each row on its own: rows past N re-read row N - 1, groups past K the row's last
-// group (valid memory, never used: their g is zero, their sums are not stored).
-inline void tcb_load(TcbBatch* b, TcbAddr* a, const int st, const __global uchar* packed, const __global float* scales,
+// path. Rows past N re-read row N - 1, groups past K the row's last group (valid memory,
+// never used: their g is zero, their sums are not stored).
+inline void tcb_load(TcbBatch* b, const int st, const __global uchar* packed, const __global float* scales,
                      const long expert_pos, const int N, const int K, const int k0, const int n_begin, const int n_end,
                      const int log2_block, const __global uchar* grad, const int type, const int r0, const int seg_end,
                      const int lane) {
@@ -224,53 +167,21 @@ inline void tcb_load(TcbBatch* b, TcbAddr* a, const int st, const __global uchar
 #pragma unroll
   for (int u = 0; u < PF; ++u) {
     const int n0 = n_begin + 16 * (st + u);
-    if (a->fast && n0 + 16 <= n_end) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-#pragma unroll
-        for (int j = 0; j < KG; ++j) {
-          b->code[u][4 * j + q] = a->code[q][a->cj[j]];
-          b->sc[u][4 * j + q] = a->sc[q][a->sj[j]];
-        }
-#pragma unroll
-      for (int i = 0; i < RT; ++i) {
-        const long at = a->gi[i] + n0 + 2 * t;
-        float v[4];
-        if (a->pair_g) {
-          const float2 v01 = tcb_load_g2(grad, at, type), v89 = tcb_load_g2(grad, at + 8, type);
-          v[0] = v01.s0;
-          v[1] = v01.s1;
-          v[2] = v89.s0;
-          v[3] = v89.s1;
-        } else {
-#pragma unroll
-          for (int q = 0; q < 4; ++q) v[q] = nf4_load(grad, at + (q & 1) + 8 * (q >> 1), type);
-        }
-#pragma unroll
-        for (int q = 0; q < 4; ++q) b->gv[u][4 * i + q] = a->has[i] ? v[q] : 0.0f;
-      }
-    } else {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int n = n0 + 2 * t + (q & 1) + 8 * (q >> 1);
-        const long row_pos = expert_pos + (long)min(n, N - 1) * K;
-#pragma unroll
-        for (int j = 0; j < KG; ++j) {
-          const long pos = row_pos + min(k0 + 64 * j, K - 64);
-          b->code[u][4 * j + q] = ((const __global uint*)(packed + (pos >> 1)))[g];
-          b->sc[u][4 * j + q] = scales[pos >> log2_block];
-        }
-#pragma unroll
-        for (int i = 0; i < RT; ++i) {
-          const int r = r0 + 8 * i + g;
-          b->gv[u][4 * i + q] = (n < n_end && r < seg_end) ? nf4_load(grad, (long)r * N + n, type) : 0.0f;
-        }
-      }
-    }
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      a->code[q] += 2 * K;  // 16 rows of K / 8 words
-      a->sc[q] += a->step_scales;
+      const int n = n0 + 2 * t + (q & 1) + 8 * (q >> 1);
+      const long row_pos = expert_pos + (long)min(n, N - 1) * K;
+#pragma unroll
+      for (int j = 0; j < KG; ++j) {
+        const long pos = row_pos + min(k0 + 64 * j, K - 64);
+        b->code[u][4 * j + q] = ((const __global uint*)(packed + (pos >> 1)))[g];
+        b->sc[u][4 * j + q] = scales[pos >> log2_block];
+      }
+#pragma unroll
+      for (int i = 0; i < RT; ++i) {
+        const int r = r0 + 8 * i + g;
+        b->gv[u][4 * i + q] = (n < n_end && r < seg_end) ? nf4_load(grad, (long)r * N + n, type) : 0.0f;
+      }
     }
   }
 }
@@ -347,18 +258,16 @@ inline void tcb_sweep(float* acc, const int st, const int stop, const __global u
                       const int type, const int r0, const int seg_end, const int parts, __local const uchar* table,
                       const uint lane_off, __local uint* scratch, const int lane) {
   TcbBatch b0, b1;
-  TcbAddr a = tcb_addr(st, packed, scales, expert_pos, N, K, k0, n_begin, log2_block, r0, seg_end, lane);
   if (st < stop)
-    tcb_load(&b0, &a, st, packed, scales, expert_pos, N, K, k0, n_begin, n_end, log2_block, grad, type, r0, seg_end,
-             lane);
+    tcb_load(&b0, st, packed, scales, expert_pos, N, K, k0, n_begin, n_end, log2_block, grad, type, r0, seg_end, lane);
 #pragma unroll 1
   for (int s = st; s < stop; s += 2 * PF) {
     if (s + PF < stop)
-      tcb_load(&b1, &a, s + PF, packed, scales, expert_pos, N, K, k0, n_begin, n_end, log2_block, grad, type, r0,
-               seg_end, lane);
+      tcb_load(&b1, s + PF, packed, scales, expert_pos, N, K, k0, n_begin, n_end, log2_block, grad, type, r0, seg_end,
+               lane);
     tcb_steps(acc, &b0, s, stop, parts, table, lane_off, scratch, lane);
     if (s + 2 * PF < stop)
-      tcb_load(&b0, &a, s + 2 * PF, packed, scales, expert_pos, N, K, k0, n_begin, n_end, log2_block, grad, type, r0,
+      tcb_load(&b0, s + 2 * PF, packed, scales, expert_pos, N, K, k0, n_begin, n_end, log2_block, grad, type, r0,
                seg_end, lane);
     if (s + PF < stop) tcb_steps(acc, &b1, s + PF, stop, parts, table, lane_off, scratch, lane);
   }
@@ -452,11 +361,9 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
   // Uniform: every group of 64 k starts 64-aligned in the stream (inside one block) and its
   // lanes' 4-byte words are aligned.
   const int aligned = K % 64 == 0 && element_offset % 64 == 0 && packed_offset % 4 == 0 && log2_block >= 6;
-  // Split s: W rows [n_begin, n_end), whole steps of 16 rows but the last split's last.
-  const int steps_all = (N + 15) / 16;
-  const int n_begin = 16 * (int)((long)steps_all * s / splits);
-  const int n_end = min(N, 16 * (int)((long)steps_all * (s + 1) / splits));
-  // This warp's share of the split's steps: [st, st_end).
+  const int n_begin = (int)((long)N * s / splits);
+  const int n_end = (int)((long)N * (s + 1) / splits);
+  // This warp's share of the split's steps of 16 W rows: [st, st_end).
   const int steps = (n_end - n_begin + 15) / 16, per = (steps + TCB_WARPS - 1) / TCB_WARPS;
   const int st = min(warp * per, steps), st_end = min(st + per, steps);
 #ifdef OCLTK_PTX
