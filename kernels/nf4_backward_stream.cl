@@ -244,36 +244,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
   }
   // No early return past this point: PoCL 3.1 miscompiles a return after the barriers of
   // the row loop (heap corruption when NL > 1), so the tail nests instead.
-  if (splits > 1) {  // uniform
-    // Publish this split's sums, then count it; the last split of the pair adds them all.
-    mem_fence(CLK_GLOBAL_MEM_FENCE);
-    barrier(CLK_GLOBAL_MEM_FENCE);
-    if (lid == 0) {
-      __global uint* counter = counters + (long)e * ktiles + tile;
-      last = atomic_inc(counter) == (uint)(splits - 1);
-      if (last) atomic_xchg(counter, 0u);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (last) {
-      mem_fence(CLK_GLOBAL_MEM_FENCE);
-      // Volatile: the other splits' sums must come from memory, not a stale cache line.
-      const volatile __global float* sums = partials;
-      const int k0 = tile * KTILE;
-      const int width = min(KTILE, K - k0);
-      const long plane = (long)rows * K;
-      // A uniform trip count with the test inside: PoCL 3.1 ran this loop's body, written
-      // as `for (idx = lid; idx < count; idx += WGS)`, for work-items past the count in a
-      // kernel of the same shape (results/h200-2026-11-30h/README.md), storing past the rows.
-      const int count = (seg_end - seg_begin) * width;
-      for (int idx0 = 0; idx0 < count; idx0 += WGS) {
-        const int idx = idx0 + lid;
-        if (idx < count) {
-          const long i = (long)(seg_begin + idx / width) * K + k0 + idx % width;
-          float sum = 0.0f;
-          for (int j = 0; j < splits; ++j) sum += sums[j * plane + i];
-          dx[i] = sum;
-        }
-      }
-    }
-  }
+  if (splits > 1)  // uniform
+    nf4_add_splits(dx, partials, counters + (long)e * ktiles + tile, &last, splits, rows, K, tile * KTILE,
+                   min(KTILE, K - tile * KTILE), seg_begin, seg_end, lid, WGS);
 }
