@@ -117,7 +117,8 @@ Options:
   --shapes FILE       also tune your own problem sizes, from a YAML file: a model's sizes
                       (model: hidden, intermediate, experts, top_k, block_size, lora_ranks,
                       tokens) from which LoRA and NF4 expert problems are derived, and/or an
-                      explicit list (shapes: - {kernel: gemm_nt, m: 1, n: 4096, k: 4096}). Each
+                      explicit list (shapes: - {kernel: gemm_nt, m: 1, n: 4096, k: 4096}; an NF4
+                      problem with input_bits: 16 is measured with bf16 input). Each
                       problem is stored beside its class's default entry; at launch the runtime
                       picks, within the launch's class, the entry whose problem is nearest in
                       log space (sum over dimensions of |log2 launch - log2 entry|)

@@ -1102,6 +1102,25 @@ TEST_F(CliTest, TuneShapesStoresEntriesBesideTheDefaultsAndReports) {
   EXPECT_NE(read_text(path("rep") / "report.json").find("\"m\": 3"), std::string::npos);
 }
 
+// input_bits 16: the NF4 problem is measured with bf16 input and its entry says so (the
+// runtime prefers such entries for half-type launches); input_bits 32 is f32, stored as
+// entries always were, without it.
+TEST_F(CliTest, TuneShapesWithBf16InputWriteInputBitsEntries) {
+  write_text(path("shapes.yaml"),
+             "shapes:\n  - {kernel: nf4_backward, experts: 2, n: 24, k: 128, rows: 6, input_bits: 16}\n"
+             "  - {kernel: nf4_backward, experts: 2, n: 24, k: 128, rows: 4, input_bits: 32}\n");
+  const CliResult r = run_cli({"tune", "--shapes", "shapes.yaml", "--kernels", "nf4_backward", "--classes", "decode",
+                               "--max-evals", "2", "--repeats", "1", "--out", "p.yaml", "--cache", "-"});
+  ASSERT_EQ(r.status, 0) << r.describe();
+  const ocltk::Profile p = ocltk::read_profile(path("p.yaml").string());
+  ASSERT_EQ(p.entries.size(), 3u) << read_text(path("p.yaml"));
+  const std::map<std::string, std::int64_t> bf16{{"experts", 2}, {"n", 24},          {"k", 128},
+                                                 {"rows", 6},    {"block_size", 64}, {"input_bits", 16}};
+  const std::map<std::string, std::int64_t> f32{{"experts", 2}, {"n", 24}, {"k", 128}, {"rows", 4}, {"block_size", 64}};
+  EXPECT_EQ(p.find("nf4_backward", "decode", &bf16)->problem, bf16);
+  EXPECT_EQ(p.find("nf4_backward", "decode", &f32)->problem, f32);
+}
+
 TEST_F(CliTest, TuneShapesRejectsBadFilesAndWritesNothing) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"shapes:\n  - {kernel: gemm_nt, m: 3, n: 8}\n", "shapes.yaml:2:5: shapes[0] (gemm_nt) needs 'k'"},
@@ -1110,6 +1129,8 @@ TEST_F(CliTest, TuneShapesRejectsBadFilesAndWritesNothing) {
       {"shapes:\n  - {kernel: gemm_nt, m: 3, n: 8, k: 4, rows: 2}\n", "has no problem dimension 'rows'"},
       {"shapes:\n  - {kernel: nf4_forward, experts: 2, n: 8, k: 64, rows: 4, block_size: 48}\n",
        "block_size = 48 must be a power of two"},
+      {"shapes:\n  - {kernel: nf4_backward, experts: 2, n: 8, k: 64, rows: 4, input_bits: 8}\n",
+       "shapes[0].input_bits = 8 must be 32 (f32 input) or 16 (bf16 input)"},
       {"model:\n  hidden: 64\n", "the model implies no problem"},
       {"model: {hidden: 64, lora_ranks: [8], colour: 3}\n", "unknown model key 'colour'"},
       {"model: [1, 2\n", "malformed YAML"},

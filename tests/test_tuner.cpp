@@ -651,25 +651,36 @@ TEST_F(TunerEngine, WorkloadBuildTimeComesOutOfTheClassesOwnBudget) {
 // The nf4 workloads check every candidate against one reference, computed at the first
 // check (recomputing it per candidate took seconds at GPU class sizes): a correct run
 // passes, an output left as the NaN poison fails, and both hold on every later check.
+// Both directions, f32 input and (input_bits 16) bf16 input: correct runs pass and
+// NaN-poisoned outputs fail, every time, against the one reference. A bf16 problem names its
+// input width in its entries and prebuilds tc's bf16 variant.
 TEST_F(TunerEngine, Nf4WorkloadsCheckEveryRunAgainstOneReference) {
   int checked = 0;
   for (const FamilyTuning& f : tunable_families()) {
     if (f.family->name.rfind("nf4_", 0) != 0) continue;
-    SCOPED_TRACE(f.family->name);
-    std::mt19937_64 rng(3);
-    const std::unique_ptr<Workload> w =
-        f.make_for(*rt_, {{"experts", 3}, {"n", 40}, {"k", 128}, {"rows", 7}, {"block_size", 64}}, rng);
-    const Choice choice = rt_->choose(f.family->name, "decode");
-    for (int i = 0; i < 2; ++i) {
-      w->poison();
-      w->run(choice);
-      EXPECT_EQ(w->verify(), "");
-      w->poison();
-      EXPECT_NE(w->verify().find("nan"), std::string::npos);
+    for (const std::int64_t bits : {32, 16}) {
+      SCOPED_TRACE(f.family->name + " input_bits " + std::to_string(bits));
+      std::mt19937_64 rng(3);
+      Problem problem{{"experts", 3}, {"n", 40}, {"k", 128}, {"rows", 7}, {"block_size", 64}};
+      if (bits == 16) problem["input_bits"] = 16;
+      const std::unique_ptr<Workload> w = f.make_for(*rt_, problem, rng);
+      EXPECT_EQ(w->problem(), problem);
+      const AlgorithmSpec* tc = f.family->find_algorithm("tc");
+      ASSERT_NE(tc, nullptr);
+      EXPECT_EQ(w->variant(*tc), bits == 16 ? nf4_launch_variant(*tc, ElementType::bf16) : tc->tuned_variant);
+      EXPECT_NE(w->variant(*tc), bits == 16 ? tc->tuned_variant : nf4_launch_variant(*tc, ElementType::bf16));
+      const Choice choice = rt_->choose(f.family->name, "decode");
+      for (int i = 0; i < 2; ++i) {
+        w->poison();
+        w->run(choice);
+        EXPECT_EQ(w->verify(), "");
+        w->poison();
+        EXPECT_NE(w->verify().find("nan"), std::string::npos);
+      }
+      ++checked;
     }
-    ++checked;
   }
-  EXPECT_EQ(checked, 2);
+  EXPECT_EQ(checked, 4);
 }
 
 TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {

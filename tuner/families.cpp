@@ -18,7 +18,8 @@ namespace {
 
 GemmProblem gemm_of(const Problem& p) { return {p.at("m"), p.at("n"), p.at("k")}; }
 Nf4Problem nf4_of(const Problem& p) {
-  return {p.at("experts"), p.at("n"), p.at("k"), p.at("rows"), p.at("block_size")};
+  const auto bits = p.find("input_bits");
+  return {p.at("experts"), p.at("n"), p.at("k"), p.at("rows"), p.at("block_size"), bits == p.end() ? 32 : bits->second};
 }
 
 // LoRA on every projection of the model: x·Aᵀ (shrink to the rank) and h·Bᵀ (expand back),
@@ -59,7 +60,7 @@ FamilyTuning nf4_tuning(const KernelFamily& family, bool forward,
                         std::unique_ptr<Workload> (*make)(Runtime&, const std::string&, std::mt19937_64&)) {
   return {&family,
           make,
-          {"experts", "n", "k", "rows", "block_size"},
+          {"experts", "n", "k", "rows", "block_size", "input_bits"},
           nf4_class_of,
           [forward](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
             return make_nf4_workload_for(rt, forward, nf4_of(p), rng);

@@ -1,6 +1,7 @@
 // The tuner's view of the nf4 family: a class's representative problem (rows spread
 // evenly over the experts) run with any choice, checked against the double reference
-// on dequantized weights for a sample of rows. One factory per direction.
+// on dequantized weights for a sample of rows. One factory per direction. Input is f32,
+// or bf16 where a --shapes problem asks for input_bits 16 (checked against the bf16 bounds).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -63,7 +64,11 @@ std::shared_ptr<const Nf4WeightSet> weights_for(Runtime& rt, const Nf4Geometry& 
 class Nf4Workload : public Workload {
  public:
   Nf4Workload(Runtime& rt, bool forward, const Nf4Problem& p, std::mt19937_64& rng)
-      : rt_(rt), forward_(forward), p_(p), geo_{p.experts, p.n, p.k, p.block_size, 0} {
+      : rt_(rt),
+        forward_(forward),
+        p_(p),
+        geo_{p.experts, p.n, p.k, p.block_size, 0},
+        type_(p.input_bits == 16 ? ElementType::bf16 : ElementType::f32) {
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     weights_ = weights_for(rt, geo_, rng);
     offsets_.push_back(0);
@@ -73,24 +78,39 @@ class Nf4Workload : public Workload {
     in_.resize(std::size_t(p.rows * in_width_));
     for (float& v : in_) v = dist(rng);
     offsets_buf_ = upload(offsets_.data(), offsets_.size() * 4);
-    in_buf_ = upload(in_.data(), in_.size() * 4);
-    out_buf_ = rt.allocate(std::size_t(p.rows * out_width_) * 4).value();
+    if (type_ == ElementType::bf16) {  // bf16 input: the reference takes the values it holds
+      std::vector<std::uint16_t> bits(in_.size());
+      for (std::size_t i = 0; i < in_.size(); ++i) {
+        bits[i] = float_to_bf16(in_[i]);
+        in_[i] = bf16_to_float(bits[i]);
+      }
+      in_buf_ = upload(bits.data(), bits.size() * 2);
+    } else {
+      in_buf_ = upload(in_.data(), in_.size() * 4);
+    }
+    out_buf_ = rt.allocate(std::size_t(p.rows * out_width_) * out_size()).value();
     std::set<std::int64_t> rows{0, p.rows - 1};
     std::uniform_int_distribution<std::int64_t> row(0, p.rows - 1);
     while (rows.size() < std::size_t(std::min<std::int64_t>(p.rows, 12))) rows.insert(row(rng));
     sample_.assign(rows.begin(), rows.end());
   }
 
+  // bf16 input writes input_bits 16 into its entries (the runtime prefers them for half-type
+  // launches); f32 writes none, as it always has.
   std::map<std::string, std::int64_t> problem() const override {
-    return {{"experts", p_.experts}, {"n", p_.n}, {"k", p_.k}, {"rows", p_.rows}, {"block_size", p_.block_size}};
+    std::map<std::string, std::int64_t> p = {
+        {"experts", p_.experts}, {"n", p_.n}, {"k", p_.k}, {"rows", p_.rows}, {"block_size", p_.block_size}};
+    if (type_ != ElementType::f32) p["input_bits"] = 16;
+    return p;
   }
   double flops() const override { return 2.0 * double(p_.rows) * double(p_.n) * double(p_.k); }
   double min_bytes() const override {
     return double(geo_.packed_bytes()) + 4.0 * double(geo_.scale_count()) +
-           4.0 * double(p_.rows) * double(in_width_ + out_width_);
+           double(p_.rows) * double(in_width_ * element_size(type_) + out_width_ * out_size());
   }
+  std::string variant(const AlgorithmSpec& algorithm) const override { return nf4_launch_variant(algorithm, type_); }
   void poison() override {
-    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const std::uint32_t nan = 0xFFFFFFFFu;  // a NaN in f32 and in each bf16 half
     const cl_int status = clEnqueueFillBuffer(rt_.queue().get(), out_buf_.get(), &nan, sizeof nan, 0, out_buf_.size(),
                                               0, nullptr, nullptr);
     if (status != CL_SUCCESS) throw Error(ErrorCode::kDevice, "clEnqueueFillBuffer failed", status);
@@ -103,11 +123,9 @@ class Nf4Workload : public Workload {
     Status s =
         forward_
             ? nf4_forward_with(rt_, choice,
-                               {w, in_buf_.get(), ElementType::f32, p_.rows, offsets_buf_.get(), out_buf_.get(), false},
-                               launch)
-            : nf4_backward_with(
-                  rt_, choice, {w, in_buf_.get(), ElementType::f32, p_.rows, offsets_buf_.get(), out_buf_.get(), false},
-                  launch);
+                               {w, in_buf_.get(), type_, p_.rows, offsets_buf_.get(), out_buf_.get(), false}, launch)
+            : nf4_backward_with(rt_, choice,
+                                {w, in_buf_.get(), type_, p_.rows, offsets_buf_.get(), out_buf_.get(), false}, launch);
     s.throw_if_error();
     try {
       wait_for_event(event, timeout_seconds);
@@ -124,15 +142,25 @@ class Nf4Workload : public Workload {
   std::string verify() override {
     // Only the sampled rows come back (a prefill output is hundreds of MB).
     std::vector<float> got(sample_.size() * std::size_t(out_width_));
+    const std::size_t os = out_size();
+    std::vector<std::uint16_t> half(os == 2 ? got.size() : 0);
     for (std::size_t s = 0; s < sample_.size(); ++s)
-      rt_.queue().enqueue_read_buffer(out_buf_, std::size_t(sample_[s] * out_width_) * 4, std::size_t(out_width_) * 4,
-                                      got.data() + s * std::size_t(out_width_));
+      rt_.queue().enqueue_read_buffer(out_buf_, std::size_t(sample_[s] * out_width_) * os, std::size_t(out_width_) * os,
+                                      os == 2 ? static_cast<void*>(half.data() + s * std::size_t(out_width_))
+                                              : static_cast<void*>(got.data() + s * std::size_t(out_width_)));
+    for (std::size_t i = 0; i < half.size(); ++i) got[i] = bf16_to_float(half[i]);
     if (want_.empty()) reference();
+    // bf16 input: the documented 16-bit bounds (docs/verification.md): products in bf16
+    // (tc) within 2^-8 of Σ|in·w|, and a bf16 output (the forward's) rounded, 2^-8 of |y|.
+    const double half_products = type_ == ElementType::bf16 ? 1.0 / 256 : 0.0;
+    const double half_output = os == 2 ? 1.0 / 256 : 0.0;
     for (std::size_t s = 0; s < sample_.size(); ++s) {
       for (std::int64_t j = 0; j < out_width_; ++j) {
         const std::size_t at = s * std::size_t(out_width_) + std::size_t(j);
         const double v = got[at];
-        if (!(std::fabs(v - want_[at]) <= gemm_nt_error_bound(in_width_, mag_[at], 1.0, 0))) {
+        const double bound = gemm_nt_error_bound(in_width_, mag_[at], 1.0, 0) + half_products * mag_[at] +
+                             half_output * std::fabs(want_[at]);
+        if (!(std::fabs(v - want_[at]) <= bound)) {
           std::ostringstream out;
           out << (forward_ ? "y(" : "dx(") << sample_[s] << ", " << j << ") = " << v << ", want " << want_[at];
           return out.str();
@@ -177,6 +205,9 @@ class Nf4Workload : public Workload {
     }
   }
 
+  // Bytes per output element: the forward writes the input's type, the backward f32.
+  std::size_t out_size() const { return forward_ ? element_size(type_) : 4; }
+
   boost::compute::buffer upload(const void* data, std::size_t bytes) {
     boost::compute::buffer b = rt_.allocate(bytes).value();
     rt_.queue().enqueue_write_buffer(b, 0, bytes, data);
@@ -187,6 +218,7 @@ class Nf4Workload : public Workload {
   bool forward_;
   Nf4Problem p_;
   Nf4Geometry geo_;
+  ElementType type_;  // of the input (bf16 where the problem asks for input_bits 16)
   std::shared_ptr<const Nf4WeightSet> weights_;
   std::vector<float> in_;
   std::vector<std::uint32_t> offsets_;

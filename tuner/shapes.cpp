@@ -136,12 +136,18 @@ std::vector<UserShape> read_shapes(const std::string& path, const std::vector<Fa
         }
         p[key] = r.positive(kv.second, origin + "." + key);
         if (key == "block_size") check_block_size(r, kv.second, p[key]);
+        if (key == "input_bits") {
+          if (p[key] != 16 && p[key] != 32)
+            r.fail(kv.second.Mark(),
+                   origin + ".input_bits = " + std::to_string(p[key]) + " must be 32 (f32 input) or 16 (bf16 input)");
+          if (p[key] == 32) p.erase(key);  // the default: stored as before, without it
+        }
       }
       if (std::find(f->problem_keys.begin(), f->problem_keys.end(), "block_size") != f->problem_keys.end() &&
           !p.count("block_size"))
         p["block_size"] = 64;
       for (const std::string& k : f->problem_keys)
-        if (!p.count(k)) r.fail(s.Mark(), origin + " (" + kernel + ") needs '" + k + "'");
+        if (!p.count(k) && k != "input_bits") r.fail(s.Mark(), origin + " (" + kernel + ") needs '" + k + "'");
       add(*f, std::move(p), origin);
     }
   }

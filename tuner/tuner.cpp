@@ -94,15 +94,20 @@ class Prefetcher {
  public:
   Prefetcher(Runtime& rt, int threads)
       : pool_(threads, threads / 4,
-              [&rt](const Point& p) { rt.program_for(*p.algorithm, p.params, p.algorithm->tuned_variant); }) {}
+              [&rt](const Build& b) { rt.program_for(*b.point.algorithm, b.point.params, b.variant); }) {}
+
+  // The workload whose problem the next builds serve (its input type picks the variant of
+  // algorithms built per type); null: each algorithm's tuned_variant.
+  void serve(const Workload* workload) { workload_ = workload; }
 
   // Queues builds of `points`; urgent ones (about to be measured) go first, in order.
   void prefetch(const std::vector<const Point*>& points, bool urgent = true) {
     if (!pool_.enabled()) return;
-    for (const Point* p : points)
-      pool_.add(*p,
-                p->algorithm->source_name + " " + p->algorithm->build_options(p->params) + p->algorithm->tuned_variant,
-                urgent);
+    for (const Point* p : points) {
+      std::string variant = workload_ ? workload_->variant(*p->algorithm) : p->algorithm->tuned_variant;
+      std::string key = p->algorithm->source_name + " " + p->algorithm->build_options(p->params) + variant;
+      pool_.add({*p, std::move(variant)}, key, urgent);
+    }
   }
 
   // A class is over: what it still wanted built waits as speculative builds, behind the
@@ -110,7 +115,12 @@ class Prefetcher {
   void class_done() { pool_.demote(); }
 
  private:
-  CompilePool<Point> pool_;
+  struct Build {
+    Point point;
+    std::string variant;
+  };
+  CompilePool<Build> pool_;
+  const Workload* workload_ = nullptr;
 };
 
 class Progress {
@@ -420,6 +430,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     std::unique_ptr<Workload> workload = jobs[ji].problem ? jobs[ji].tuning->make_for(rt, *jobs[ji].problem, rng)
                                                           : jobs[ji].tuning->make(rt, shape_class, rng);
     previous_workload.reset();  // kept until now, so data it shares with this one is reused
+    prefetcher.serve(workload.get());
     cr.problem = workload->problem();
     cr.flops = workload->flops();
     std::int64_t max_evals = options.max_evals;

@@ -33,6 +33,9 @@ class Workload {
   // Empty when the output of the last run matches the CPU reference within the family's
   // documented error bound; otherwise one line saying which element is wrong.
   virtual std::string verify() = 0;
+  // The build options run() launches `algorithm` with beside its parameters' (what the
+  // compile pool prebuilds): its tuned_variant unless the problem's input type differs.
+  virtual std::string variant(const AlgorithmSpec& algorithm) const { return algorithm.tuned_variant; }
 
   // run() gives up waiting after this many seconds (0: no limit) by throwing CandidateHang.
   double timeout_seconds = 0;
@@ -62,8 +65,9 @@ struct FamilyTuning {
   const KernelFamily* family;
   // The problem `tune` measures for a class on this device.
   std::function<std::unique_ptr<Workload>(Runtime&, const std::string& shape_class, std::mt19937_64& rng)> make;
-  // A user's own problem (`tune --shapes`): the keys it needs, the class the runtime files
-  // it under, its workload, and the problems a model description implies (may be none).
+  // A user's own problem (`tune --shapes`): the keys it takes (all needed but block_size,
+  // 64 when absent, and input_bits, 32 when absent), the class the runtime files it under, its
+  // workload, and the problems a model description implies (may be none).
   std::vector<std::string> problem_keys;
   std::function<std::string(const Problem&)> class_of;
   std::function<std::unique_ptr<Workload>(Runtime&, const Problem&, std::mt19937_64& rng)> make_for;

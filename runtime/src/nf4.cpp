@@ -526,7 +526,7 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
         }
         chain.finish();
       },
-      algorithm->tuned_variant.empty() ? std::string() : type_variant(d.type));
+      nf4_launch_variant(*algorithm, d.type));
 }
 
 double rows_per_expert(std::int64_t rows, std::int64_t experts) {
@@ -569,6 +569,10 @@ const KernelFamily& nf4_backward_family() {
   static const KernelFamily family =
       nf4_family("nf4_backward", backward_fused_algorithm(), backward_stream_algorithm(), {backward_tc_algorithm()});
   return family;
+}
+
+std::string nf4_launch_variant(const AlgorithmSpec& algorithm, ElementType type) {
+  return algorithm.tuned_variant.empty() ? std::string() : type_variant(type);
 }
 
 std::string nf4_shape_class(double rpe) {

@@ -86,14 +86,20 @@ const KernelFamily& nf4_backward_family();
 std::string nf4_shape_class(double rows_per_expert);
 // A launch's problem as profile entries store it: {experts, n, k, rows, block_size,
 // input_bits} (input_bits 32 for f32 input, 16 for f16 and bf16: entries that name it serve
-// their input width first; the tuner measures f32 and writes no input_bits).
+// their input width first; the tuner measures f32 and writes no input_bits, unless a --shapes
+// problem asks for input_bits: 16, which it measures with bf16 input).
 std::map<std::string, std::int64_t> nf4_problem_of(std::int64_t rows, const Nf4Geometry& geometry,
                                                    ElementType type = ElementType::f32);
-// The representative problem `tune` measures for a class: {experts, n, k, rows, block}.
+// The problem `tune` measures: a class's representative one, or one from --shapes.
 struct Nf4Problem {
   std::int64_t experts = 8, n = 1024, k = 1024, rows = 8, block_size = 64;
+  std::int64_t input_bits = 32;  // 32: f32 input; 16: bf16 (x forward, g backward)
 };
 Nf4Problem nf4_class_problem(const std::string& shape_class, bool cpu_device);
+// The build options a launch with input `type` adds to `algorithm`'s own: the type's
+// variant for algorithms built once per element type (AlgorithmSpec::tuned_variant is the
+// f32 one), else none. What the tuner prebuilds for a problem of that input.
+std::string nf4_launch_variant(const AlgorithmSpec& algorithm, ElementType type);
 
 Status check_nf4_forward(Runtime& rt, const Nf4ForwardArgs& args);
 Status check_nf4_backward(Runtime& rt, const Nf4BackwardArgs& args);
