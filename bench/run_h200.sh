@@ -54,6 +54,8 @@
 #          (ours, ours_bf16), after the tc backward joined nf4_backward (TEST_LIMIT s for test_nf4).
 # tc-bwd-bf16 (kind nvidia-h200-x2): per shape on one H200, the backward decode tuned and
 #          benched, then bf16-grad candidates of tc pinned and benched (see the phase).
+# bf16-tune (kind nvidia-h200-x2): per shape on one H200, both directions' decode problems tuned
+#          with f32 and with bf16 input (tune --shapes with input_bits: 16), then benched.
 # whole-decode-bench (kind nvidia-h200-x2): the whole default tune on one H200; the NF4 forward
 #          decode bench (both shapes) with the shipped profile and cuBLAS on the other.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
@@ -61,7 +63,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -503,6 +505,32 @@ PY
   side0=$!
   tcb16 "$gpu1" fine 64,512 512 64 1408 2048 "${FINE_CLASSES:-decode}" "${FINE_BUDGET:-${TUNE_BUDGET:-100}}"
   $gpu1 timeout 30 $ref copy > "$out/copy.json" 2>&1
+  wait $side0
+  mark "all done"
+  ;;
+bf16-tune)
+  # Each shape on one H200: both directions' decode class tuned (TUNE_BUDGET s) for the
+  # shape's decode problems with f32 and with bf16 input (`input_bits: 16` shapes) into a copy
+  # of the shipped profile, then the decode bench (ours, ours_bf16, both directions) with it.
+  split_gpus
+  tune16() {  # tune16 "DEV" NAME BENCH-ROWS E N K
+    local dev=$1 name=$2 bench_rows=$3 e=$4 n=$5 k=$6 r kern bits
+    { echo shapes:; for kern in nf4_forward nf4_backward; do for r in ${bench_rows//,/ }; do for bits in 32 16; do
+        echo "  - {kernel: $kern, experts: $e, n: $n, k: $k, rows: $r, block_size: 64, input_bits: $bits}"
+      done; done; done; } > "$out/shapes16-$name.yaml"
+    cp "$here/nvidia-h200.yaml" "$out/tuned16-$name.yaml"
+    timed "tune16-$name" tune $dev "$here/ocltk" tune --kernels nf4_forward,nf4_backward --classes decode \
+      --shapes "$out/shapes16-$name.yaml" --budget "${TUNE_BUDGET:-240}" --out "$out/tuned16-$name.yaml" \
+      --record "$out/tune16-$name.jsonl"
+    mark "tune16 $name done"
+    $dev timeout 240 "$here/ocltk_bench_nf4" --ocltk_profile="$out/tuned16-$name.yaml" --ocltk_calls=20 \
+      --benchmark_filter="nf4_(forward|backward)/$name.*/rows(${bench_rows//,/|})/decode/(ours|ours_bf16)/" \
+      --benchmark_out="$out/h200-nf4-$name-tuned16.json" --benchmark_out_format=json > "$out/bench-nf4-$name-tuned16.txt" 2>&1
+    mark "bench $name (tuned16) done"
+  }
+  tune16 "$gpu0" mixtral 8,64 8 14336 4096 &
+  side0=$!
+  tune16 "$gpu1" fine 64,512 64 1408 2048
   wait $side0
   mark "all done"
   ;;
