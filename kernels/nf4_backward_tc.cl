@@ -36,8 +36,9 @@
 //
 // Precision by grad type (NF4_TYPE fixes it at build time, else the run-time argument):
 // - bf16: the codebook values rounded to bf16 (A) and g · scale rounded to bf16 (B), f32
-//   sums: each product within 2^-8 of |g · w|, the class of a bf16 GEMM on weights
-//   dequantized to bf16 (QLoRA's backward, bitsandbytes' own).
+//   sums: two roundings of at most 2^-8 each, so each product within 2^-7 of |g · w|, the
+//   class of a bf16 GEMM on weights dequantized to bf16 (QLoRA's backward, bitsandbytes' own,
+//   whose g and dequantized weight are each rounded to bf16 too).
 // - f32 and f16: A and B each as three bf16 parts (hi + mid + lo, 24 bits; bf16 keeps f32's
 //   exponent range, so nothing is rescaled), six products (hh, hm, mh, mm, hl, lh) into the
 //   same sums: the dropped terms are below 2^-25 of each product.
