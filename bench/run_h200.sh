@@ -150,6 +150,13 @@ cublas_decode() {
   unset CUDA_VISIBLE_DEVICES
   mark "cuBLAS done"
 }
+# backward_shapes NAME ROWS E N K: OUT/shapes-NAME.yaml, the nf4_backward problems of that
+# shape at each of ROWS (comma-separated), block 64, for tune --shapes.
+backward_shapes() {
+  local r
+  { echo shapes:; for r in ${2//,/ }; do
+      echo "  - {kernel: nf4_backward, experts: $3, n: $4, k: $5, rows: $r, block_size: 64}"; done; } > "$out/shapes-$1.yaml"
+}
 mixtral_shapes() {
   printf 'shapes:\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 8, block_size: 64}\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 64, block_size: 64}\n' \
     > "$out/shapes-mixtral.yaml"
@@ -406,7 +413,7 @@ nf4-refs)
 bwd-tune|bwd-final|tc-bwd)
   split_gpus
   bwd() {  # bwd "DEV" NAME FILTER ROWS BENCH-ROWS REF-ARGS...
-    local dev=$1 name=$2 filter=$3 rows=$4 bench_rows=$5 e n k r
+    local dev=$1 name=$2 filter=$3 rows=$4 bench_rows=$5 e n k
     shift 5
     e=$2; n=$4; k=$6
     if [ "$phase" = bwd-tune ]; then
@@ -415,8 +422,7 @@ bwd-tune|bwd-final|tc-bwd)
         --benchmark_out="$out/h200-nf4-$name-shipped.json" --benchmark_out_format=json > "$out/bench-nf4-$name-shipped.txt" 2>&1
       mark "bench $name (shipped profile) done"
     fi
-    { echo shapes:; for r in ${bench_rows//,/ }; do
-        echo "  - {kernel: nf4_backward, experts: $e, n: $n, k: $k, rows: $r, block_size: 64}"; done; } > "$out/shapes-$name.yaml"
+    backward_shapes "$name" "$bench_rows" "$e" "$n" "$k"
     cp "$here/nvidia-h200.yaml" "$out/tuned-$name.yaml"
     timed "tune-$name" tune $dev "$here/ocltk" tune --kernels nf4_backward --classes decode --shapes "$out/shapes-$name.yaml" \
       --budget "${TUNE_BUDGET:-120}" --out "$out/tuned-$name.yaml" --record "$out/tune-$name.jsonl"
@@ -464,9 +470,8 @@ tc-bwd-bf16)
   split_gpus
   cands=${TC_CANDIDATES:-"KG: 1, NSPLIT: 1, PF: 2, RT: 1, WGS: 128;KG: 2, NSPLIT: 1, PF: 2, RT: 1, WGS: 128;KG: 4, NSPLIT: 1, PF: 1, RT: 1, WGS: 128;KG: 2, NSPLIT: 1, PF: 1, RT: 1, WGS: 64"}
   tcb16() {  # tcb16 "DEV" NAME BENCH-ROWS CANDIDATE-ROWS E N K CLASSES BUDGET
-    local dev=$1 name=$2 bench_rows=$3 cand_rows=$4 e=$5 n=$6 k=$7 classes=$8 budget=$9 r i=0 cand
-    { echo shapes:; for r in ${bench_rows//,/ }; do
-        echo "  - {kernel: nf4_backward, experts: $e, n: $n, k: $k, rows: $r, block_size: 64}"; done; } > "$out/shapes-$name.yaml"
+    local dev=$1 name=$2 bench_rows=$3 cand_rows=$4 e=$5 n=$6 k=$7 classes=$8 budget=$9 i=0 cand
+    backward_shapes "$name" "$bench_rows" "$e" "$n" "$k"
     cp "$here/nvidia-h200.yaml" "$out/tuned-$name.yaml"
     timed "tune-$name" tune $dev "$here/ocltk" tune --kernels nf4_backward --classes "$classes" --shapes "$out/shapes-$name.yaml" \
       --budget "$budget" --out "$out/tuned-$name.yaml" --record "$out/tune-$name.jsonl"

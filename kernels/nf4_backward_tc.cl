@@ -142,11 +142,6 @@ inline void tcb_fill_table3(__local uint4* table, __local const float* cb, const
     if (i & 7) table[i] = table[i & ~7];
 }
 
-// Table offset of byte i (0 .. 3) of an index word: bits 8i .. 8i + 7 moved to 7 .. 14.
-inline uint tcb_off(const uint w, const int i, const uint lane_off) {
-  return ((i == 0 ? w << 7 : tc_shr(w, 8 * i - 7)) & 0x7F80u) | lane_off;
-}
-
 // A lane's loads of PF steps: code[u][4j + q] = group j's 4 bytes of its row q (rows 2t,
 // 2t + 1, 2t + 8, 2t + 9 of step u), sc[u][4j + q] that row's scale of group j, gv[u][4i' +
 // q] = g of row tile i' 's segment row (column g) at row q, zero for rows past the split or
@@ -206,10 +201,10 @@ inline void tcb_step(float* acc, const uint* code, const float* sc, const float*
       }
       TC_UNROLL
       for (int m = 0; m < 4; ++m) {
-        const uint a0 = *(__local const uint*)(table + tcb_off(h01, m, lane_off));
-        const uint a1 = *(__local const uint*)(table + tcb_off(l01, m, lane_off));
-        const uint a2 = *(__local const uint*)(table + tcb_off(h23, m, lane_off));
-        const uint a3 = *(__local const uint*)(table + tcb_off(l23, m, lane_off));
+        const uint a0 = *(__local const uint*)(table + tc_word_off(h01, m, lane_off));
+        const uint a1 = *(__local const uint*)(table + tc_word_off(l01, m, lane_off));
+        const uint a2 = *(__local const uint*)(table + tc_word_off(h23, m, lane_off));
+        const uint a3 = *(__local const uint*)(table + tc_word_off(l23, m, lane_off));
         TC_UNROLL
         for (int i = 0; i < RT; ++i)
           TC_MMA(acc + 16 * (i * KG + j) + 4 * m, a0, a1, a2, a3, b0[i], b1[i], 1, scratch, lane);
@@ -223,10 +218,10 @@ inline void tcb_step(float* acc, const uint* code, const float* sc, const float*
       }
       TC_UNROLL
       for (int m = 0; m < 4; ++m) {
-        const uint4 a0 = *(__local const uint4*)(table + tcb_off(h01, m, lane_off));
-        const uint4 a1 = *(__local const uint4*)(table + tcb_off(l01, m, lane_off));
-        const uint4 a2 = *(__local const uint4*)(table + tcb_off(h23, m, lane_off));
-        const uint4 a3 = *(__local const uint4*)(table + tcb_off(l23, m, lane_off));
+        const uint4 a0 = *(__local const uint4*)(table + tc_word_off(h01, m, lane_off));
+        const uint4 a1 = *(__local const uint4*)(table + tc_word_off(l01, m, lane_off));
+        const uint4 a2 = *(__local const uint4*)(table + tc_word_off(h23, m, lane_off));
+        const uint4 a3 = *(__local const uint4*)(table + tc_word_off(l23, m, lane_off));
         TC_UNROLL
         for (int i = 0; i < RT; ++i) {
           float* d = acc + 16 * (i * KG + j) + 4 * m;
