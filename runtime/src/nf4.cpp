@@ -469,9 +469,9 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
         } else if (warps) {
           // WGS / 32 warps per workgroup, each serving up to NB batches of RB W rows.
           groups0 = batch_groups(g.out_features, param(p, "RB"), (param(p, "WGS") / 32) * param(p, "NB"));
-        } else if (tc && !d.forward) {
-          // One workgroup per (k tile of 64·KG, split of N); splits as for stream.
-          const std::int64_t ktiles = ceil_div(g.in_features, 64 * param(p, "KG"));
+        } else if ((stream || tc) && !d.forward) {
+          // One workgroup per (k tile, split of N): stream's tile is 32·VW k, tc's 64·KG.
+          const std::int64_t ktiles = ceil_div(g.in_features, stream ? 32 * param(p, "VW") : 64 * param(p, "KG"));
           splits = cl_int(
               detail::stream_splits(param(p, "NSPLIT"), g, rows, ktiles, std::int64_t(rt.device().compute_units)));
           groups0 = std::size_t(ktiles * splits);
@@ -480,13 +480,8 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
           // tiles of 16 W rows.
           groups0 = batch_groups(g.out_features, 16 * param(p, "RT"),
                                  (param(p, "WGS") / 32 / param(p, "KS")) * param(p, "NB"));
-        } else if (stream && d.forward) {
+        } else if (stream) {  // the forward (the backward is above)
           groups0 = std::size_t(ceil_div(g.out_features, param(p, "WGS") / param(p, "RL")));
-        } else if (stream) {
-          const std::int64_t ktiles = ceil_div(g.in_features, 32 * param(p, "VW"));
-          splits = cl_int(
-              detail::stream_splits(param(p, "NSPLIT"), g, rows, ktiles, std::int64_t(rt.device().compute_units)));
-          groups0 = std::size_t(ktiles * splits);
         } else {
           const std::int64_t per_group =
               d.forward ? param(p, "WGS") / param(p, "RW") : param(p, "WGS") / param(p, "RW") * param(p, "VW");

@@ -1,5 +1,5 @@
-// Internal to the runtime (and its tests): how many workgroups the stream backward splits
-// each (expert, k tile)'s sweep over N into.
+// Internal to the runtime (and its tests): how many workgroups the split backwards (stream,
+// tc) divide each (expert, k tile)'s sweep over N into.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 namespace ocltk::detail {
 
-// Most bytes of partial sums the split stream backward keeps; beyond, it uses fewer splits.
+// Most bytes of partial sums a split backward keeps; beyond, it uses fewer splits.
 constexpr std::int64_t kMaxSplitScratchBytes = std::int64_t(256) << 20;
 
 // The splits of N: `nsplit` (the tuned NSPLIT), or more where the (expert, k tile) pairs
