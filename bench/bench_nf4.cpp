@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -98,7 +99,8 @@ const char* name_of(Impl impl) {
 // ---- flags of this benchmark, beside common.hpp's ----
 
 struct Nf4Flags {
-  double copy_gbps = 0;  // --ocltk_copy_gbps=X; 0: measure
+  double copy_gbps = 0;            // --ocltk_copy_gbps=X; 0: measure
+  std::vector<std::int64_t> rows;  // --ocltk_rows=A,B,...; empty: kRows
 };
 
 Nf4Flags& nf4_flags() {
@@ -112,6 +114,9 @@ const char* kNf4FlagsHelp =
     "                            default: measured at start with clEnqueueCopyBuffer (1 GiB, 256 MiB on a CPU)\n"
     "  --ocltk_sizes=cpu         skips rows above 64 for the Mixtral-like shape and above 512 for the\n"
     "                            fine-grained one (the gpu set: 1 to 4096 rows, and 32768 fine-grained)\n"
+    "  --ocltk_rows=A,B,...      these row counts instead of 1, 8, 64, 512, 4096, 32768 (each shape's and\n"
+    "                            the size set's limits still apply), e.g. 16,32 for 2 and 4 rows per\n"
+    "                            Mixtral-like expert\n"
     "Save results with --benchmark_out=results/DEVICE-nf4.json --benchmark_out_format=json.\n";
 
 // Removes this benchmark's own --ocltk_* flags before common.hpp's take_flags sees them.
@@ -129,6 +134,28 @@ bool take_nf4_flags(int* argc, char** argv) {
         return false;
       }
       nf4_flags().copy_gbps = x;
+      continue;
+    }
+    const std::string rows_prefix = "--ocltk_rows=";
+    if (arg.compare(0, rows_prefix.size(), rows_prefix) == 0) {
+      std::vector<std::int64_t>& rows = nf4_flags().rows;
+      std::stringstream list(arg.substr(rows_prefix.size()));
+      std::string item;
+      rows.clear();
+      while (std::getline(list, item, ',')) {
+        char* end = nullptr;
+        const long long r = std::strtoll(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || r < 1 || r > (1ll << 24)) {
+          std::fprintf(stderr, "ocltk_bench_nf4: %s: expected row counts from 1 to 2^24, separated by commas\n",
+                       arg.c_str());
+          return false;
+        }
+        rows.push_back(r);
+      }
+      if (rows.empty()) {
+        std::fprintf(stderr, "ocltk_bench_nf4: %s: expected at least one row count\n", arg.c_str());
+        return false;
+      }
       continue;
     }
     if (arg == "--help" || arg == "-h") std::fputs(kNf4FlagsHelp, stdout);
@@ -833,8 +860,10 @@ int main(int argc, char** argv) {
   } else {
     copy_bandwidth() = measure_copy_bandwidth(cpu ? (std::size_t(256) << 20) : (std::size_t(1) << 30));
   }
+  const std::vector<std::int64_t> row_counts =
+      nf4_flags().rows.empty() ? std::vector<std::int64_t>(std::begin(kRows), std::end(kRows)) : nf4_flags().rows;
   for (const Nf4Shape& shape : kShapes) {
-    for (std::int64_t rows : kRows) {
+    for (std::int64_t rows : row_counts) {
       if (rows > shape.max_rows || (!gpu_sizes && rows > shape.cpu_max_rows)) continue;
       for (bool forward : {true, false}) {
         const Case c{shape, rows, forward};
