@@ -101,8 +101,9 @@ Options:
                       lora_expand, small_batch, large; nf4_* have decode, small_batch, prefill)
   --repeats N         timed runs per candidate, median taken (default 5)
   --seed N            random seed of the search and of the test data (default 1)
-  --cold              do not start from the profiles that already fit the device (by default their
-                      choices are measured first, so running tune again refines its last answer)
+  --cold              do not start from the profiles that already fit the device and the one at --out
+                      (by default their choices are measured first, so running tune again refines its
+                      last answer)
   --jobs N            threads compiling candidates while others are measured (default: one per
                       spare core on a GPU; 0 on a CPU device, where compiling would disturb timings)
   --timeout SECONDS   a candidate still running after this long is recorded as a hang and skipped
@@ -418,6 +419,9 @@ int cmd_tune(const std::vector<std::string>& tokens) {
       throw UsageError("--out " + out + " exists and is not an ocltk profile (" + e.what() +
                        "); remove it or choose another path");
     }
+    // Its choices seed the search (warm start), like those of the profiles found for the
+    // device, when it is this device's.
+    if (existing->device.name == rt.device().name) options.warm_profiles.push_back(*existing);
   }
   std::ofstream record;
   if (auto path = args.get("--record")) {

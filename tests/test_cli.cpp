@@ -954,6 +954,35 @@ TEST_F(CliTest, TuneWarmStartsFromAFittingProfileAndPrintsJson) {
       << "--cold still measured the seed; " << read_text(cold_record);
 }
 
+// The profile already at --out seeds the search too, wherever it lies (not on
+// OCLTK_PROFILE_PATH here), and its untuned entries are kept; --cold skips the seed.
+TEST_F(CliTest, TuneWarmStartsFromTheProfileAtOut) {
+  const ocltk::Params seed = {{"MWG", 8}, {"NWG", 16}, {"MDIMC", 2}, {"NDIMC", 4}, {"VW", 4}, {"USE_LOCAL", 0}};
+  const ocltk::ProfileDevice device = ocltk::profile_device_of(default_device());
+  std::string seed_text = "{\"algorithm\": \"tiled\", \"params\": {";
+  bool first = true;
+  for (const auto& [name, value] : ocltk::gemm_nt_family().find_algorithm("tiled")->complete(seed)) {
+    seed_text += (first ? "\"" : ", \"") + name + "\": " + std::to_string(value);
+    first = false;
+  }
+  seed_text += "}";
+  const std::vector<std::string> base = {"tune",      "--classes", "gemv",    "--max-evals", "2",      "--budget", "20",
+                                         "--repeats", "1",         "--quiet", "--out",       "p.yaml", "--record"};
+  for (const bool cold : {false, true}) {
+    SCOPED_TRACE(cold ? "--cold" : "warm");
+    write_text(path("p.yaml"), profile_text(device, {{"gemv", "tiled", seed}, {"large", "tiled", kTiledPoint}}));
+    const fs::path record = root_ / (cold ? "cold.jsonl" : "warm.jsonl");
+    std::vector<std::string> args = base;
+    args.push_back(record.string());
+    if (cold) args.insert(args.end(), {"--cold", "--no-resume"});
+    const CliResult r = run_cli(args);
+    ASSERT_EQ(r.status, 0) << r.describe();
+    EXPECT_EQ(read_text(record).find(seed_text) != std::string::npos, !cold) << read_text(record);
+    const ocltk::Profile written = ocltk::read_profile(path("p.yaml").string());
+    EXPECT_NE(written.find("gemm_nt", "large"), nullptr) << "the untuned entry was dropped";
+  }
+}
+
 // --record appends a header and one JSON line per measured point, across runs.
 TEST_F(CliTest, TuneRecordAppendsEveryMeasuredPoint) {
   const std::vector<std::string> args = {"tune",     "--classes", "gemv",      "--max-evals", "3",

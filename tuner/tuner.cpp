@@ -457,11 +457,16 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       workload->timeout_seconds = std::max(2.0, 100 * (cr.builtin.ok ? cr.builtin.time_ms * 1e-3 : 0.1));
 
     // Warm start: the choices of the profiles that already fit this device (an earlier
-    // run's, or a shipped one for the same device or vendor) are measured next, so a
-    // repeated `tune` starts from its last answer instead of from scratch.
+    // run's, or a shipped one for the same device or vendor) and of warm_profiles (the
+    // profile at --out) are measured next, so a repeated `tune` starts from its last
+    // answer instead of from scratch (repeats of one point are measured once).
     std::vector<Point> warm;
-    for (const ProfileCandidate& candidate : prior.candidates) {
-      const ProfileEntry* entry = candidate.profile.find(family.name, shape_class, &cr.problem);
+    std::vector<const Profile*> warm_from;
+    for (const ProfileCandidate& candidate : prior.candidates) warm_from.push_back(&candidate.profile);
+    if (options.warm_start)
+      for (const Profile& profile : options.warm_profiles) warm_from.push_back(&profile);
+    for (const Profile* profile : warm_from) {
+      const ProfileEntry* entry = profile->find(family.name, shape_class, &cr.problem);
       const AlgorithmSpec* algorithm = entry ? family.find_algorithm(entry->algorithm) : nullptr;
       if (algorithm == nullptr || algorithm->violation(entry->params, &limits)) continue;
       warm.push_back({algorithm, entry->params});

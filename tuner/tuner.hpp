@@ -32,6 +32,9 @@ struct TuneOptions {
   // Measure the choices of profiles that already fit the device (OCLTK_PROFILE_PATH, the
   // user folder, installed configs) right after the built-in default.
   bool warm_start = true;
+  // With warm_start, these profiles' choices are measured too (the CLI passes the profile
+  // already at --out when it is for this device, wherever it lies).
+  std::vector<Profile> warm_profiles;
   std::vector<std::string> kernels;  // empty: every tunable family
   std::vector<std::string> classes;  // empty: every class; else only these (where a family has them)
   // Threads compiling candidates ahead of the measurement; -1: one per spare core on a
