@@ -54,8 +54,10 @@
 #          (ours, ours_bf16), after the tc backward joined nf4_backward (TEST_LIMIT s for test_nf4).
 # tc-bwd-bf16 (kind nvidia-h200-x2): per shape on one H200, the backward decode tuned and
 #          benched, then bf16-grad candidates of tc pinned and benched (see the phase).
-# bf16-tune (kind nvidia-h200-x2): per shape on one H200, both directions' decode problems tuned
+# bf16-tune (kind nvidia-h200-x2, or nvidia-h200 one shape after the other): per shape, both directions' decode problems tuned
 #          with f32 and with bf16 input (tune --shapes with input_bits: 16), then benched.
+# fwd-cands (kind nvidia-h200-x2, or nvidia-h200 one shape after the other): forward tc
+#          candidates (FWD_CANDIDATES) pinned per shape and benched beside the shipped profile.
 # whole-decode-bench (kind nvidia-h200-x2): the whole default tune on one H200; the NF4 forward
 #          decode bench (both shapes) with the shipped profile and cuBLAS on the other.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
@@ -63,7 +65,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -156,6 +158,11 @@ backward_shapes() {
   local r
   { echo shapes:; for r in ${2//,/ }; do
       echo "  - {kernel: nf4_backward, experts: $3, n: $4, k: $5, rows: $r, block_size: 64}"; done; } > "$out/shapes-$1.yaml"
+}
+# serial_if_one_gpu: after split_gpus, on one H200 (kind nvidia-h200) gives gpu1 the first GPU
+# and sets serial=1, so that a phase runs its two sides one after the other.
+serial_if_one_gpu() {
+  if [ "$(nvidia-smi -L | grep -c GPU)" -lt 2 ]; then gpu1=$gpu0; serial=1; else serial=0; fi
 }
 mixtral_shapes() {
   printf 'shapes:\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 8, block_size: 64}\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 64, block_size: 64}\n' \
@@ -517,6 +524,8 @@ bf16-tune)
   # Each shape on one H200: both directions' decode class tuned (TUNE_BUDGET s) for the
   # shape's decode problems with f32 and with bf16 input (`input_bits: 16` shapes) into a copy
   # of the shipped profile, then the decode bench (ours, ours_bf16, both directions) with it.
+  # SHAPES picks the shapes (default "mixtral fine"); the program caches (NVIDIA's PTX) are
+  # kept for ptxas -v.
   split_gpus
   tune16() {  # tune16 "DEV" NAME BENCH-ROWS E N K
     local dev=$1 name=$2 bench_rows=$3 e=$4 n=$5 k=$6 r kern bits
@@ -533,10 +542,74 @@ bf16-tune)
       --benchmark_out="$out/h200-nf4-$name-tuned16.json" --benchmark_out_format=json > "$out/bench-nf4-$name-tuned16.txt" 2>&1
     mark "bench $name (tuned16) done"
   }
-  tune16 "$gpu0" mixtral 8,64 8 14336 4096 &
+  serial_if_one_gpu
+  shapes=${SHAPES:-mixtral fine}  # e.g. SHAPES=mixtral: that shape alone
+  side0=
+  if [[ " $shapes " == *" mixtral "* ]]; then tune16 "$gpu0" mixtral 8,64 8 14336 4096 & side0=$!; fi
+  [ "$serial" = 1 ] && [ -n "$side0" ] && wait $side0
+  if [[ " $shapes " == *" fine "* ]]; then tune16 "$gpu1" fine 64,512 64 1408 2048; fi
+  [ -n "$side0" ] && wait $side0
+  tar czf "$out/ptx-cache.tgz" -C /tmp ocltk-cache0 ocltk-cache1 2>/dev/null
+  mark "all done"
+  ;;
+fwd-cands)
+  # Per shape on one H200, each of FWD_CANDIDATES (tc param sets separated by ';') pinned as
+  # the nf4_forward decode entry of that shape's decode rows (f32 and 16-bit input) in a copy
+  # of the shipped profile (any entry of the same problem dropped), and the forward decode
+  # bench (ours, ours_bf16) with it, after the same bench with the shipped profile. test_nf4's
+  # Tc tests first (TEST_LIMIT s); the program caches (NVIDIA's PTX) are kept for ptxas -v.
+  # Used on 2026-11-30 (results/h200-2026-11-30k) with the cp.async ring (CP) of
+  # tc_cp_ring.patch there.
+  split_gpus
+  cands=${FWD_CANDIDATES:-"KS: 1, NB: 1, PF: 1, RT: 2, WGS: 128;KS: 1, NB: 1, PF: 0, RT: 4, WGS: 128;KS: 1, NB: 1, PF: 2, RT: 1, WGS: 128"}
+  fwdc() {  # fwdc "DEV" NAME ROWS E N K
+    local dev=$1 name=$2 rows=$3 e=$4 n=$5 k=$6 i=0 cand
+    $dev timeout 90 "$here/ocltk_bench_nf4" --ocltk_profile="$here/nvidia-h200.yaml" --ocltk_calls=20 \
+      --benchmark_filter="nf4_forward/$name.*/rows(${rows//,/|})/decode/(ours|ours_bf16)/" \
+      --benchmark_out="$out/h200-nf4-$name-shipped.json" --benchmark_out_format=json > "$out/bench-nf4-$name-shipped.txt" 2>&1
+    mark "bench $name shipped done"
+    IFS=';' read -ra list <<< "$cands"
+    for cand in "${list[@]}"; do
+      i=$((i + 1))
+      python3 - "$here/nvidia-h200.yaml" "$out/fcand-$name-$i.yaml" "$cand" "$e" "$n" "$k" "$rows" <<'PY'
+import re, sys
+src, dst, cand, e, n, k, rows = sys.argv[1:]
+lines = open(src).read().split("\n")
+start = lines.index("  nf4_forward:") + 2  # after "    decode:"
+assert lines[start - 1] == "    decode:"
+indent = re.match(r" *", lines[start]).group(0)
+end = start
+while end < len(lines) and lines[end].startswith(indent) and not lines[end].startswith(indent + "  ") or \
+        (end < len(lines) and lines[end].startswith(indent + "  ")):
+    end += 1
+wanted = {f"{{block_size: 64, experts: {e}, input_bits: {bits}, k: {k}, n: {n}, rows: {r}}}"
+          for r in rows.split(",") for bits in (16, 32)}
+kept, entry = [], []
+for line in lines[start:end] + [indent + "- end"]:
+    if line.startswith(indent + "- ") and entry:
+        if not any(l.strip() == "problem: " + w for l in entry for w in wanted):
+            kept += entry
+        entry = []
+    entry.append(line)
+new = [f"{indent}- algorithm: tc\n{indent}  params: {{{cand}}}\n{indent}  problem: {w}" for w in sorted(wanted)]
+open(dst, "w").write("\n".join(lines[:start] + new + kept + lines[end:]))
+PY
+      $dev timeout 90 "$here/ocltk_bench_nf4" --ocltk_profile="$out/fcand-$name-$i.yaml" --ocltk_calls=20 \
+        --benchmark_filter="nf4_forward/$name.*/rows(${rows//,/|})/decode/(ours|ours_bf16)/" \
+        --benchmark_out="$out/h200-nf4-$name-fcand$i.json" --benchmark_out_format=json > "$out/bench-nf4-$name-fcand$i.txt" 2>&1
+      echo "fcand$i: $cand" >> "$out/fcandidates-$name.txt"
+      mark "bench $name candidate $i done"
+    done
+  }
+  serial_if_one_gpu
+  ( [ -n "${TEST_LIMIT:-}" ] && { $gpu0 timeout "$TEST_LIMIT" "$here/test_nf4" --gtest_filter='*Tc*' > "$out/test_nf4.txt" 2>&1
+      echo "test_nf4 exit $?" >> "$out/test_nf4.txt"; mark "test_nf4 done"; }
+    fwdc "$gpu0" mixtral 8,64 8 14336 4096 ) &
   side0=$!
-  tune16 "$gpu1" fine 64,512 64 1408 2048
+  [ "$serial" = 1 ] && wait $side0
+  fwdc "$gpu1" fine 64,512 64 1408 2048
   wait $side0
+  tar czf "$out/ptx-cache.tgz" -C /tmp ocltk-cache0 ocltk-cache1 2>/dev/null
   mark "all done"
   ;;
 whole-decode-bench)
