@@ -159,6 +159,34 @@ backward_shapes() {
   { echo shapes:; for r in ${2//,/ }; do
       echo "  - {kernel: nf4_backward, experts: $3, n: $4, k: $5, rows: $r, block_size: 64}"; done; } > "$out/shapes-$1.yaml"
 }
+# pin_tc_entries SRC DST KERNEL PARAMS E N K ROWS BITS: DST is the profile SRC with `tc` PARAMS
+# (e.g. "KG: 2, NSPLIT: 1, PF: 1, RT: 1, WGS: 256") as KERNEL's decode entry for the problems
+# E x N x K, block 64, at each of ROWS and input widths BITS (comma-separated), any entry of
+# those problems dropped.
+pin_tc_entries() {
+  python3 - "$@" <<'PY'
+import re, sys
+src, dst, kernel, params, e, n, k, rows, bits = sys.argv[1:]
+lines = open(src).read().split("\n")
+start = lines.index(f"  {kernel}:") + 2
+assert lines[start - 1] == "    decode:", f"{src}: no {kernel} decode section"
+indent = re.match(r" *", lines[start]).group(0)
+end = start
+while end < len(lines) and (lines[end].startswith(indent + "- ") or lines[end].startswith(indent + "  ")):
+    end += 1  # the decode entries, up to the next class
+wanted = {f"{{block_size: 64, experts: {e}, input_bits: {b}, k: {k}, n: {n}, rows: {r}}}"
+          for r in rows.split(",") for b in bits.split(",")}
+kept, entry = [], []
+for line in lines[start:end] + [indent + "- end"]:
+    if line.startswith(indent + "- ") and entry:
+        if not any(l.strip() == "problem: " + w for l in entry for w in wanted):
+            kept += entry
+        entry = []
+    entry.append(line)
+new = [f"{indent}- algorithm: tc\n{indent}  params: {{{params}}}\n{indent}  problem: {w}" for w in sorted(wanted)]
+open(dst, "w").write("\n".join(lines[:start] + new + kept + lines[end:]))
+PY
+}
 # serial_if_one_gpu: after split_gpus, on one H200 (kind nvidia-h200) gives gpu1 the first GPU
 # and sets serial=1, so that a phase runs its two sides one after the other.
 serial_if_one_gpu() {
@@ -490,17 +518,7 @@ tc-bwd-bf16)
     IFS=';' read -ra list <<< "$cands"
     for cand in "${list[@]}"; do
       i=$((i + 1))
-      python3 - "$out/tuned-$name.yaml" "$out/cand-$name-$i.yaml" "$cand" "$e" "$n" "$k" "$cand_rows" <<'PY'
-import sys
-src, dst, cand, e, n, k, rows = sys.argv[1:]
-text = open(src).read()
-at = text.index("  nf4_backward:\n    decode:\n") + len("  nf4_backward:\n    decode:\n")
-entries = "".join(
-    f"      - algorithm: tc\n        params: {{{cand}}}\n"
-    f"        problem: {{block_size: 64, experts: {e}, input_bits: 16, k: {k}, n: {n}, rows: {r}}}\n"
-    for r in rows.split(","))
-open(dst, "w").write(text[:at] + entries + text[at:])
-PY
+      pin_tc_entries "$out/tuned-$name.yaml" "$out/cand-$name-$i.yaml" nf4_backward "$cand" "$e" "$n" "$k" "$cand_rows" 16
       $dev timeout 60 "$here/ocltk_bench_nf4" --ocltk_profile="$out/cand-$name-$i.yaml" --ocltk_calls=20 \
         --benchmark_filter="nf4_backward/$name.*/rows(${cand_rows//,/|})/decode/ours_bf16/" \
         --benchmark_out="$out/h200-nf4-$name-cand$i.json" --benchmark_out_format=json > "$out/bench-nf4-$name-cand$i.txt" 2>&1
@@ -571,29 +589,7 @@ fwd-cands)
     IFS=';' read -ra list <<< "$cands"
     for cand in "${list[@]}"; do
       i=$((i + 1))
-      python3 - "$here/nvidia-h200.yaml" "$out/fcand-$name-$i.yaml" "$cand" "$e" "$n" "$k" "$rows" <<'PY'
-import re, sys
-src, dst, cand, e, n, k, rows = sys.argv[1:]
-lines = open(src).read().split("\n")
-start = lines.index("  nf4_forward:") + 2  # after "    decode:"
-assert lines[start - 1] == "    decode:"
-indent = re.match(r" *", lines[start]).group(0)
-end = start
-while end < len(lines) and lines[end].startswith(indent) and not lines[end].startswith(indent + "  ") or \
-        (end < len(lines) and lines[end].startswith(indent + "  ")):
-    end += 1
-wanted = {f"{{block_size: 64, experts: {e}, input_bits: {bits}, k: {k}, n: {n}, rows: {r}}}"
-          for r in rows.split(",") for bits in (16, 32)}
-kept, entry = [], []
-for line in lines[start:end] + [indent + "- end"]:
-    if line.startswith(indent + "- ") and entry:
-        if not any(l.strip() == "problem: " + w for l in entry for w in wanted):
-            kept += entry
-        entry = []
-    entry.append(line)
-new = [f"{indent}- algorithm: tc\n{indent}  params: {{{cand}}}\n{indent}  problem: {w}" for w in sorted(wanted)]
-open(dst, "w").write("\n".join(lines[:start] + new + kept + lines[end:]))
-PY
+      pin_tc_entries "$here/nvidia-h200.yaml" "$out/fcand-$name-$i.yaml" nf4_forward "$cand" "$e" "$n" "$k" "$rows" 16,32
       $dev timeout 90 "$here/ocltk_bench_nf4" --ocltk_profile="$out/fcand-$name-$i.yaml" --ocltk_calls=20 \
         --benchmark_filter="nf4_forward/$name.*/rows(${rows//,/|})/decode/(ours|ours_bf16)/" \
         --benchmark_out="$out/h200-nf4-$name-fcand$i.json" --benchmark_out_format=json > "$out/bench-nf4-$name-fcand$i.txt" 2>&1

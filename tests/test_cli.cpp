@@ -917,20 +917,25 @@ TEST_F(CliTest, TuneWritesAValidProfileAndASummary) {
   EXPECT_TRUE(names_in(config_).empty()) << "--out given: nothing under XDG_CONFIG_HOME";
 }
 
+// How --record writes a measured gemm_nt `tiled` point (params completed with defaults):
+// {"algorithm": "tiled", "params": {...}}, without the closing brace of the point.
+std::string recorded_tiled_point(const ocltk::Params& params) {
+  std::string text = "{\"algorithm\": \"tiled\", \"params\": {";
+  bool first = true;
+  for (const auto& [name, value] : ocltk::gemm_nt_family().find_algorithm("tiled")->complete(params)) {
+    text += (first ? "\"" : ", \"") + name + "\": " + std::to_string(value);
+    first = false;
+  }
+  return text + "}";
+}
+
 // A profile that fits the device seeds the search: its choice is measured right after
 // the built-in default, unless --cold. --json puts only a JSON object on stdout.
 TEST_F(CliTest, TuneWarmStartsFromAFittingProfileAndPrintsJson) {
   const ocltk::Params seed = {{"MWG", 8}, {"NWG", 16}, {"MDIMC", 2}, {"NDIMC", 4}, {"VW", 4}, {"USE_LOCAL", 0}};
   const fs::path prior = root_ / "prior.yaml";
   write_text(prior, profile_text(ocltk::profile_device_of(default_device()), {{"gemv", "tiled", seed}}));
-  // The measured points are read back from --record: {"algorithm": "tiled", "params": {...}.
-  std::string seed_text = "{\"algorithm\": \"tiled\", \"params\": {";
-  bool first = true;
-  for (const auto& [name, value] : ocltk::gemm_nt_family().find_algorithm("tiled")->complete(seed)) {
-    seed_text += (first ? "\"" : ", \"") + name + "\": " + std::to_string(value);
-    first = false;
-  }
-  seed_text += "}";
+  const std::string seed_text = recorded_tiled_point(seed);
   const fs::path warm_record = root_ / "warm.jsonl", cold_record = root_ / "cold.jsonl";
   std::vector<std::string> base = {"tune", "--classes", "gemv", "--max-evals", "2",      "--budget",
                                    "20",   "--repeats", "1",    "--out",       "p.yaml", "--json"};
@@ -959,13 +964,7 @@ TEST_F(CliTest, TuneWarmStartsFromAFittingProfileAndPrintsJson) {
 TEST_F(CliTest, TuneWarmStartsFromTheProfileAtOut) {
   const ocltk::Params seed = {{"MWG", 8}, {"NWG", 16}, {"MDIMC", 2}, {"NDIMC", 4}, {"VW", 4}, {"USE_LOCAL", 0}};
   const ocltk::ProfileDevice device = ocltk::profile_device_of(default_device());
-  std::string seed_text = "{\"algorithm\": \"tiled\", \"params\": {";
-  bool first = true;
-  for (const auto& [name, value] : ocltk::gemm_nt_family().find_algorithm("tiled")->complete(seed)) {
-    seed_text += (first ? "\"" : ", \"") + name + "\": " + std::to_string(value);
-    first = false;
-  }
-  seed_text += "}";
+  const std::string seed_text = recorded_tiled_point(seed);
   const std::vector<std::string> base = {"tune",      "--classes", "gemv",    "--max-evals", "2",      "--budget", "20",
                                          "--repeats", "1",         "--quiet", "--out",       "p.yaml", "--record"};
   for (const bool cold : {false, true}) {
