@@ -460,9 +460,9 @@ const KernelFamily& mock_family() {
 // (7, 4) hangs.
 class MockWorkload : public Workload {
  public:
-  // run_ms: how long each run() sleeps (0: returns at once).
-  explicit MockWorkload(MockState& s, int run_ms = 0) : s_(s), run_ms_(run_ms) {}
-  std::map<std::string, std::int64_t> problem() const override { return {{"n", 10}}; }
+  // run_ms: how long each run() sleeps (0: returns at once); n: the problem's one size.
+  explicit MockWorkload(MockState& s, int run_ms = 0, std::int64_t n = 10) : s_(s), run_ms_(run_ms), n_(n) {}
+  std::map<std::string, std::int64_t> problem() const override { return {{"n", n_}}; }
   double flops() const override { return 1e6; }
   double min_bytes() const override { return 0; }
   void poison() override {
@@ -483,6 +483,7 @@ class MockWorkload : public Workload {
  private:
   MockState& s_;
   int run_ms_;
+  std::int64_t n_;
   bool wrong_ = false;
 };
 
@@ -503,6 +504,9 @@ class TunerEngine : public ::testing::Test {
     mock.family = &mock_family();
     mock.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
       return std::unique_ptr<Workload>(new MockWorkload(state_));
+    };
+    mock.make_for = [this](Runtime&, const Problem& problem, std::mt19937_64&) {
+      return std::unique_ptr<Workload>(new MockWorkload(state_, 0, problem.at("n")));
     };
     families_ = {mock};
   }
@@ -547,6 +551,44 @@ TEST_F(TunerEngine, BadCandidatesAreRecordedWithTheirReasonAndSkipped) {
   EXPECT_NE(text.find("hang or far too slow: still running"), std::string::npos);
   ASSERT_EQ(r.profile.entries.size(), 1u);
   EXPECT_EQ(r.profile.entries[0].params.at("X"), 6);
+}
+
+// Several problems of one class (a user's shapes): each later one measures the best points
+// of the earlier ones right after its built-in default, unless the run is cold.
+TEST_F(TunerEngine, LaterProblemsOfAClassStartFromTheEarlierOnesBest) {
+  for (const bool warm : {false, true}) {
+    SCOPED_TRACE(warm ? "warm" : "cold");
+    TuneOptions o = options(4);
+    o.warm_start = warm;
+    o.cache_dir = "-";  // each problem measures its own points
+    o.default_classes = false;
+    for (std::int64_t n : {20, 30, 40}) o.shapes.push_back({&families_[0], "c1", {{"n", n}}, "test"});
+    const TuneResult r = tune(*rt_, o);
+    ASSERT_EQ(r.classes.size(), 3u);
+    const auto measured = [&](const ClassResult& c, const Params& p) {
+      return std::any_of(c.history.begin(), c.history.end(), [&](const Evaluation& h) { return h.params == p; });
+    };
+    if (warm) {
+      for (std::size_t later = 1; later < r.classes.size(); ++later) {
+        // The distinct earlier bests, in order, come right after the built-in default.
+        std::vector<Params> bests;
+        for (std::size_t earlier = 0; earlier < later; ++earlier) {
+          const Evaluation& best = r.classes[earlier].best;
+          ASSERT_TRUE(best.ok);
+          if (std::find(bests.begin(), bests.end(), best.params) == bests.end()) bests.push_back(best.params);
+        }
+        const std::vector<Evaluation>& h = r.classes[later].history;
+        ASSERT_GE(h.size(), 1 + bests.size());
+        for (std::size_t i = 0; i < bests.size(); ++i)
+          EXPECT_EQ(h[1 + i].params, bests[i]) << "problem " << later << ", evaluation " << 1 + i;
+      }
+    } else {
+      // The seed's exhaustive orders give each problem other points: without the warm start
+      // a later problem measures an earlier best only by chance.
+      EXPECT_FALSE(measured(r.classes[1], r.classes[0].best.params) && measured(r.classes[2], r.classes[1].best.params))
+          << "the cold run measures the earlier bests anyway: the warm case proves nothing";
+    }
+  }
 }
 
 TEST_F(TunerEngine, AnInterruptedRunResumesWhereItStopped) {

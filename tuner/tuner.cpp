@@ -409,6 +409,10 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   for (std::size_t ji = 0; ji < jobs.size(); ++ji)
     prefetcher.prefetch(opening_points(options.strategy, spaces[ji], search_rngs[ji], 24), false);
 
+  // The best point of each problem tuned so far, by (kernel, class): with warm_start the
+  // later problems of that class measure them first (a user's shapes of one class are
+  // often won by the same point, and a share of the budget is short for a search).
+  std::map<std::pair<std::string, std::string>, std::vector<Point>> run_bests;
   std::unique_ptr<Workload> previous_workload;
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     if (options.stop != nullptr && options.stop->load()) {
@@ -459,7 +463,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     // Warm start: the choices of the profiles that already fit this device (an earlier
     // run's, or a shipped one for the same device or vendor) and of warm_profiles (the
     // profile at --out) are measured next, so a repeated `tune` starts from its last
-    // answer instead of from scratch (repeats of one point are measured once).
+    // answer instead of from scratch; then the best points of this run's earlier problems
+    // of the class (repeats of one point are measured once).
     std::vector<Point> warm;
     std::vector<const Profile*> warm_from;
     for (const ProfileCandidate& candidate : prior.candidates) warm_from.push_back(&candidate.profile);
@@ -471,6 +476,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       if (algorithm == nullptr || algorithm->violation(entry->params, &limits)) continue;
       warm.push_back({algorithm, entry->params});
     }
+    if (options.warm_start)
+      for (const Point& p : run_bests[{family.name, shape_class}]) warm.push_back(p);
     std::vector<const Point*> warm_hint;
     for (const Point& p : warm) warm_hint.push_back(&p);
     prefetcher.prefetch(warm_hint);
@@ -492,6 +499,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       entry.gflops = cr.flops / cr.best.time_ms * 1e-6;
       entry.default_time_ms = cr.builtin.ok ? cr.builtin.time_ms : 0;
       result.profile.entries.push_back(entry);
+      const AlgorithmSpec* algorithm = family.find_algorithm(cr.best.algorithm);
+      if (algorithm != nullptr) run_bests[{family.name, shape_class}].push_back({algorithm, cr.best.params});
     }
     result.classes.push_back(std::move(cr));
     previous_workload = std::move(workload);
