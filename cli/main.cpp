@@ -101,9 +101,9 @@ Options:
                       lora_expand, small_batch, large; nf4_* have decode, small_batch, prefill)
   --repeats N         timed runs per candidate, median taken (default 5)
   --seed N            random seed of the search and of the test data (default 1)
-  --cold              do not start from the profiles that already fit the device and the one at --out
-                      (by default their choices are measured first, so running tune again refines its
-                      last answer)
+  --cold              do not start from the profiles that already fit the device and the one at --out,
+                      nor from the best points of the run's earlier problems of a class (by default
+                      these are measured first, so running tune again refines its last answer)
   --jobs N            threads compiling candidates while others are measured (default: one per
                       spare core on a GPU; 0 on a CPU device, where compiling would disturb timings)
   --timeout SECONDS   a candidate still running after this long is recorded as a hang and skipped

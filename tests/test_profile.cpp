@@ -1052,4 +1052,8 @@ TEST_F(ProfileTest, SeveralEntriesPerClassServeTheNearestProblem) {
   } catch (const ocltk::Error& e) {
     EXPECT_NE(std::string(e.what()).find("same problem"), std::string::npos) << e.what();
   }
+  // input_bits 32 is what a problem without it stands for: the same problem.
+  EXPECT_TRUE(ocltk::same_problem({{"rows", 8}, {"input_bits", 32}}, {{"rows", 8}}));
+  EXPECT_FALSE(ocltk::same_problem({{"rows", 8}, {"input_bits", 16}}, {{"rows", 8}}));
+  EXPECT_FALSE(ocltk::same_problem({{"rows", 8}}, {{"rows", 16}}));
 }

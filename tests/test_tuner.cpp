@@ -412,6 +412,36 @@ TEST(CompilePoolTest, DemotedUrgentJobsWaitBehindNewUrgentOnes) {
   EXPECT_EQ(log.started, (std::vector<int>{0, 4, 2, 1, 3}));
 }
 
+// Rewriting a profile keeps the entries this run did not tune, and drops those it did, also
+// where the old entry says input_bits 32 and the new one (the tuner's, f32) none.
+TEST(KeepUntunedEntries, KeepsOtherProblemsAndDropsTunedOnes) {
+  const auto entry = [](const std::string& cls, std::map<std::string, std::int64_t> problem, const char* algorithm) {
+    ProfileEntry e;
+    e.kernel = "nf4_forward";
+    e.shape_class = cls;
+    e.algorithm = algorithm;
+    e.problem = std::move(problem);
+    return e;
+  };
+  Profile existing, tuned;
+  existing.device.name = tuned.device.name = "dev";
+  existing.entries = {entry("decode", {{"rows", 8}, {"input_bits", 32}}, "lanes"),
+                      entry("decode", {{"rows", 8}, {"input_bits", 16}}, "tc"), entry("decode", {{"rows", 64}}, "tc"),
+                      entry("prefill", {{"rows", 4096}}, "tiled")};
+  tuned.entries = {entry("decode", {{"rows", 8}}, "warps"), entry("decode", {{"rows", 64}, {"input_bits", 32}}, "tc")};
+  EXPECT_EQ(keep_untuned_entries(existing, tuned), 2u);
+  ASSERT_EQ(tuned.entries.size(), 4u);
+  EXPECT_EQ(tuned.entries[2].algorithm, "tc");
+  EXPECT_EQ(tuned.entries[2].problem.at("input_bits"), 16) << "the 16-bit entry is another problem: kept";
+  EXPECT_EQ(tuned.entries[3].shape_class, "prefill");
+  // Another device's profile keeps nothing.
+  Profile other = existing;
+  other.device.name = "other";
+  Profile fresh;
+  fresh.device.name = "dev";
+  EXPECT_EQ(keep_untuned_entries(other, fresh), 0u);
+}
+
 TEST(ClassShareTest, EvenSplitOfWhatIsLeftWithABoundedFloor) {
   // 100 s over 4 classes: on time, each gets 25 s.
   EXPECT_DOUBLE_EQ(class_share(100, 0, 4, 4), 25);
@@ -456,8 +486,8 @@ const KernelFamily& mock_family() {
   return f;
 }
 
-// Time (X-6)² + (Y-3)² + 1 ms; X = 3 fails to build, (5, 2) computes a wrong result,
-// (7, 4) hangs.
+// Time (X-6)² + (Y-3)² + 1 ms (problems of another n: (X - n/10)² + ...); X = 3 fails to
+// build, (5, 2) computes a wrong result, (7, 4) hangs.
 class MockWorkload : public Workload {
  public:
   // run_ms: how long each run() sleeps (0: returns at once); n: the problem's one size.
@@ -476,7 +506,8 @@ class MockWorkload : public Workload {
     if (x == 7 && y == 4) throw CandidateHang("hang or far too slow: still running after 0.01 s");
     wrong_ = x == 5 && y == 2;
     if (run_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(run_ms_));
-    return (x - 6) * (x - 6) + (y - 3) * (y - 3) + 1.0;
+    const int xo = n_ == 10 ? 6 : int(n_ / 10);  // other problems (make_for) have their optimum elsewhere
+    return (x - xo) * (x - xo) + (y - 3) * (y - 3) + 1.0;
   }
   std::string verify() override { return wrong_ ? "wrong result: injected" : ""; }
 
@@ -562,7 +593,7 @@ TEST_F(TunerEngine, LaterProblemsOfAClassStartFromTheEarlierOnesBest) {
     o.warm_start = warm;
     o.cache_dir = "-";  // each problem measures its own points
     o.default_classes = false;
-    for (std::int64_t n : {20, 30, 40}) o.shapes.push_back({&families_[0], "c1", {{"n", n}}, "test"});
+    for (std::int64_t n : {20, 40, 80}) o.shapes.push_back({&families_[0], "c1", {{"n", n}}, "test"});
     const TuneResult r = tune(*rt_, o);
     ASSERT_EQ(r.classes.size(), 3u);
     const auto measured = [&](const ClassResult& c, const Params& p) {
@@ -577,6 +608,8 @@ TEST_F(TunerEngine, LaterProblemsOfAClassStartFromTheEarlierOnesBest) {
           ASSERT_TRUE(best.ok);
           if (std::find(bests.begin(), bests.end(), best.params) == bests.end()) bests.push_back(best.params);
         }
+        // Each problem has its own optimum: the last one carries two different points.
+        EXPECT_EQ(bests.size(), later) << "the earlier problems found the same point: a weaker check";
         const std::vector<Evaluation>& h = r.classes[later].history;
         ASSERT_GE(h.size(), 1 + bests.size());
         for (std::size_t i = 0; i < bests.size(); ++i)

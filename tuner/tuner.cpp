@@ -306,7 +306,8 @@ std::size_t keep_untuned_entries(const Profile& existing, Profile& tuned) {
       const ProfileEntry* class_default = tuned.find(old.kernel, old.shape_class);
       const std::map<std::string, std::int64_t>& problem = old.problem.empty() ? class_default->problem : old.problem;
       for (const ProfileEntry& e : tuned.entries)
-        if (e.kernel == old.kernel && e.shape_class == old.shape_class && e.problem == problem) replaced = true;
+        if (e.kernel == old.kernel && e.shape_class == old.shape_class && same_problem(e.problem, problem))
+          replaced = true;
     }
     if (!replaced) kept.push_back(old);
   }

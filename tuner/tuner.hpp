@@ -30,7 +30,8 @@ struct TuneOptions {
   int repeats = 5;                // timed runs per candidate (median), after one warm-up
   std::uint64_t seed = 1;
   // Measure the choices of profiles that already fit the device (OCLTK_PROFILE_PATH, the
-  // user folder, installed configs) right after the built-in default.
+  // user folder, installed configs) right after the built-in default, and for each problem
+  // the best points of the run's earlier problems of its class.
   bool warm_start = true;
   // With warm_start, these profiles' choices are measured too (the CLI passes the profile
   // already at --out when it is for this device, wherever it lies).

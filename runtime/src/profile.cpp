@@ -265,6 +265,15 @@ double problem_distance(const std::map<std::string, std::int64_t>& a, const std:
   return d + 4.0 * std::fabs(lg(bits(a)) - lg(bits(b)));
 }
 
+bool same_problem(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b) {
+  // nf4's input_bits dropped where it is 32, the width a problem without it stands for.
+  const auto canonical = [](std::map<std::string, std::int64_t> p) {
+    if (const auto it = p.find("input_bits"); it != p.end() && it->second == 32) p.erase(it);
+    return p;
+  };
+  return canonical(a) == canonical(b);
+}
+
 const ProfileEntry* Profile::find(const std::string& kernel, const std::string& shape_class,
                                   const std::map<std::string, std::int64_t>* problem) const {
   const ProfileEntry* found = nullptr;

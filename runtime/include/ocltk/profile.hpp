@@ -56,6 +56,10 @@ ProfileDevice profile_device_of(const DeviceInfo& device);
 // problem is nearest.
 double problem_distance(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b);
 
+// Whether two problems are the same: every dimension equal, nf4's input_bits 32 and a side
+// without it alike (the tuner writes none for f32; pinned entries may say 32).
+bool same_problem(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b);
+
 // Parses and validates a profile: schema version, device header, every entry's
 // kernel, class and algorithm known, every parameter in its table's allowed values and
 // every device-independent constraint holding. Throws Error(kProfile) whose message
