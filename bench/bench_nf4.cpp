@@ -114,9 +114,9 @@ const char* kNf4FlagsHelp =
     "                            default: measured at start with clEnqueueCopyBuffer (1 GiB, 256 MiB on a CPU)\n"
     "  --ocltk_sizes=cpu         skips rows above 64 for the Mixtral-like shape and above 512 for the\n"
     "                            fine-grained one (the gpu set: 1 to 4096 rows, and 32768 fine-grained)\n"
-    "  --ocltk_rows=A,B,...      these row counts instead of 1, 8, 64, 512, 4096, 32768 (each shape's and\n"
-    "                            the size set's limits still apply), e.g. 16,32 for 2 and 4 rows per\n"
-    "                            Mixtral-like expert\n"
+    "  --ocltk_rows=A,B,...      these row counts (1 to 32768) instead of 1, 8, 64, 512, 4096, 32768 (each\n"
+    "                            shape's and the size set's limits still apply: 4096 Mixtral-like), e.g.\n"
+    "                            16,32 for 2 and 4 rows per Mixtral-like expert\n"
     "Save results with --benchmark_out=results/DEVICE-nf4.json --benchmark_out_format=json.\n";
 
 // Removes this benchmark's own --ocltk_* flags before common.hpp's take_flags sees them.
@@ -138,23 +138,24 @@ bool take_nf4_flags(int* argc, char** argv) {
     }
     const std::string rows_prefix = "--ocltk_rows=";
     if (arg.compare(0, rows_prefix.size(), rows_prefix) == 0) {
+      // Comma-separated counts from 1 to 32768 (the most any shape runs); repeats once.
+      const std::string list = arg.substr(rows_prefix.size());
       std::vector<std::int64_t>& rows = nf4_flags().rows;
-      std::stringstream list(arg.substr(rows_prefix.size()));
-      std::string item;
       rows.clear();
-      while (std::getline(list, item, ',')) {
+      std::size_t at = 0;
+      while (true) {
+        const std::size_t comma = list.find(',', at);
+        const std::string item = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
         char* end = nullptr;
         const long long r = std::strtoll(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0' || r < 1 || r > (1ll << 24)) {
-          std::fprintf(stderr, "ocltk_bench_nf4: %s: expected row counts from 1 to 2^24, separated by commas\n",
+        if (item.empty() || *end != '\0' || r < 1 || r > 32768) {
+          std::fprintf(stderr, "ocltk_bench_nf4: %s: expected row counts from 1 to 32768, separated by commas\n",
                        arg.c_str());
           return false;
         }
-        rows.push_back(r);
-      }
-      if (rows.empty()) {
-        std::fprintf(stderr, "ocltk_bench_nf4: %s: expected at least one row count\n", arg.c_str());
-        return false;
+        if (std::find(rows.begin(), rows.end(), r) == rows.end()) rows.push_back(r);
+        if (comma == std::string::npos) break;
+        at = comma + 1;
       }
       continue;
     }

@@ -160,31 +160,46 @@ backward_shapes() {
       echo "  - {kernel: nf4_backward, experts: $3, n: $4, k: $5, rows: $r, block_size: 64}"; done; } > "$out/shapes-$1.yaml"
 }
 # pin_tc_entries SRC DST KERNEL PARAMS E N K ROWS BITS: DST is the profile SRC with `tc` PARAMS
-# (e.g. "KG: 2, NSPLIT: 1, PF: 1, RT: 1, WGS: 256") as KERNEL's decode entry for the problems
-# E x N x K, block 64, at each of ROWS and input widths BITS (comma-separated), any entry of
-# those problems dropped.
+# (e.g. "KG: 2, NSPLIT: 1, PF: 1, RT: 1, WGS: 256") as KERNEL's decode entries for the problems
+# E x N x K, block 64, at each of ROWS and input widths BITS (comma-separated), appended to
+# the class's list (its first entry, the default problem's, stays first) after any entry of
+# those problems is dropped (input_bits 32 and none alike). Fails, writing nothing, where
+# KERNEL has no decode list.
 pin_tc_entries() {
   python3 - "$@" <<'PY'
 import re, sys
 src, dst, kernel, params, e, n, k, rows, bits = sys.argv[1:]
 lines = open(src).read().split("\n")
-start = lines.index(f"  {kernel}:") + 2
-assert lines[start - 1] == "    decode:", f"{src}: no {kernel} decode section"
+head = lines.index(f"  {kernel}:")
+start = head + 1
+while start < len(lines) and lines[start] != "    decode:" and lines[start].startswith("    "):
+    start += 1
+if start >= len(lines) or lines[start] != "    decode:" or not lines[start + 1].lstrip().startswith("- "):
+    sys.exit(f"{src}: {kernel} has no decode list to pin into")
+start += 1
 indent = re.match(r" *", lines[start]).group(0)
 end = start
 while end < len(lines) and (lines[end].startswith(indent + "- ") or lines[end].startswith(indent + "  ")):
     end += 1  # the decode entries, up to the next class
-wanted = {f"{{block_size: 64, experts: {e}, input_bits: {b}, k: {k}, n: {n}, rows: {r}}}"
-          for r in rows.split(",") for b in bits.split(",")}
+
+def problem(text):  # "{a: 1, b: 2}" -> {"a": 1, "b": 2}, input_bits 32 dropped (what none means)
+    p = dict((key.strip(), int(v)) for key, v in (item.split(":") for item in text.strip("{} ").split(",")))
+    if p.get("input_bits") == 32:
+        del p["input_bits"]
+    return p
+
+wanted = [f"{{block_size: 64, experts: {e}, input_bits: {b}, k: {k}, n: {n}, rows: {r}}}"
+          for r in rows.split(",") for b in bits.split(",")]
+drop = [problem(w) for w in wanted]
 kept, entry = [], []
 for line in lines[start:end] + [indent + "- end"]:
     if line.startswith(indent + "- ") and entry:
-        if not any(l.strip() == "problem: " + w for l in entry for w in wanted):
+        if not any(l.strip().startswith("problem: ") and problem(l.strip()[9:]) in drop for l in entry):
             kept += entry
         entry = []
     entry.append(line)
-new = [f"{indent}- algorithm: tc\n{indent}  params: {{{params}}}\n{indent}  problem: {w}" for w in sorted(wanted)]
-open(dst, "w").write("\n".join(lines[:start] + new + kept + lines[end:]))
+new = [f"{indent}- algorithm: tc\n{indent}  params: {{{params}}}\n{indent}  problem: {w}" for w in wanted]
+open(dst, "w").write("\n".join(lines[:start] + kept + new + lines[end:]))
 PY
 }
 # serial_if_one_gpu: after split_gpus, on one H200 (kind nvidia-h200) gives gpu1 the first GPU
@@ -518,7 +533,8 @@ tc-bwd-bf16)
     IFS=';' read -ra list <<< "$cands"
     for cand in "${list[@]}"; do
       i=$((i + 1))
-      pin_tc_entries "$out/tuned-$name.yaml" "$out/cand-$name-$i.yaml" nf4_backward "$cand" "$e" "$n" "$k" "$cand_rows" 16
+      pin_tc_entries "$out/tuned-$name.yaml" "$out/cand-$name-$i.yaml" nf4_backward "$cand" "$e" "$n" "$k" "$cand_rows" 16 ||
+        { mark "candidate $i of $name not pinned"; continue; }
       $dev timeout 60 "$here/ocltk_bench_nf4" --ocltk_profile="$out/cand-$name-$i.yaml" --ocltk_calls=20 \
         --benchmark_filter="nf4_backward/$name.*/rows(${cand_rows//,/|})/decode/ours_bf16/" \
         --benchmark_out="$out/h200-nf4-$name-cand$i.json" --benchmark_out_format=json > "$out/bench-nf4-$name-cand$i.txt" 2>&1
@@ -589,7 +605,8 @@ fwd-cands)
     IFS=';' read -ra list <<< "$cands"
     for cand in "${list[@]}"; do
       i=$((i + 1))
-      pin_tc_entries "$here/nvidia-h200.yaml" "$out/fcand-$name-$i.yaml" nf4_forward "$cand" "$e" "$n" "$k" "$rows" 16,32
+      pin_tc_entries "$here/nvidia-h200.yaml" "$out/fcand-$name-$i.yaml" nf4_forward "$cand" "$e" "$n" "$k" "$rows" 16,32 ||
+        { mark "candidate $i of $name not pinned"; continue; }
       $dev timeout 90 "$here/ocltk_bench_nf4" --ocltk_profile="$out/fcand-$name-$i.yaml" --ocltk_calls=20 \
         --benchmark_filter="nf4_forward/$name.*/rows(${rows//,/|})/decode/(ours|ours_bf16)/" \
         --benchmark_out="$out/h200-nf4-$name-fcand$i.json" --benchmark_out_format=json > "$out/bench-nf4-$name-fcand$i.txt" 2>&1
