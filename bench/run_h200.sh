@@ -202,10 +202,16 @@ new = [f"{indent}- algorithm: tc\n{indent}  params: {{{params}}}\n{indent}  prob
 open(dst, "w").write("\n".join(lines[:start] + kept + new + lines[end:]))
 PY
 }
-# serial_if_one_gpu: after split_gpus, on one H200 (kind nvidia-h200) gives gpu1 the first GPU
-# and sets serial=1, so that a phase runs its two sides one after the other.
+# serial_if_one_gpu: after split_gpus, on one H200 (kind nvidia-h200) gives both sides the
+# first GPU and all cores and sets serial=1, so that a phase runs its sides one after the other.
 serial_if_one_gpu() {
-  if [ "$(nvidia-smi -L | grep -c GPU)" -lt 2 ]; then gpu1=$gpu0; serial=1; else serial=0; fi
+  serial=0
+  [ "$(nvidia-smi -L | grep -c GPU)" -lt 2 ] || return 0
+  local ncpu
+  ncpu=$(nproc)
+  gpu0=${gpu0/taskset -c 0-$((ncpu / 2 - 1))/taskset -c 0-$((ncpu - 1))}
+  gpu1=$gpu0
+  serial=1
 }
 mixtral_shapes() {
   printf 'shapes:\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 8, block_size: 64}\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 64, block_size: 64}\n' \
