@@ -202,6 +202,24 @@ new = [f"{indent}- algorithm: tc\n{indent}  params: {{{params}}}\n{indent}  prob
 open(dst, "w").write("\n".join(lines[:start] + kept + new + lines[end:]))
 PY
 }
+# bench_pinned "DEV" TAG SRC KERNEL NAME E N K ROWS BITS TIMEOUT FILTER: each of $cands (tc param
+# sets separated by ';') pinned into a copy of SRC (pin_tc_entries: KERNEL's decode entries at
+# ROWS and BITS) and benched with FILTER, into OUT/TAG-NAME-I.yaml, OUT/h200-nf4-NAME-TAGI.json
+# and OUT/bench-nf4-NAME-TAGI.txt; the list in OUT/TAGidates-NAME.txt.
+bench_pinned() {
+  local dev=$1 tag=$2 src=$3 kernel=$4 name=$5 e=$6 n=$7 k=$8 rows=$9 bits=${10} limit=${11} filter=${12} i=0 cand
+  IFS=';' read -ra list <<< "$cands"
+  for cand in "${list[@]}"; do
+    i=$((i + 1))
+    pin_tc_entries "$src" "$out/$tag-$name-$i.yaml" "$kernel" "$cand" "$e" "$n" "$k" "$rows" "$bits" ||
+      { mark "candidate $i of $name not pinned"; continue; }
+    $dev timeout "$limit" "$here/ocltk_bench_nf4" --ocltk_profile="$out/$tag-$name-$i.yaml" --ocltk_calls=20 \
+      --benchmark_filter="$filter" \
+      --benchmark_out="$out/h200-nf4-$name-$tag$i.json" --benchmark_out_format=json > "$out/bench-nf4-$name-$tag$i.txt" 2>&1
+    echo "$tag$i: $cand" >> "$out/${tag}idates-$name.txt"
+    mark "bench $name candidate $i done"
+  done
+}
 # serial_if_one_gpu: after split_gpus, on one H200 (kind nvidia-h200) gives both sides the
 # first GPU and all cores and sets serial=1, so that a phase runs its sides one after the other.
 serial_if_one_gpu() {
@@ -526,7 +544,7 @@ tc-bwd-bf16)
   split_gpus
   cands=${TC_CANDIDATES:-"KG: 1, NSPLIT: 1, PF: 2, RT: 1, WGS: 128;KG: 2, NSPLIT: 1, PF: 2, RT: 1, WGS: 128;KG: 4, NSPLIT: 1, PF: 1, RT: 1, WGS: 128;KG: 2, NSPLIT: 1, PF: 1, RT: 1, WGS: 64"}
   tcb16() {  # tcb16 "DEV" NAME BENCH-ROWS CANDIDATE-ROWS E N K CLASSES BUDGET
-    local dev=$1 name=$2 bench_rows=$3 cand_rows=$4 e=$5 n=$6 k=$7 classes=$8 budget=$9 i=0 cand
+    local dev=$1 name=$2 bench_rows=$3 cand_rows=$4 e=$5 n=$6 k=$7 classes=$8 budget=$9
     backward_shapes "$name" "$bench_rows" "$e" "$n" "$k"
     cp "$here/nvidia-h200.yaml" "$out/tuned-$name.yaml"
     timed "tune-$name" tune $dev "$here/ocltk" tune --kernels nf4_backward --classes "$classes" --shapes "$out/shapes-$name.yaml" \
@@ -536,17 +554,8 @@ tc-bwd-bf16)
       --benchmark_filter="nf4_backward/$name.*/decode/(ours|ours_bf16)/" \
       --benchmark_out="$out/h200-nf4-$name-tuned.json" --benchmark_out_format=json > "$out/bench-nf4-$name-tuned.txt" 2>&1
     mark "bench $name (tuned) done"
-    IFS=';' read -ra list <<< "$cands"
-    for cand in "${list[@]}"; do
-      i=$((i + 1))
-      pin_tc_entries "$out/tuned-$name.yaml" "$out/cand-$name-$i.yaml" nf4_backward "$cand" "$e" "$n" "$k" "$cand_rows" 16 ||
-        { mark "candidate $i of $name not pinned"; continue; }
-      $dev timeout 60 "$here/ocltk_bench_nf4" --ocltk_profile="$out/cand-$name-$i.yaml" --ocltk_calls=20 \
-        --benchmark_filter="nf4_backward/$name.*/rows(${cand_rows//,/|})/decode/ours_bf16/" \
-        --benchmark_out="$out/h200-nf4-$name-cand$i.json" --benchmark_out_format=json > "$out/bench-nf4-$name-cand$i.txt" 2>&1
-      echo "cand$i: $cand" >> "$out/candidates-$name.txt"
-      mark "bench $name candidate $i done"
-    done
+    bench_pinned "$dev" cand "$out/tuned-$name.yaml" nf4_backward "$name" "$e" "$n" "$k" "$cand_rows" 16 60 \
+      "nf4_backward/$name.*/rows(${cand_rows//,/|})/decode/ours_bf16/"
     $dev timeout 100 python3 "$here/bnb_ref.py" --experts "$e" --out-features "$n" --in-features "$k" --rows "$bench_rows" \
       --json "$out/bnb-nf4-$name.json" > /dev/null 2> "$out/bnb-nf4-$name-progress.txt"
     mark "bitsandbytes $name done"
@@ -603,22 +612,13 @@ fwd-cands)
   split_gpus
   cands=${FWD_CANDIDATES:-"KS: 1, NB: 1, PF: 1, RT: 2, WGS: 128;KS: 1, NB: 1, PF: 0, RT: 4, WGS: 128;KS: 1, NB: 1, PF: 2, RT: 1, WGS: 128"}
   fwdc() {  # fwdc "DEV" NAME ROWS E N K
-    local dev=$1 name=$2 rows=$3 e=$4 n=$5 k=$6 i=0 cand
+    local dev=$1 name=$2 rows=$3 e=$4 n=$5 k=$6
     $dev timeout 90 "$here/ocltk_bench_nf4" --ocltk_profile="$here/nvidia-h200.yaml" --ocltk_calls=20 \
       --benchmark_filter="nf4_forward/$name.*/rows(${rows//,/|})/decode/(ours|ours_bf16)/" \
       --benchmark_out="$out/h200-nf4-$name-shipped.json" --benchmark_out_format=json > "$out/bench-nf4-$name-shipped.txt" 2>&1
     mark "bench $name shipped done"
-    IFS=';' read -ra list <<< "$cands"
-    for cand in "${list[@]}"; do
-      i=$((i + 1))
-      pin_tc_entries "$here/nvidia-h200.yaml" "$out/fcand-$name-$i.yaml" nf4_forward "$cand" "$e" "$n" "$k" "$rows" 16,32 ||
-        { mark "candidate $i of $name not pinned"; continue; }
-      $dev timeout 90 "$here/ocltk_bench_nf4" --ocltk_profile="$out/fcand-$name-$i.yaml" --ocltk_calls=20 \
-        --benchmark_filter="nf4_forward/$name.*/rows(${rows//,/|})/decode/(ours|ours_bf16)/" \
-        --benchmark_out="$out/h200-nf4-$name-fcand$i.json" --benchmark_out_format=json > "$out/bench-nf4-$name-fcand$i.txt" 2>&1
-      echo "fcand$i: $cand" >> "$out/fcandidates-$name.txt"
-      mark "bench $name candidate $i done"
-    done
+    bench_pinned "$dev" fcand "$here/nvidia-h200.yaml" nf4_forward "$name" "$e" "$n" "$k" "$rows" 16,32 90 \
+      "nf4_forward/$name.*/rows(${rows//,/|})/decode/(ours|ours_bf16)/"
   }
   serial_if_one_gpu
   ( [ -n "${TEST_LIMIT:-}" ] && { $gpu0 timeout "$TEST_LIMIT" "$here/test_nf4" --gtest_filter='*Tc*' > "$out/test_nf4.txt" 2>&1

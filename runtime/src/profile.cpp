@@ -248,6 +248,17 @@ void write_text_atomically(const std::string& path, const std::string& text, con
 using detail::Decoder;
 using detail::lower;
 
+namespace {
+
+// nf4's input width of a problem: a side without it was measured on (or launches) f32, the
+// tuner's input.
+std::int64_t input_bits_of(const std::map<std::string, std::int64_t>& problem) {
+  const auto it = problem.find("input_bits");
+  return it == problem.end() ? std::int64_t(32) : it->second;
+}
+
+}  // namespace
+
 double problem_distance(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b) {
   const auto lg = [](std::int64_t v) { return std::log2(double(std::max<std::int64_t>(1, v))); };
   double d = 0;
@@ -256,22 +267,16 @@ double problem_distance(const std::map<std::string, std::int64_t>& a, const std:
     if (name != "input_bits" && it != b.end()) d += std::fabs(lg(value) - lg(it->second));
   }
   // Another input width (nf4's: 32 or 16) takes another code path: it weighs as much as a
-  // 16-fold difference of a size. A side without it was measured on (or launches) f32, the
-  // tuner's input.
-  const auto bits = [](const std::map<std::string, std::int64_t>& m) {
-    const auto it = m.find("input_bits");
-    return it == m.end() ? std::int64_t(32) : it->second;
-  };
-  return d + 4.0 * std::fabs(lg(bits(a)) - lg(bits(b)));
+  // 16-fold difference of a size.
+  return d + 4.0 * std::fabs(lg(input_bits_of(a)) - lg(input_bits_of(b)));
 }
 
 bool same_problem(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b) {
-  // nf4's input_bits dropped where it is 32, the width a problem without it stands for.
-  const auto canonical = [](std::map<std::string, std::int64_t> p) {
-    if (const auto it = p.find("input_bits"); it != p.end() && it->second == 32) p.erase(it);
+  auto without_bits = [](std::map<std::string, std::int64_t> p) {
+    p.erase("input_bits");
     return p;
   };
-  return canonical(a) == canonical(b);
+  return input_bits_of(a) == input_bits_of(b) && without_bits(a) == without_bits(b);
 }
 
 const ProfileEntry* Profile::find(const std::string& kernel, const std::string& shape_class,
