@@ -50,6 +50,9 @@
 #ifndef LUT
 #define LUT 1  // aligned decode: 1 a codebook lookup per code, 2 a pair-table lookup per byte
 #endif
+#ifndef REGS
+#define REGS 0  // register target of NVIDIA's PTX assembler, applied by the runtime (params.hpp); not read here
+#endif
 
 #define LANES 32            // work-items per slice, side by side along k
 #define WGS (LANES * NL)    // work-items per workgroup

@@ -62,6 +62,9 @@
 #ifndef NSPLIT
 #define NSPLIT 1  // workgroups sharing one (expert, k tile)'s sweep over N (the host's choice; see nf4.cpp)
 #endif
+#ifndef REGS
+#define REGS 0  // register target of NVIDIA's PTX assembler, applied by the runtime (params.hpp); not read here
+#endif
 #ifndef TC_FMA
 #define TC_FMA 1  // the table offsets' right shifts as multiplies, on the FMA pipe (nf4_tc.clh)
 #endif

@@ -54,6 +54,9 @@
 #ifndef LUT
 #define LUT 1  // aligned decode: 1 = one codebook lookup per code, 2 = one pair lookup per byte
 #endif
+#ifndef REGS
+#define REGS 0  // register target of NVIDIA's PTX assembler, applied by the runtime (params.hpp); not read here
+#endif
 
 #define NOUT (RB * TR)  // outputs per row tile, reduced across the workgroup
 #define NF4_DECODE_WIDTH CW

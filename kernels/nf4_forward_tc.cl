@@ -61,6 +61,9 @@
 #ifndef KS
 #define KS 1  // warps sharing one batch, each sweeping a part of K (sums met in local memory)
 #endif
+#ifndef REGS
+#define REGS 0  // register target of NVIDIA's PTX assembler, applied by the runtime (params.hpp); not read here
+#endif
 
 #define TC_STEP 64  // codes of a W row per step: 8 bytes per lane, 4 mma
 

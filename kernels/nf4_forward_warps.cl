@@ -44,6 +44,9 @@
 #ifndef PF
 #define PF 0  // 1: the next pass's loads are issued before the current pass is decoded
 #endif
+#ifndef REGS
+#define REGS 0  // register target of NVIDIA's PTX assembler, applied by the runtime (params.hpp); not read here
+#endif
 
 #define SG 32  // work-items per warp (sums are reduced within one)
 #define NOUT (RB * TR)

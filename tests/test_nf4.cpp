@@ -580,6 +580,51 @@ TEST_F(Nf4Device, TcBackwardAtSeveralPointsMatchesTheReference) {
 // 70 experts over dispatches of at most 7 workgroups along dimension 1: each dispatch's
 // expert_base must reach the segment bounds, the split counters and the partial sums
 // (and the lanes and warps forwards' segment bounds).
+// A register target (REGS, params.hpp) where program binaries are PTX: tc forward at a
+// target that spills (96) with tc backward at one that leaves the assembler more room than
+// it takes (255), and warps with the backward stream at 128, in f32 and bf16, on tc's fast
+// path (a ragged last tile, an empty segment) and a general one (K = 75). Elsewhere a launch
+// that asks for a target is refused naming REGS and the reason, and writes nothing.
+TEST_F(Nf4Device, RegisterTargetsMatchTheReferenceOrAreRefused) {
+  Runtime& rt = runtime();
+  if (limits().ptx_binaries) {
+    for (ElementType t : {ElementType::f32, ElementType::bf16}) {
+      for (Case c : {Case{3, 40, 256, 64, 0, {1, 0, 9}}, Case{2, 24, 75, 64, 0, {2, 3}}}) {
+        c.type = t;
+        run_case(c, choice("nf4_forward", "tc", {{"REGS", 96}}), choice("nf4_backward", "tc", {{"REGS", 255}}));
+        run_case(c, choice("nf4_forward", "warps", {{"REGS", 128}}), choice("nf4_backward", "stream", {{"REGS", 128}}));
+      }
+    }
+    return;
+  }
+  const Nf4Geometry geo{1, 16, 64, 64, 0};
+  auto packed = rt.allocate(std::size_t(geo.packed_bytes())).value();
+  auto scales = rt.allocate(std::size_t(geo.scale_count()) * 4).value();
+  auto cb = rt.allocate(64).value();
+  auto x = rt.allocate(64 * 4).value(), y = rt.allocate(16 * 4).value(), dx = rt.allocate(64 * 4).value();
+  auto offs = rt.allocate(2 * 4).value();
+  const std::vector<std::uint32_t> offsets{0, 1};
+  rt.queue().enqueue_write_buffer(offs, 0, 8, offsets.data());
+  const std::vector<float> poison(64, std::nanf(""));
+  rt.queue().enqueue_write_buffer(y, 0, 16 * 4, poison.data());
+  rt.queue().enqueue_write_buffer(dx, 0, 64 * 4, poison.data());
+  const Nf4Weights w{geo, packed.get(), 0, scales.get(), 0, cb.get()};
+  const Status fs = nf4_forward_with(rt, choice("nf4_forward", "warps", {{"REGS", 128}}),
+                                     Nf4ForwardArgs{w, x.get(), ElementType::f32, 1, offs.get(), y.get()});
+  const Status bs = nf4_backward_with(rt, choice("nf4_backward", "stream", {{"REGS", 168}}),
+                                      Nf4BackwardArgs{w, y.get(), ElementType::f32, 1, offs.get(), dx.get()});
+  for (const auto& [s, needle] : {std::make_pair(fs, "REGS = 128"), std::make_pair(bs, "REGS = 168")}) {
+    EXPECT_FALSE(s.ok()) << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("PTX"), std::string::npos) << s.message();
+  }
+  for (const auto& [buf, count] : {std::make_pair(&y, 16), std::make_pair(&dx, 64)}) {
+    std::vector<float> got(std::size_t(count), 0.0f);
+    rt.queue().enqueue_read_buffer(*buf, 0, got.size() * 4, got.data());
+    for (float v : got) ASSERT_TRUE(std::isnan(v)) << "a refused launch wrote its output";
+  }
+}
+
 TEST_F(Nf4Device, StreamSplitsOverSeveralDispatches) {
   RuntimeOptions options = ocltk_test::test_runtime_options(ocltk_test::make_temp_dir("nf4_cap_cache"));
   options.max_groups_per_dispatch = 7;

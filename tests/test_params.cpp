@@ -144,6 +144,49 @@ TEST(ParamTables, TensorCoreAlgorithmIsSearchedOnlyWithTensorMma) {
   EXPECT_FALSE(ocltk::DeviceLimits::of(h200).tensor_mma) << "no inline PTX";
 }
 
+// REGS, the register target, is legal other than 0 only where binaries are PTX (NVIDIA):
+// elsewhere the legal space holds the compiler's choice alone, and a profile that asks for
+// a target is refused by name.
+TEST(ParamTables, RegisterTargetIsLegalOnlyWithPtxBinaries) {
+  ocltk::DeviceLimits gpu;
+  gpu.local_mem_bytes = 48 * 1024;
+  gpu.gpu = true;
+  gpu.tensor_mma = true;
+  ocltk::DeviceLimits nvidia = gpu;
+  nvidia.ptx_binaries = true;
+  std::size_t listing = 0;
+  for (const ocltk::KernelFamily* f : {&ocltk::nf4_forward_family(), &ocltk::nf4_backward_family()}) {
+    for (const AlgorithmSpec& a : f->algorithms) {
+      const ocltk::ParamSpec* regs = a.find(ocltk::kRegisterTarget);
+      if (regs == nullptr) continue;
+      SCOPED_TRACE(f->name + "/" + a.name);
+      ++listing;
+      EXPECT_EQ(regs->default_value, 0);
+      EXPECT_EQ(regs->allowed.front(), 0);
+      EXPECT_NE(a.build_options(a.complete({{"REGS", 128}})).find(" -DREGS=128"), std::string::npos);
+      const std::vector<Params> plain = a.legal_space(&gpu), ptx = a.legal_space(&nvidia);
+      ASSERT_FALSE(plain.empty());
+      for (const Params& p : plain) ASSERT_EQ(ocltk::register_target(p), 0) << ocltk::format_params(p);
+      EXPECT_EQ(ptx.size(), plain.size() * regs->allowed.size()) << "REGS is independent of every constraint";
+      const Params capped = a.complete({{"REGS", 168}});
+      EXPECT_FALSE(a.violation(capped, &nvidia).has_value());
+      EXPECT_FALSE(a.violation(capped, nullptr).has_value()) << "legal in the table; the device decides";
+      const auto bad = a.violation(capped, &gpu);
+      ASSERT_TRUE(bad.has_value());
+      EXPECT_NE(bad->find("REGS = 168"), std::string::npos) << *bad;
+      EXPECT_NE(bad->find("PTX"), std::string::npos) << *bad;
+    }
+  }
+  EXPECT_EQ(listing, 5u) << "nf4_forward's tc, warps and lanes, nf4_backward's tc and stream";
+  EXPECT_EQ(ocltk::register_target({{"WGS", 64}}), 0);
+
+  ocltk::DeviceInfo device;
+  device.platform = "NVIDIA CUDA";
+  EXPECT_TRUE(ocltk::DeviceLimits::of(device).ptx_binaries);
+  device.platform = "Portable Computing Language";
+  EXPECT_FALSE(ocltk::DeviceLimits::of(device).ptx_binaries);
+}
+
 class ParamsOnDevice : public ocltk_test::RuntimeTest {};
 
 TEST_F(ParamsOnDevice, DefaultsAndBuiltinsAreLegal) {

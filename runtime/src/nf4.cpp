@@ -130,6 +130,7 @@ AlgorithmSpec forward_lanes_algorithm() {
       {"TR", 2, {1, 2, 4, 8}, "tile rows: segment rows whose x chunks each lane keeps in registers"},
       {"NB", 1, {1, 4, 16}, "W row batches (of RB rows) per workgroup, strided over the workgroups along N"},
       {"LUT", 1, {1, 2}, "aligned decode: 1 = a codebook lookup per code, 2 = a 32 KiB pair table, a lookup per byte"},
+      register_target_param(),
   };
   a.constraints = {
       constraint("CW * TR <= 128 (x registers)",
@@ -162,6 +163,7 @@ AlgorithmSpec forward_warps_algorithm() {
       {"TR", 1, {1, 2, 4}, "tile rows: segment rows whose x chunks each lane keeps in registers"},
       {"NB", 4, {1, 4, 16}, "W row batches per warp, strided over all warps"},
       {"PF", 0, {0, 1}, "1: each pass's loads issued before the previous pass is decoded (two register sets)"},
+      register_target_param(),
   };
   a.constraints = {
       constraint("RB * TR <= 32 (accumulator registers)",
@@ -196,6 +198,7 @@ AlgorithmSpec forward_tc_algorithm() {
       {"NB", 1, {1, 4, 16}, "W row batches per team of KS warps, strided over all teams"},
       {"PF", 1, {0, 1, 2}, "groups of 4 steps whose codes and scales are loaded ahead of the group being multiplied"},
       {"KS", 1, {1, 2, 4, 8}, "warps sharing one batch, each sweeping a part of K (sums met in local memory)"},
+      register_target_param(),
   };
   a.constraints = {
       constraint("RT * (PF + 1) <= 4 (registers of the loads in flight)",
@@ -230,6 +233,7 @@ AlgorithmSpec backward_tc_algorithm() {
       {"RT", 1, {1, 2}, "row tiles of 8 segment rows per pass over the weights"},
       {"PF", 2, {1, 2, 4}, "steps of 16 W rows loaded together, the next PF loaded before these are multiplied"},
       {"NSPLIT", 1, {1, 4, 16}, "workgroups sharing one (expert, k tile)'s sweep over N (raised to fill the device)"},
+      register_target_param(),
   };
   a.constraints = {
       constraint("KG * RT <= 4 (accumulator registers)",
@@ -260,6 +264,7 @@ AlgorithmSpec backward_stream_algorithm() {
       {"TR", 4, {1, 2, 4, 8}, "tile rows: segment rows accumulated at once (weight reuse)"},
       {"NSPLIT", 8, {1, 8, 32}, "workgroups sharing one (expert, k tile)'s sweep over N (raised to fill the device)"},
       {"LUT", 1, {1, 2}, "aligned decode: 1 a codebook lookup per code, 2 a 32 KiB pair table, one lookup per byte"},
+      register_target_param(),
   };
   a.constraints = {
       constraint("TR * VW <= 128 (accumulator registers)",

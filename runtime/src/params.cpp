@@ -19,7 +19,21 @@ DeviceLimits DeviceLimits::of(const DeviceInfo& device) {
   int sm = 0;
   if (device.architecture.rfind("sm_", 0) == 0) sm = std::atoi(device.architecture.c_str() + 3);
   limits.tensor_mma = device.platform == "NVIDIA CUDA" && sm >= 80;
+  limits.ptx_binaries = device.platform == "NVIDIA CUDA";
   return limits;
+}
+
+ParamSpec register_target_param() {
+  // 128, 168 and 255 registers leave 16, 12 and 8 warps an SM (65536 registers); 96, 20.
+  return {kRegisterTarget,
+          0,
+          {0, 96, 128, 168, 255},
+          "registers per work-item the PTX assembler may use (.maxnreg; NVIDIA only); 0: the compiler's choice"};
+}
+
+int register_target(const Params& params) {
+  const auto it = params.find(kRegisterTarget);
+  return it == params.end() ? 0 : it->second;
 }
 
 const ParamSpec* AlgorithmSpec::find(const std::string& param) const {
@@ -60,6 +74,9 @@ std::optional<std::string> AlgorithmSpec::violation(const Params& p, const Devic
   for (const Constraint& c : constraints)
     if (!c.holds(p)) return c.name;
   if (limits == nullptr) return std::nullopt;
+  if (register_target(p) != 0 && !limits->ptx_binaries)
+    return std::string(kRegisterTarget) + " = " + std::to_string(register_target(p)) +
+           " (a register target) needs a device whose program binaries are PTX (NVIDIA's OpenCL)";
   const std::array<std::size_t, 2> local = local_size(p);
   if (local[0] * local[1] > limits->max_work_group_size)
     return "workgroup of " + std::to_string(local[0] * local[1]) + " work-items exceeds the device's " +

@@ -19,12 +19,14 @@ namespace {
 // binary. Everything is checked before the binary reaches the driver.
 constexpr char kMagic[] = "OCLTK-PROGRAM-1\n";
 
-std::string key_text(const boost::compute::device& device, const std::string& source, const std::string& options) {
+std::string key_text(const boost::compute::device& device, const std::string& source, const std::string& options,
+                     int max_registers) {
   const boost::compute::platform platform(device.platform());
   std::ostringstream key;
   key << "platform=" << platform.name() << " " << platform.version() << "\ndevice=" << device.name()
       << "\ndriver=" << device.driver_version() << "\noptions=" << options << "\nsource-hash=" << std::hex
       << fnv1a64(source) << "\nsource-size=" << std::dec << source.size() << "\n";
+  if (max_registers > 0) key << "max-registers=" << max_registers << "\n";
   return key.str();
 }
 
@@ -83,16 +85,20 @@ void write_entry(const std::string& path, const std::string& key, const std::vec
   if (ec) fs::remove(tmp, ec);
 }
 
+std::string build_log_of(const boost::compute::program& program) {
+  try {
+    return program.build_log();
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 boost::compute::program build_from_source(const boost::compute::context& context, const std::string& source,
                                           const std::string& options) {
   boost::compute::program program = boost::compute::program::create_with_source(source, context);
   const cl_int status = clBuildProgram(program.get(), 0, nullptr, options.c_str(), nullptr, nullptr);
   if (status != CL_SUCCESS) {
-    std::string log;
-    try {
-      log = program.build_log();
-    } catch (const std::exception&) {
-    }
+    const std::string log = build_log_of(program);
     const std::string first_line = log.substr(0, log.find('\n'));
     throw BuildError("kernel build failed (OpenCL status " + std::to_string(status) + ") with options '" + options +
                          "'" + (first_line.empty() ? "" : ": " + first_line),
@@ -101,7 +107,61 @@ boost::compute::program build_from_source(const boost::compute::context& context
   return program;
 }
 
+// The program `built` again from its PTX with a register target.
+boost::compute::program rebuild_with_max_registers(const boost::compute::context& context,
+                                                   const boost::compute::program& built, const std::string& options,
+                                                   int max_registers) {
+  const std::vector<unsigned char> binary = built.binary();
+  const std::optional<std::string> ptx =
+      ptx_with_max_registers(std::string(binary.begin(), binary.end()), max_registers);
+  const std::string target = "a register target of " + std::to_string(max_registers) + " (REGS)";
+  if (!ptx)
+    throw BuildError(target + " needs PTX program binaries (NVIDIA's OpenCL); this device's are not PTX", "",
+                     CL_INVALID_BINARY);
+  boost::compute::program program =
+      boost::compute::program::create_with_binary(std::vector<unsigned char>(ptx->begin(), ptx->end()), context);
+  const cl_int status = clBuildProgram(program.get(), 0, nullptr, options.c_str(), nullptr, nullptr);
+  if (status != CL_SUCCESS) {
+    const std::string log = build_log_of(program);
+    const std::string first_line = log.substr(0, log.find('\n'));
+    throw BuildError("the driver refused the PTX with " + target + " (OpenCL status " + std::to_string(status) + ")" +
+                         (first_line.empty() ? "" : ": " + first_line),
+                     log, status);
+  }
+  return program;
+}
+
 }  // namespace
+
+std::optional<std::string> ptx_with_max_registers(const std::string& ptx, int registers) {
+  if (registers <= 0 || ptx.find(".version ") == std::string::npos || ptx.find(".target ") == std::string::npos)
+    return std::nullopt;
+  const std::string directive = ".maxnreg " + std::to_string(registers) + "\n";
+  std::string out;
+  std::size_t copied = 0, entries = 0;
+  for (std::size_t at = ptx.find(".entry "); at != std::string::npos; at = ptx.find(".entry ", at + 1)) {
+    if (at > 0 && ptx[at - 1] != '\n' && ptx[at - 1] != ' ' && ptx[at - 1] != '\t') continue;
+    // The parameter list, then performance directives (.reqntid, .maxntid, ...), each on its
+    // own line, up to the line that opens the body.
+    const std::size_t body = ptx.find("\n{", at);
+    if (body == std::string::npos) return std::nullopt;
+    std::size_t line = ptx.find(")\n", at);
+    if (line == std::string::npos || line > body) return std::nullopt;
+    line += 2;
+    out.append(ptx, copied, line - copied);
+    while (line <= body) {
+      const std::size_t end = ptx.find('\n', line) + 1;  // body is a newline, so one is found
+      if (ptx.compare(line, 9, ".maxnreg ") != 0) out.append(ptx, line, end - line);
+      line = end;
+    }
+    out += directive;
+    copied = line;
+    ++entries;
+  }
+  if (entries == 0) return std::nullopt;
+  out.append(ptx, copied, std::string::npos);
+  return out;
+}
 
 std::uint64_t fnv1a64(const void* data, std::size_t size, std::uint64_t seed) {
   std::uint64_t h = seed;
@@ -128,14 +188,14 @@ ProgramCache::ProgramCache(std::string directory)
     : directory_(directory.empty() ? default_directory() : std::move(directory)) {}
 
 std::string ProgramCache::entry_path(const boost::compute::device& device, const std::string& source,
-                                     const std::string& options) const {
+                                     const std::string& options, int max_registers) const {
   if (directory_ == "-") return "";
-  return (fs::path(directory_) / (hex64(fnv1a64(key_text(device, source, options))) + ".bin")).string();
+  return (fs::path(directory_) / (hex64(fnv1a64(key_text(device, source, options, max_registers))) + ".bin")).string();
 }
 
 boost::compute::program ProgramCache::get(const boost::compute::context& context, const boost::compute::device& device,
-                                          const std::string& source, const std::string& options) {
-  const std::string key = key_text(device, source, options);
+                                          const std::string& source, const std::string& options, int max_registers) {
+  const std::string key = key_text(device, source, options, max_registers);
   const MemoryKey memory_key = std::make_tuple(context.get(), device.id(), fnv1a64(key));
   {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -163,7 +223,7 @@ boost::compute::program ProgramCache::get(const boost::compute::context& context
     ++(stats_.*counter);
     memory_.emplace(memory_key, program);
   };
-  const std::string path = entry_path(device, source, options);
+  const std::string path = entry_path(device, source, options, max_registers);
   if (!path.empty()) {
     bool existed = false;
     const std::vector<unsigned char> binary = read_entry(path, key, existed);
@@ -184,6 +244,7 @@ boost::compute::program ProgramCache::get(const boost::compute::context& context
     }
   }
   boost::compute::program program = build_from_source(context, source, options);
+  if (max_registers > 0) program = rebuild_with_max_registers(context, program, options, max_registers);
   if (!path.empty()) {
     try {
       write_entry(path, key, program.binary());

@@ -314,8 +314,8 @@ boost::compute::program Runtime::program_for(const AlgorithmSpec& algorithm, con
     std::lock_guard<std::mutex> lock(impl_->mutex);
     if (const auto it = impl_->programs.find(key); it != impl_->programs.end()) return it->second;
   }
-  boost::compute::program program =
-      impl_->cache.get(impl_->context, impl_->device.handle, kernel_source(algorithm.source_name), options);
+  boost::compute::program program = impl_->cache.get(
+      impl_->context, impl_->device.handle, kernel_source(algorithm.source_name), options, register_target(params));
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->programs.emplace(key, program);
   return program;

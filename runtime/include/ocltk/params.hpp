@@ -35,8 +35,21 @@ struct DeviceLimits {
   // NVIDIA's platform at sm_80 or newer: the runtime builds with OCLTK_PTX and mma.sync
   // m16n8k16 exists (AlgorithmSpec::search_needs_tensor_mma).
   bool tensor_mma = false;
+  // NVIDIA's platform: program binaries are PTX, which the runtime can rebuild with a
+  // register target (the REGS parameter, register_target_param).
+  bool ptx_binaries = false;
   static DeviceLimits of(const DeviceInfo& device);
 };
+
+// The register target, a parameter any algorithm may list: the registers per work-item
+// that NVIDIA's PTX assembler may use (`.maxnreg` added to the program's PTX, the OpenCL
+// counterpart of CUDA's -maxrregcount, which NVIDIA's OpenCL ignores as a build option).
+// Fewer registers let more warps share an SM; more let the assembler keep more loads in
+// flight. 0, the default, leaves the choice to the compiler. A value other than 0 is
+// legal only where DeviceLimits::ptx_binaries holds. The tables that list it also need an
+// `#ifndef REGS` block in their source (the kernel does not read it).
+inline constexpr const char* kRegisterTarget = "REGS";
+ParamSpec register_target_param();
 
 // A named predicate over parameter names, e.g. "MWG % MDIMC == 0". The device limits
 // (workgroup shape, local memory) are not constraints of a table: every algorithm is
@@ -95,5 +108,8 @@ struct AlgorithmSpec {
 };
 
 std::string format_params(const Params& params);  // "MWG=64 NWG=64 ..."
+
+// The register target of `params` (0 when absent: the compiler's choice).
+int register_target(const Params& params);
 
 }  // namespace ocltk

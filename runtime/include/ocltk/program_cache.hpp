@@ -4,12 +4,17 @@
 // driver version) and holds that key text and a checksum of the binary; an entry whose
 // key text, checksum or header does not match, or whose binary the driver refuses, is
 // rebuilt from source and overwritten, never trusted.
+//
+// A register target (max_registers > 0, the REGS parameter of params.hpp) rebuilds the
+// program from its PTX with `.maxnreg` added to every kernel: on NVIDIA's OpenCL, whose
+// binaries are PTX. The cache keeps the rewritten PTX under a key that names the target.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -35,12 +40,14 @@ class ProgramCache {
   // compile. Thread-safe: different programs build concurrently (the tuner compiles
   // candidates on a thread pool); a caller asking for a program another thread is
   // building waits for that build instead of starting a second one.
+  // With max_registers > 0 it also throws BuildError where the device's binaries are not
+  // PTX, or where the driver refuses the rewritten PTX.
   boost::compute::program get(const boost::compute::context& context, const boost::compute::device& device,
-                              const std::string& source, const std::string& options);
+                              const std::string& source, const std::string& options, int max_registers = 0);
 
   // Where a given program's binary lives (or would live) on disk; empty when disabled.
-  std::string entry_path(const boost::compute::device& device, const std::string& source,
-                         const std::string& options) const;
+  std::string entry_path(const boost::compute::device& device, const std::string& source, const std::string& options,
+                         int max_registers = 0) const;
   const std::string& directory() const { return directory_; }
   ProgramCacheStats stats() const;
   void clear_memory();
@@ -56,6 +63,10 @@ class ProgramCache {
   std::condition_variable built_;
   ProgramCacheStats stats_;
 };
+
+// `ptx` with `.maxnreg registers` among the performance directives of every `.entry` (in
+// place of any `.maxnreg` there); nullopt when `ptx` is not PTX text with an entry.
+std::optional<std::string> ptx_with_max_registers(const std::string& ptx, int registers);
 
 std::uint64_t fnv1a64(const void* data, std::size_t size, std::uint64_t seed = 0xcbf29ce484222325ull);
 std::uint64_t fnv1a64(const std::string& text);
