@@ -30,8 +30,9 @@ merge     writes a profile database (schema 2) holding every input's device prof
             -o, --out DB.yaml   the database to write (atomically; may be an input)
 diff      prints, per kernel and shape class (and per database section), entries only in
           one file, changed algorithm or parameters, and time and GFLOP/s changes where
-          both measured the same problem. Exit status 0 when the files agree, 1 when
-          they differ, 2 on bad input.
+          both measured the same problem; a class with several entries (tune --shapes)
+          is compared entry by entry, matched by problem. Exit status 0 when the files
+          agree, 1 when they differ, 2 on bad input.
 )";
 
 [[noreturn]] void usage(const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); }

@@ -947,6 +947,39 @@ TEST(ProfileDatabase, DiffNamesEachChangeAndIsEmptyForEqualFiles) {
     for (const std::string& line : db_lines) std::cerr << "  " << line << "\n";
 }
 
+// Classes with several entries (tune --shapes) are compared entry by entry, matched by
+// problem (input_bits 32 and none alike), each line naming its problem; entries of a problem
+// only one file has are listed as such.
+TEST(ProfileDatabase, DiffMatchesEntriesOfAClassByProblem) {
+  ocltk::ProfileFile a, b;
+  a.path = "a.yaml";
+  b.path = "b.yaml";
+  auto at = [](const ProfileEntry& e, const std::map<std::string, std::int64_t>& problem, double ms) {
+    ProfileEntry t = timed(e, ms, 1.0);
+    t.problem = problem;
+    t.gflops = 2.0 * double(problem.at("m") * problem.at("n") * problem.at("k")) / (ms * 1e6);
+    return t;
+  };
+  const std::map<std::string, std::int64_t> square{{"m", 4096}, {"n", 4096}, {"k", 4096}},
+      cube{{"m", 2048}, {"n", 2048}, {"k", 2048}}, wide{{"m", 64}, {"n", 4096}, {"k", 4096}};
+  a.profile = device_profile(
+      "GPU", "V", "1", "", "2026-01-01",
+      {at(entry("large", "tiled", kTiledA), square, 4.0), at(entry("large", "tiled", kTiledA), cube, 1.0),
+       at(entry("large", "tiled", kTiledA), wide, 0.5)});
+  b.profile = device_profile(
+      "GPU", "V", "1", "", "2026-01-01",
+      {at(entry("large", "tiled", kTiledA), square, 4.0), at(entry("large", "tiled", kTiledB), cube, 0.5)});
+  const std::vector<std::string> lines = ocltk::diff_profile_files(a, b);
+  const std::vector<std::string> want = {
+      "gemm_nt/large (k=2048 m=2048 n=2048): tiled: MDIMC 1 -> 2, MWG 8 -> 16; 1 ms -> 0.5 ms (-50.0%), "
+      "17179.9 -> 34359.7 GFLOP/s (+100.0%)",
+      "gemm_nt/large (k=4096 m=64 n=4096): only in a.yaml: tiled {" + ocltk::format_params(complete("tiled", kTiledA)) +
+          "}",
+  };
+  EXPECT_EQ(lines, want);
+  EXPECT_TRUE(ocltk::diff_profile_files(b, b).empty());
+}
+
 TEST(ProfileDatabase, MalformedDatabasesNameFileLineAndColumn) {
   const std::string head = "schema: 2\n";
   const std::string member =

@@ -232,7 +232,7 @@ std::vector<std::string> entry_changes(const ProfileEntry& a, const ProfileEntry
     parts.push_back(a.algorithm + ": " + changed);
   }
   const bool timed_a = a.time_ms > 0, timed_b = b.time_ms > 0;
-  if (timed_a && timed_b && a.problem != b.problem) {
+  if (timed_a && timed_b && !same_problem(a.problem, b.problem)) {
     parts.push_back("measured on different problems (" + problem_text(a.problem) + " vs " + problem_text(b.problem) +
                     ")");
   } else if (timed_a && timed_b && (a.time_ms != b.time_ms || a.gflops != b.gflops)) {
@@ -251,28 +251,39 @@ std::vector<std::string> entry_changes(const ProfileEntry& a, const ProfileEntry
   return parts;
 }
 
+// Entries are matched per kernel and class: by problem where either file has several entries
+// of the class (tune --shapes), else the class's one entry in each file.
 void diff_rows(const std::vector<std::pair<std::string, Row>>& a, const std::vector<std::pair<std::string, Row>>& b,
                const std::string& prefix, const std::string& name_a, const std::string& name_b,
                std::vector<std::string>& lines) {
-  auto find = [](const std::vector<std::pair<std::string, Row>>& rows, const std::string& key) -> const Row* {
+  using Rows = std::vector<std::pair<std::string, Row>>;
+  auto count = [](const Rows& rows, const std::string& key) {
+    return std::count_if(rows.begin(), rows.end(), [&](const auto& r) { return r.first == key; });
+  };
+  auto several = [&](const std::string& key) { return count(a, key) > 1 || count(b, key) > 1; };
+  auto counterpart = [&](const Rows& rows, const std::string& key, const ProfileEntry& entry) -> const Row* {
     for (const auto& [k, row] : rows)
-      if (k == key) return &row;
+      if (k == key && (!several(key) || same_problem(row.entry->problem, entry.problem))) return &row;
     return nullptr;
   };
+  auto label = [&](const std::string& key, const ProfileEntry& entry) {
+    return prefix + key + (several(key) ? " (" + problem_text(entry.problem) + ")" : "");
+  };
   for (const auto& [key, row] : a) {
-    const Row* other = find(b, key);
+    const Row* other = counterpart(b, key, *row.entry);
     if (other == nullptr) {
-      lines.push_back(prefix + key + ": only in " + name_a + ": " + choice_text(*row.entry));
+      lines.push_back(label(key, *row.entry) + ": only in " + name_a + ": " + choice_text(*row.entry));
       continue;
     }
     const std::vector<std::string> parts = entry_changes(*row.entry, *other->entry, row.support, other->support);
     if (parts.empty()) continue;
-    std::string line = prefix + key + ": ";
+    std::string line = label(key, *row.entry) + ": ";
     for (std::size_t i = 0; i < parts.size(); ++i) line += (i ? "; " : "") + parts[i];
     lines.push_back(line);
   }
   for (const auto& [key, row] : b)
-    if (find(a, key) == nullptr) lines.push_back(prefix + key + ": only in " + name_b + ": " + choice_text(*row.entry));
+    if (counterpart(a, key, *row.entry) == nullptr)
+      lines.push_back(label(key, *row.entry) + ": only in " + name_b + ": " + choice_text(*row.entry));
 }
 
 std::vector<std::pair<std::string, Row>> rows_of(const Profile& p) {
