@@ -330,9 +330,9 @@ int main(int argc, char** argv) {
       for (Impl impl : kImpls) {
         const std::string name = std::string(accumulate ? "gemm_nt_accum" : "gemm_nt") + "/" + shape_class + "/" +
                                  shape_name(p) + "/" + name_of(impl);
-        benchmark::RegisterBenchmark(name.c_str(), run_row, p, accumulate, impl)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond);
+        per_call_min_time(benchmark::RegisterBenchmark(name.c_str(), run_row, p, accumulate, impl)
+                              ->UseManualTime()
+                              ->Unit(benchmark::kMillisecond));
       }
     }
   }

@@ -874,6 +874,8 @@ int main(int argc, char** argv) {
           auto* b = benchmark::RegisterBenchmark(name.c_str(), run_row, c, impl)
                         ->UseManualTime()
                         ->Unit(benchmark::kMillisecond);
+          per_call_min_time(b);
+
           if (const int n = iterations_for(c, cpu); n > 0) b->Iterations(n);
         }
       }

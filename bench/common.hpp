@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CL/cl.h>
+#include <benchmark/benchmark.h>
 #include <clblast.h>
 
 #include <chrono>
@@ -50,6 +51,7 @@ struct Flags {
   std::string device;            // --ocltk_device=SELECTOR, as OCLTK_DEVICE
   Timer timer = Timer::kMarker;  // --ocltk_timer=marker|kernel|wall
   int calls = 1;                 // --ocltk_calls=N: back-to-back calls per timed iteration
+  bool min_time_given = false;   // --benchmark_min_time on the command line (see per_call_min_time)
 };
 
 inline Flags& flags() {
@@ -67,7 +69,9 @@ inline const char* kFlagsHelp =
     "  --ocltk_timer=marker|kernel|wall\n"
     "                            what starts an iteration's clock (default marker; see bench/common.hpp)\n"
     "  --ocltk_calls=N           calls enqueued back to back per timed iteration, time divided by N\n"
-    "                            (default 1; larger N hides the launch gap of an idle queue)\n"
+    "                            (default 1; larger N hides the launch gap of an idle queue). Each\n"
+    "                            case then runs for about 0.5 s of calls, as Google Benchmark's\n"
+    "                            default, unless --benchmark_min_time is given\n"
     "Save results with --benchmark_out=results/DEVICE-gemm_nt.json --benchmark_out_format=json.\n";
 
 // Removes --ocltk_* flags from argv. Returns false after printing one sentence for a
@@ -115,6 +119,7 @@ inline bool take_flags(int* argc, char** argv) {
       return false;
     } else {
       if (arg == "--help" || arg == "-h") std::fputs(kFlagsHelp, stdout);
+      if (arg.compare(0, 22, "--benchmark_min_time=") == 0 || arg == "--benchmark_min_time") f.min_time_given = true;
       argv[out++] = argv[i];
     }
   }
@@ -125,6 +130,14 @@ inline bool take_flags(int* argc, char** argv) {
   *argc = out;
   argv[out] = nullptr;
   return true;
+}
+
+// An iteration times `calls` calls but reports the time of one (SetIterationTime), and
+// Google Benchmark runs a case until the reported times add up to its minimum time: with
+// --ocltk_calls=N that would be N times its 0.5 s of device time. The per-case minimum
+// divided by N keeps about 0.5 s, unless --benchmark_min_time says otherwise.
+inline void per_call_min_time(benchmark::internal::Benchmark* b) {
+  if (flags().calls > 1 && !flags().min_time_given) b->MinTime(0.5 / flags().calls);
 }
 
 // One device, one context, one in-order profiling queue, shared by every benchmark:
