@@ -58,6 +58,14 @@
 #          with f32 and with bf16 input (tune --shapes with input_bits: 16), then benched.
 # fwd-cands (kind nvidia-h200-x2, or nvidia-h200 one shape after the other): forward tc
 #          candidates (FWD_CANDIDATES) pinned per shape and benched beside the shipped profile.
+# regs-sweep (kind nvidia-h200): test_program_cache and test_nf4's register-target test (stage
+#          both), then the NF4 decode bench with the shipped profile and with copies of it whose
+#          entries ask for each register target of REGS_VALUES (with_register_target).
+# ab-decode (kind nvidia-h200): the NF4 decode bench (every decode row count, both directions,
+#          ours and ours_bf16) with an older profile (stage it as old.yaml) and with the shipped
+#          profile, twice in turn, then cuBLAS on the same shapes (see the phase for overrides).
+# f32-rows (kind nvidia-h200): FWD_CANDIDATES pinned as nf4_forward's f32 entries at 2 and 4
+#          rows per expert of each shape and benched beside the shipped profile.
 # whole-decode-bench (kind nvidia-h200-x2): the whole default tune on one H200; the NF4 forward
 #          decode bench (both shapes) with the shipped profile and cuBLAS on the other.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
@@ -65,7 +73,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -160,7 +168,8 @@ backward_shapes() {
       echo "  - {kernel: nf4_backward, experts: $3, n: $4, k: $5, rows: $r, block_size: 64}"; done; } > "$out/shapes-$1.yaml"
 }
 # pin_tc_entries SRC DST KERNEL PARAMS E N K ROWS BITS: DST is the profile SRC with `tc` PARAMS
-# (e.g. "KG: 2, NSPLIT: 1, PF: 1, RT: 1, WGS: 256") as KERNEL's decode entries for the problems
+# (e.g. "KG: 2, NSPLIT: 1, PF: 1, RT: 1, WGS: 256"; "ALGORITHM|PARAMS" for another algorithm,
+# e.g. "warps|CW: 16, RB: 16, TR: 2") as KERNEL's decode entries for the problems
 # E x N x K, block 64, at each of ROWS and input widths BITS (comma-separated), appended to
 # the class's list (its first entry, the default problem's, stays first) after any entry of
 # those problems is dropped (input_bits 32 and none alike). Fails, writing nothing, where
@@ -169,6 +178,7 @@ pin_tc_entries() {
   python3 - "$@" <<'PY'
 import re, sys
 src, dst, kernel, params, e, n, k, rows, bits = sys.argv[1:]
+algorithm, params = params.split("|") if "|" in params else ("tc", params)
 lines = open(src).read().split("\n")
 head = lines.index(f"  {kernel}:")
 start = head + 1
@@ -198,14 +208,15 @@ for line in lines[start:end] + [indent + "- end"]:
             kept += entry
         entry = []
     entry.append(line)
-new = [f"{indent}- algorithm: tc\n{indent}  params: {{{params}}}\n{indent}  problem: {w}" for w in wanted]
+new = [f"{indent}- algorithm: {algorithm}\n{indent}  params: {{{params}}}\n{indent}  problem: {w}" for w in wanted]
 open(dst, "w").write("\n".join(lines[:start] + kept + new + lines[end:]))
 PY
 }
 # bench_pinned "DEV" TAG SRC KERNEL NAME E N K ROWS BITS TIMEOUT FILTER: each of $cands (tc param
-# sets separated by ';') pinned into a copy of SRC (pin_tc_entries: KERNEL's decode entries at
-# ROWS and BITS) and benched with FILTER, into OUT/TAG-NAME-I.yaml, OUT/h200-nf4-NAME-TAGI.json
-# and OUT/bench-nf4-NAME-TAGI.txt; the list in OUT/TAGidates-NAME.txt.
+# sets, or ALGORITHM|PARAMS, separated by ';') pinned into a copy of SRC (pin_tc_entries:
+# KERNEL's decode entries at ROWS and BITS) and benched with FILTER (and $bench_extra's flags),
+# into OUT/TAG-NAME-I.yaml, OUT/h200-nf4-NAME-TAGI.json and OUT/bench-nf4-NAME-TAGI.txt; the
+# list in OUT/TAGidates-NAME.txt.
 bench_pinned() {
   local dev=$1 tag=$2 src=$3 kernel=$4 name=$5 e=$6 n=$7 k=$8 rows=$9 bits=${10} limit=${11} filter=${12} i=0 cand
   IFS=';' read -ra list <<< "$cands"
@@ -214,7 +225,7 @@ bench_pinned() {
     pin_tc_entries "$src" "$out/$tag-$name-$i.yaml" "$kernel" "$cand" "$e" "$n" "$k" "$rows" "$bits" ||
       { mark "candidate $i of $name not pinned"; continue; }
     $dev timeout "$limit" "$here/ocltk_bench_nf4" --ocltk_profile="$out/$tag-$name-$i.yaml" --ocltk_calls=20 \
-      --benchmark_filter="$filter" \
+      ${bench_extra:-} --benchmark_filter="$filter" \
       --benchmark_out="$out/h200-nf4-$name-$tag$i.json" --benchmark_out_format=json > "$out/bench-nf4-$name-$tag$i.txt" 2>&1
     echo "$tag$i: $cand" >> "$out/${tag}idates-$name.txt"
     mark "bench $name candidate $i done"
@@ -230,6 +241,29 @@ serial_if_one_gpu() {
   gpu0=${gpu0/taskset -c 0-$((ncpu / 2 - 1))/taskset -c 0-$((ncpu - 1))}
   gpu1=$gpu0
   serial=1
+}
+# with_register_target SRC DST V: DST is the profile SRC with REGS: V in the parameters of
+# every entry whose algorithm lists REGS (nf4_forward's tc, warps and lanes, nf4_backward's
+# tc and stream), in place of any REGS there.
+with_register_target() {
+  python3 - "$@" <<'PY'
+import re, sys
+src, dst, v = sys.argv[1:]
+takes = {"nf4_forward": {"tc", "warps", "lanes"}, "nf4_backward": {"tc", "stream"}}
+kernel = algorithm = None
+out = []
+for line in open(src).read().split("\n"):
+    if m := re.match(r"  (\w+):$", line):
+        kernel = m.group(1)
+    if m := re.match(r"\s*- algorithm: (\w+)$", line):
+        algorithm = m.group(1)
+    m = re.match(r"(\s*params: \{)(.*)\}$", line)
+    if m and algorithm in takes.get(kernel, ()):
+        items = [i for i in m.group(2).split(", ") if i and not i.startswith("REGS:")]
+        line = m.group(1) + ", ".join(sorted(items + [f"REGS: {v}"])) + "}"
+    out.append(line)
+open(dst, "w").write("\n".join(out))
+PY
 }
 mixtral_shapes() {
   printf 'shapes:\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 8, block_size: 64}\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 64, block_size: 64}\n' \
@@ -629,6 +663,74 @@ fwd-cands)
   fwdc "$gpu1" fine 64,512 64 1408 2048
   wait $side0
   tar czf "$out/ptx-cache.tgz" -C /tmp ocltk-cache0 ocltk-cache1 2>/dev/null
+  mark "all done"
+  ;;
+regs-sweep)
+  # On one H200: test_program_cache and test_nf4's RegisterTarget test (TEST_LIMIT s), then
+  # the NF4 decode bench (both directions, ours and ours_bf16; Mixtral-like 8, 16 and 64 rows,
+  # fine-grained 64 and 512) with the shipped profile and with each REGS_VALUES copy of it
+  # (with_register_target), 0.03 s of timed calls a case. Used on 2026-11-30
+  # (results/h200-2026-11-30l).
+  ( timeout "${TEST_LIMIT:-120}" "$here/test_program_cache"
+    timeout "${TEST_LIMIT:-120}" "$here/test_nf4" --gtest_filter='*RegisterTarget*' ) > "$out/tests.txt" 2>&1
+  mark "tests done"
+  regs_bench() {  # regs_bench NAME PROFILE
+    timeout 150 "$here/ocltk_bench_nf4" --ocltk_profile="$2" --ocltk_calls=20 --ocltk_rows=8,16,64,512 \
+      --benchmark_min_time=0.03 \
+      --benchmark_filter='nf4_(forward|backward)/(mixtral.*rows(8|16|64)|fine.*rows(64|512))/decode/(ours|ours_bf16)/' \
+      --benchmark_out="$out/h200-nf4-$1.json" --benchmark_out_format=json > "$out/bench-nf4-$1.txt" 2>&1
+    mark "bench $1 done"
+  }
+  regs_bench regs0 "$here/nvidia-h200.yaml"
+  for v in ${REGS_VALUES:-128 168 255 96}; do
+    with_register_target "$here/nvidia-h200.yaml" "$out/regs$v.yaml" "$v"
+    regs_bench "regs$v" "$out/regs$v.yaml"
+  done
+  mark "all done"
+  ;;
+ab-decode)
+  # On one H200: the NF4 decode bench (AB_ROWS, default Mixtral-like 1 to 128 rows and
+  # fine-grained 1 to 512; AB_FILTER, default forward and backward, ours and ours_bf16; 0.03 s
+  # of timed calls a case) with $here/old.yaml, then the shipped profile, AB_ROUNDS times (2:
+  # A B A B), then (AB_CUBLAS=1) cuBLAS bf16 on dequantized weights at the same shapes. Used on
+  # 2026-11-30 (results/h200-2026-11-30l) to check profile changes against the profile before.
+  ab_bench() {  # ab_bench NAME PROFILE
+    timeout 150 "$here/ocltk_bench_nf4" --ocltk_profile="$2" --ocltk_calls=20 \
+      --ocltk_rows="${AB_ROWS:-1,8,16,64,128,512}" --benchmark_min_time=0.03 \
+      --benchmark_filter="${AB_FILTER:-nf4_(forward|backward)/.*/decode/(ours|ours_bf16)/}" \
+      --benchmark_out="$out/h200-nf4-$1.json" --benchmark_out_format=json > "$out/bench-nf4-$1.txt" 2>&1
+    mark "bench $1 done"
+  }
+  for round in $(seq "${AB_ROUNDS:-2}"); do
+    ab_bench "old$round" "$here/old.yaml"
+    ab_bench "new$round" "$here/nvidia-h200.yaml"
+  done
+  if [ "${AB_CUBLAS:-1}" = 1 ]; then
+    timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 8,16,64,128 \
+      --json "$out/cublas-nf4-mixtral.json" > /dev/null
+    timeout 40 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 64,512 \
+      --json "$out/cublas-nf4-fine.json" > /dev/null
+  fi
+  mark "all done"
+  ;;
+f32-rows)
+  # On one H200: each of FWD_CANDIDATES (ALGORITHM|PARAMS separated by ';') pinned as the
+  # nf4_forward decode entries for f32 input at 2 and 4 rows per expert (Mixtral-like 16 and
+  # 32 rows, fine-grained 128 and 256) in a copy of the shipped profile, and the forward bench
+  # (ours, f32 input; 0.03 s of timed calls a case) with it, after the shipped profile. Used
+  # on 2026-11-30 (results/h200-2026-11-30l) for segment rows per pass of `warps` (TR).
+  cands=${FWD_CANDIDATES:-"warps|CW: 16, NB: 1, PF: 0, RB: 16, REGS: 128, TR: 2, WGS: 128"}
+  f32rows() {  # f32rows NAME ROWS E N K
+    local filter="nf4_forward/$1.*/rows(${2//,/|})/decode/ours/"
+    timeout 90 "$here/ocltk_bench_nf4" --ocltk_profile="$here/nvidia-h200.yaml" --ocltk_calls=20 \
+      --ocltk_rows="$2" --benchmark_min_time=0.03 --benchmark_filter="$filter" \
+      --benchmark_out="$out/h200-nf4-$1-shipped.json" --benchmark_out_format=json > "$out/bench-nf4-$1-shipped.txt" 2>&1
+    mark "bench $1 shipped done"
+    bench_extra="--ocltk_rows=$2 --benchmark_min_time=0.03" \
+      bench_pinned "" fcand "$here/nvidia-h200.yaml" nf4_forward "$1" "$3" "$4" "$5" "$2" 32 60 "$filter"
+  }
+  f32rows mixtral 16,32 8 14336 4096
+  f32rows fine 128,256 64 1408 2048
   mark "all done"
   ;;
 whole-decode-bench)
