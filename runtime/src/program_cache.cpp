@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "ocltk/status.hpp"
 
@@ -85,6 +87,10 @@ void write_entry(const std::string& path, const std::string& key, const std::vec
   if (ec) fs::remove(tmp, ec);
 }
 
+bool looks_like_ptx(const std::string& binary) {
+  return binary.find(".version ") != std::string::npos && binary.find(".target ") != std::string::npos;
+}
+
 std::string build_log_of(const boost::compute::program& program) {
   try {
     return program.build_log();
@@ -112,12 +118,17 @@ boost::compute::program rebuild_with_max_registers(const boost::compute::context
                                                    const boost::compute::program& built, const std::string& options,
                                                    int max_registers) {
   const std::vector<unsigned char> binary = built.binary();
-  const std::optional<std::string> ptx =
-      ptx_with_max_registers(std::string(binary.begin(), binary.end()), max_registers);
+  const std::string text(binary.begin(), binary.end());
+  const std::optional<std::string> ptx = ptx_with_max_registers(text, max_registers);
   const std::string target = "a register target of " + std::to_string(max_registers) + " (REGS)";
-  if (!ptx)
+  if (!ptx && !looks_like_ptx(text))
     throw BuildError(target + " needs PTX program binaries (NVIDIA's OpenCL); this device's are not PTX", "",
                      CL_INVALID_BINARY);
+  if (!ptx)
+    throw BuildError(target +
+                         ": the program's PTX has no kernel entry laid out as expected (`.entry NAME(`, its "
+                         "parameters and directives, then a line opening the body with `{`)",
+                     text, CL_INVALID_BINARY);
   boost::compute::program program =
       boost::compute::program::create_with_binary(std::vector<unsigned char>(ptx->begin(), ptx->end()), context);
   const cl_int status = clBuildProgram(program.get(), 0, nullptr, options.c_str(), nullptr, nullptr);
@@ -134,32 +145,42 @@ boost::compute::program rebuild_with_max_registers(const boost::compute::context
 }  // namespace
 
 std::optional<std::string> ptx_with_max_registers(const std::string& ptx, int registers) {
-  if (registers <= 0 || ptx.find(".version ") == std::string::npos || ptx.find(".target ") == std::string::npos)
-    return std::nullopt;
-  const std::string directive = ".maxnreg " + std::to_string(registers) + "\n";
+  if (registers <= 0 || !looks_like_ptx(ptx)) return std::nullopt;
+  const std::string directive = ".maxnreg " + std::to_string(registers);
   std::string out;
-  std::size_t copied = 0, entries = 0;
-  for (std::size_t at = ptx.find(".entry "); at != std::string::npos; at = ptx.find(".entry ", at + 1)) {
-    if (at > 0 && ptx[at - 1] != '\n' && ptx[at - 1] != ' ' && ptx[at - 1] != '\t') continue;
-    // The parameter list, then performance directives (.reqntid, .maxntid, ...), each on its
-    // own line, up to the line that opens the body.
-    const std::size_t body = ptx.find("\n{", at);
-    if (body == std::string::npos) return std::nullopt;
-    std::size_t line = ptx.find(")\n", at);
-    if (line == std::string::npos || line > body) return std::nullopt;
-    line += 2;
-    out.append(ptx, copied, line - copied);
-    while (line <= body) {
-      const std::size_t end = ptx.find('\n', line) + 1;  // body is a newline, so one is found
-      if (ptx.compare(line, 9, ".maxnreg ") != 0) out.append(ptx, line, end - line);
-      line = end;
+  out.reserve(ptx.size() + 64);
+  bool in_header = false;  // from an entry's first line to the line that opens its body
+  std::size_t entries = 0;
+  for (std::size_t at = 0; at < ptx.size();) {
+    const std::size_t newline = ptx.find('\n', at);
+    const std::size_t end = newline == std::string::npos ? ptx.size() : newline + 1;
+    const std::string_view line(ptx.data() + at, end - at);
+    // The line without its indent and without its ending ("\n", "\r\n" or none).
+    std::string_view text = line.substr(std::min(line.find_first_not_of(" \t"), line.size()));
+    std::size_t length = text.size();
+    while (length > 0 && (text[length - 1] == '\n' || text[length - 1] == '\r')) --length;
+    const std::string_view ending = text.substr(length);
+    text = text.substr(0, length);
+    at = end;
+    if (!in_header)
+      in_header = text.rfind(".entry ", 0) == 0 || text.rfind(".visible .entry ", 0) == 0 ||
+                  text.rfind(".weak .entry ", 0) == 0;
+    if (in_header) {
+      if (text.rfind("{", 0) == 0) {
+        out.append(directive).append(ending.empty() ? std::string_view("\n") : ending);
+        ++entries;
+        in_header = false;
+      } else if (text.find('{') != std::string_view::npos) {
+        return std::nullopt;  // a body opened on another line's end: not the layout rewritten here
+      } else if (!text.empty() && text.back() == ';') {
+        in_header = false;  // a declaration: no body, nothing to add
+      } else if (text.rfind(".maxnreg", 0) == 0) {
+        continue;  // replaced by ours
+      }
     }
-    out += directive;
-    copied = line;
-    ++entries;
+    out.append(line);
   }
-  if (entries == 0) return std::nullopt;
-  out.append(ptx, copied, std::string::npos);
+  if (in_header || entries == 0) return std::nullopt;
   return out;
 }
 
