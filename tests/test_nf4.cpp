@@ -577,17 +577,22 @@ TEST_F(Nf4Device, TcBackwardAtSeveralPointsMatchesTheReference) {
   for (const Params& p : kTcBackwardPoints) run_case(graded, forward, choice("nf4_backward", "tc", p));
 }
 
-// 70 experts over dispatches of at most 7 workgroups along dimension 1: each dispatch's
-// expert_base must reach the segment bounds, the split counters and the partial sums
-// (and the lanes and warps forwards' segment bounds).
 // A register target (REGS, params.hpp) where program binaries are PTX: tc forward at a
 // target that spills (96) with tc backward at one that leaves the assembler more room than
 // it takes (255), and warps with the backward stream at 128, in f32 and bf16, on tc's fast
-// path (a ragged last tile, an empty segment) and a general one (K = 75). Elsewhere a launch
-// that asks for a target is refused naming REGS and the reason, and writes nothing.
+// path (a ragged last tile, an empty segment) and a general one (K = 75); the program the
+// runtime builds carries the directive. Elsewhere a launch that asks for a target is
+// refused naming REGS and the reason, and writes nothing, and a program asked for one
+// directly fails to build, naming the target.
 TEST_F(Nf4Device, RegisterTargetsMatchTheReferenceOrAreRefused) {
   Runtime& rt = runtime();
+  const AlgorithmSpec* tc = nf4_forward_family().find_algorithm("tc");
+  const AlgorithmSpec* warps = nf4_forward_family().find_algorithm("warps");
+  ASSERT_TRUE(tc != nullptr && warps != nullptr);
   if (limits().ptx_binaries) {
+    const std::vector<unsigned char> binary =
+        rt.program_for(*tc, tc->complete({{"REGS", 96}}), tc->tuned_variant).binary();
+    EXPECT_NE(std::string(binary.begin(), binary.end()).find("\n.maxnreg 96\n"), std::string::npos);
     for (ElementType t : {ElementType::f32, ElementType::bf16}) {
       for (Case c : {Case{3, 40, 256, 64, 0, {1, 0, 9}}, Case{2, 24, 75, 64, 0, {2, 3}}}) {
         c.type = t;
@@ -596,6 +601,12 @@ TEST_F(Nf4Device, RegisterTargetsMatchTheReferenceOrAreRefused) {
       }
     }
     return;
+  }
+  try {
+    rt.program_for(*warps, warps->complete({{"REGS", 128}}), warps->tuned_variant);
+    ADD_FAILURE() << "a program with a register target built on " << rt.device().platform;
+  } catch (const ocltk::BuildError& e) {
+    EXPECT_NE(std::string(e.what()).find("register target of 128"), std::string::npos) << e.what();
   }
   const Nf4Geometry geo{1, 16, 64, 64, 0};
   auto packed = rt.allocate(std::size_t(geo.packed_bytes())).value();
@@ -625,6 +636,9 @@ TEST_F(Nf4Device, RegisterTargetsMatchTheReferenceOrAreRefused) {
   }
 }
 
+// 70 experts over dispatches of at most 7 workgroups along dimension 1: each dispatch's
+// expert_base must reach the segment bounds, the split counters and the partial sums
+// (and the lanes and warps forwards' segment bounds).
 TEST_F(Nf4Device, StreamSplitsOverSeveralDispatches) {
   RuntimeOptions options = ocltk_test::test_runtime_options(ocltk_test::make_temp_dir("nf4_cap_cache"));
   options.max_groups_per_dispatch = 7;
