@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "fixture.hpp"
+#include "ocltk/nf4.hpp"
 
 namespace {
 
@@ -428,6 +429,34 @@ TEST_F(ProfileTest, FallbackChainPrefersTheClosestMatch) {
     const ocltk::Choice c = rt->choose("gemm_nt", "large");
     EXPECT_EQ(c.params.at("MWG"), 64) << c.describe();
     EXPECT_EQ(c.level, MatchLevel::kVendor);
+  }
+}
+
+// A profile entry with a register target (REGS) on a device whose binaries are not PTX
+// (e.g. a profile written on NVIDIA's OpenCL, matched by name under another driver) runs
+// with the compiler's choice, and the choice says so; where binaries are PTX it is kept.
+TEST_F(ProfileTest, RegisterTargetOfAProfileIsDroppedWhereBinariesAreNotPtx) {
+  const ocltk::AlgorithmSpec* warps = ocltk::nf4_forward_family().find_algorithm("warps");
+  ASSERT_NE(warps, nullptr);
+  ProfileEntry e;
+  e.kernel = "nf4_forward";
+  e.shape_class = "decode";
+  e.algorithm = "warps";
+  e.params = warps->complete({{"REGS", 168}, {"TR", 2}});
+  const std::string f = file("regs.yaml");
+  ocltk::write_profile_atomically(f, profile_for_this_device({e}));
+  ocltk::Result<ocltk::Runtime> rt = open_with_profiles(f);
+  ASSERT_TRUE(rt.ok()) << rt.status().message();
+  const ocltk::Choice c = rt->choose("nf4_forward", "decode");
+  EXPECT_EQ(c.source, f);
+  EXPECT_EQ(c.params.at("TR"), 2);
+  if (limits().ptx_binaries) {
+    EXPECT_EQ(c.params.at("REGS"), 168);
+    EXPECT_TRUE(c.adjusted.empty()) << c.adjusted;
+  } else {
+    EXPECT_EQ(c.params.at("REGS"), 0);
+    EXPECT_NE(c.describe().find("; REGS 168 -> 0: this device's program binaries are not PTX"), std::string::npos)
+        << c.describe();
   }
 }
 
@@ -978,6 +1007,21 @@ TEST(ProfileDatabase, DiffMatchesEntriesOfAClassByProblem) {
   };
   EXPECT_EQ(lines, want);
   EXPECT_TRUE(ocltk::diff_profile_files(b, b).empty());
+
+  // Several entries in the second file only; a problem with input_bits 32 in one file and
+  // without it in the other is the same problem (the times are compared, not the problems).
+  std::map<std::string, std::int64_t> square32 = square;
+  square32["input_bits"] = 32;
+  a.profile.entries = {at(entry("gemv", "reduce", kReduceA), square32, 2.0)};
+  b.profile.entries = {at(entry("gemv", "reduce", kReduceA), square, 1.0),
+                       at(entry("gemv", "reduce", kReduceB), wide, 0.5)};
+  const std::string wide_text = "k=4096 m=64 n=4096";
+  EXPECT_EQ(ocltk::diff_profile_files(a, b),
+            (std::vector<std::string>{
+                "gemm_nt/gemv (input_bits=32 k=4096 m=4096 n=4096): same choice; 2 ms -> 1 ms (-50.0%), 68719.5 -> "
+                "137439 GFLOP/s (+100.0%)",
+                "gemm_nt/gemv (" + wide_text + "): only in b.yaml: reduce {" +
+                    ocltk::format_params(complete("reduce", kReduceB)) + "}"}));
 }
 
 TEST(ProfileDatabase, MalformedDatabasesNameFileLineAndColumn) {

@@ -178,6 +178,7 @@ std::string Choice::describe() const {
     out << " tuned on";
     for (const auto& [name, value] : tuned_on) out << " " << name << "=" << value;
   }
+  if (!adjusted.empty()) out << "; " << adjusted;
   return out.str();
 }
 
@@ -290,6 +291,13 @@ Choice Runtime::choose(const std::string& kernel, const std::string& shape_class
       if (same_class > 1) c.tuned_on = e->problem;
       c.algorithm = e->algorithm;
       c.params = e->params;
+      // A register target needs PTX: a profile matched by device name or vendor on another
+      // platform (another driver for the same GPU) runs the entry with the compiler's choice.
+      if (const int target = register_target(c.params); target != 0 && !DeviceLimits::of(impl_->device).ptx_binaries) {
+        c.params[kRegisterTarget] = 0;
+        c.adjusted = std::string(kRegisterTarget) + " " + std::to_string(target) +
+                     " -> 0: this device's program binaries are not PTX";
+      }
       c.source = candidate.profile.path;
       c.section = candidate.section;
       c.level = candidate.level;

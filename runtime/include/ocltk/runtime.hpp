@@ -64,6 +64,9 @@ struct Choice {
   // Where the profile holds several entries of the class (tune --shapes): the problem of
   // the one chosen, the nearest to the launch's.
   std::map<std::string, std::int64_t> tuned_on;
+  // What the runtime changed in the profile's entry for this device, e.g. a register target
+  // (REGS) where program binaries are not PTX; empty when nothing.
+  std::string adjusted;
   std::string describe() const;  // one line for logs, naming the file and the step
 };
 
