@@ -168,6 +168,14 @@ TEST(ParamTables, RegisterTargetIsLegalOnlyWithPtxBinaries) {
       ASSERT_FALSE(plain.empty());
       for (const Params& p : plain) ASSERT_EQ(ocltk::register_target(p), 0) << ocltk::format_params(p);
       EXPECT_EQ(ptx.size(), plain.size() * regs->allowed.size()) << "REGS is independent of every constraint";
+      // The search sees REGS 0 alone; the tuner measures the other values around its best.
+      EXPECT_TRUE(regs->refined_last);
+      EXPECT_EQ(a.search_space(&nvidia).size(), a.search_space(&gpu).size());
+      EXPECT_EQ(a.refinements(a.defaults(), &nvidia).size(), regs->allowed.size() - 1);
+      EXPECT_TRUE(a.refinements(a.defaults(), &gpu).empty());
+      const std::vector<Params> around = a.refinements(a.complete({{"REGS", 168}}), &nvidia);
+      ASSERT_EQ(around.size(), regs->allowed.size() - 1);
+      EXPECT_EQ(around.front(), a.defaults()) << "168's refinements start from 0, in table order";
       const Params capped = a.complete({{"REGS", 168}});
       EXPECT_FALSE(a.violation(capped, &nvidia).has_value());
       EXPECT_FALSE(a.violation(capped, nullptr).has_value()) << "legal in the table; the device decides";

@@ -486,8 +486,24 @@ const KernelFamily& mock_family() {
   return f;
 }
 
-// Time (X-6)² + (Y-3)² + 1 ms (problems of another n: (X - n/10)² + ...); X = 3 fails to
-// build, (5, 2) computes a wrong result, (7, 4) hangs.
+// A family whose algorithm also has Z, refined around the best (ParamSpec::refined_last).
+const KernelFamily& mock_refined_family() {
+  static const KernelFamily f = [] {
+    KernelFamily k;
+    k.name = "mock_refined";
+    AlgorithmSpec a = mock_algorithm();
+    a.params.push_back({"Z", 0, {0, 1, 2}, "z", /*refined_last=*/true});
+    k.algorithms = {a};
+    k.classes = {{"c1", "everything"}};
+    k.builtin = {{"mock", {}}};
+    return k;
+  }();
+  return f;
+}
+
+// Time (X-6)² + (Y-3)² + 1 ms (problems of another n: (X - n/10)² + ...), less 0.5 ms at
+// Z = 2 (only the refined family has Z); X = 3 fails to build, (5, 2) computes a wrong
+// result, (7, 4) hangs.
 class MockWorkload : public Workload {
  public:
   // run_ms: how long each run() sleeps (0: returns at once); n: the problem's one size.
@@ -507,7 +523,8 @@ class MockWorkload : public Workload {
     wrong_ = x == 5 && y == 2;
     if (run_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(run_ms_));
     const int xo = n_ == 10 ? 6 : int(n_ / 10);  // other problems (make_for) have their optimum elsewhere
-    return (x - xo) * (x - xo) + (y - 3) * (y - 3) + 1.0;
+    const bool z2 = c.params.count("Z") != 0 && c.params.at("Z") == 2;
+    return (x - xo) * (x - xo) + (y - 3) * (y - 3) + 1.0 - (z2 ? 0.5 : 0.0);
   }
   std::string verify() override { return wrong_ ? "wrong result: injected" : ""; }
 
@@ -621,6 +638,40 @@ TEST_F(TunerEngine, LaterProblemsOfAClassStartFromTheEarlierOnesBest) {
       EXPECT_FALSE(measured(r.classes[1], r.classes[0].best.params) && measured(r.classes[2], r.classes[1].best.params))
           << "the cold run measures the earlier bests anyway: the warm case proves nothing";
     }
+  }
+}
+
+// A refined_last parameter is left out of the search and measured around its best: the
+// best (X, Y) at each other Z, after the search; with --max-evals part of the cap is kept
+// for it.
+TEST_F(TunerEngine, RefinedParametersAreMeasuredAroundTheBestAfterTheSearch) {
+  FamilyTuning refined = families_[0];
+  refined.family = &mock_refined_family();
+  families_ = {refined};
+  for (const std::int64_t max_evals : {std::int64_t(0), std::int64_t(20)}) {
+    SCOPED_TRACE("max_evals " + std::to_string(max_evals));
+    TuneOptions o = options(max_evals);
+    o.cache_dir = "-";
+    const TuneResult r = tune(*rt_, o);
+    ASSERT_EQ(r.classes.size(), 1u);
+    const ClassResult& c = r.classes[0];
+    EXPECT_EQ(c.space_size, 32u) << "Z at its default only";
+    const std::vector<Evaluation>& h = c.history;
+    ASSERT_GE(h.size(), 3u);
+    // The last two evaluations are the refinement, around the search's best.
+    const Evaluation& searched = *std::min_element(
+        h.begin(), h.end() - 2,
+        [](const Evaluation& a, const Evaluation& b) { return (a.ok ? a.time_ms : 1e9) < (b.ok ? b.time_ms : 1e9); });
+    for (std::size_t i = 0; i + 2 < h.size(); ++i) EXPECT_EQ(h[i].params.at("Z"), 0) << "evaluation " << i;
+    for (const std::size_t i : {h.size() - 2, h.size() - 1}) {
+      Params expected = searched.params;
+      expected["Z"] = i + 2 == h.size() ? 1 : 2;
+      EXPECT_EQ(h[i].params, expected) << "evaluation " << i;
+    }
+    if (max_evals > 0) EXPECT_EQ(c.evaluations, max_evals) << "the search left room for the refinement";
+    if (max_evals == 0) EXPECT_EQ(c.best.params, (Params{{"X", 6}, {"Y", 3}, {"Z", 2}}));
+    ASSERT_EQ(r.profile.entries.size(), 1u);
+    EXPECT_EQ(r.profile.entries[0].params.at("Z"), 2);
   }
 }
 

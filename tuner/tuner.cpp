@@ -182,6 +182,9 @@ class DeviceMeasure : public Measure {
     // When the class started: its budget counts from there, so building the workload and
     // measuring the built-in default come out of the class's own share, not the next ones'.
     Clock::time_point class_start;
+    // Held back from the search for the refinement around its best (start_refining).
+    double reserve_seconds = 0;
+    std::int64_t reserve_evals = 0;
   };
   explicit DeviceMeasure(Setup s) : s_(std::move(s)), measuring_since_(Clock::now()) {
     best_.time_ms = std::numeric_limits<double>::infinity();
@@ -189,9 +192,12 @@ class DeviceMeasure : public Measure {
 
   bool out_of_budget() const override {
     if (s_.options.stop != nullptr && s_.options.stop->load()) return true;
-    if (s_.max_evals > 0 && s_.cr.evaluations >= s_.max_evals) return true;
-    return seconds_since(s_.class_start) >= s_.budget_seconds;
+    const std::int64_t evals = s_.max_evals - (refining_ ? 0 : s_.reserve_evals);
+    if (s_.max_evals > 0 && s_.cr.evaluations >= evals) return true;
+    return seconds_since(s_.class_start) >= s_.budget_seconds - (refining_ ? 0 : s_.reserve_seconds);
   }
+  // From here on the whole budget is open: what the search left, and the reserve.
+  void start_refining() { refining_ = true; }
 
   const Evaluation* evaluate(const Point& point) override { return evaluate(point, false); }
 
@@ -253,6 +259,7 @@ class DeviceMeasure : public Measure {
   const Evaluation& best() const { return best_; }
 
  private:
+  bool refining_ = false;
   // Evaluations expected by the end of the class: the cap, or the pace so far over the
   // time left, never more than the space.
   int planned(double left) const {
@@ -270,6 +277,10 @@ class DeviceMeasure : public Measure {
   std::map<std::string, Evaluation> seen_;
   Evaluation best_;
 };
+
+// The share of a class's time (and of its --max-evals) held back for the refinement around
+// the best point, where its algorithms have refined_last parameters.
+constexpr double kRefinementShare = 0.2;
 
 int default_compile_threads(const DeviceInfo& device) {
   if (device.type == "cpu") return 0;  // the CPU both compiles and runs: keep timings clean
@@ -443,12 +454,19 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       const auto cap = std::max<std::int64_t>(1, std::int64_t(options.max_evals_fraction * double(space.size())));
       max_evals = max_evals > 0 ? std::min(max_evals, cap) : cap;
     }
+    // Parameters refined around the best (REGS where binaries are PTX) get a fifth of the
+    // class's time and of its --max-evals (at most as many evaluations as one refinement
+    // takes), held back from the search.
+    std::size_t refinement_size = 0;
+    for (const AlgorithmSpec& algorithm : family.algorithms)
+      refinement_size = std::max(refinement_size, algorithm.refinements(algorithm.defaults(), &limits).size());
     const auto cache_it = caches.find(family.name);
     DeviceMeasure measure(
         {rt, options, family.name, cr, *workload, cache_it == caches.end() ? nullptr : cache_it->second.get(),
          prefetcher, progress,
          "[" + std::to_string(ji + 1) + "/" + std::to_string(jobs.size()) + " " + family.name + "/" + shape_class + "]",
-         class_budget, max_evals, class_start});
+         class_budget, max_evals, class_start, refinement_size > 0 ? kRefinementShare * class_budget : 0,
+         std::min<std::int64_t>(std::int64_t(refinement_size), std::int64_t(kRefinementShare * double(max_evals)))});
 
     // The built-in default is always measured: it is the baseline of the speed-up, and
     // its time sets the hang limit of the others.
@@ -485,6 +503,17 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     for (const Point& p : warm) measure.evaluate(p);
 
     run_strategy(options.strategy, space, measure, search_rngs[ji]);
+    // The refinement: the best so far at each other value of its refined_last parameters.
+    measure.start_refining();
+    if (const Evaluation best = measure.best(); best.ok) {
+      std::vector<Point> around;
+      if (const AlgorithmSpec* algorithm = family.find_algorithm(best.algorithm))
+        for (Params& p : algorithm->refinements(best.params, &limits)) around.push_back({algorithm, std::move(p)});
+      std::vector<const Point*> hint;
+      for (const Point& p : around) hint.push_back(&p);
+      measure.will_evaluate(hint);
+      for (const Point& p : around) measure.evaluate(p);
+    }
     measure.finish();
     prefetcher.class_done();
     cr.best = measure.best().ok ? measure.best() : cr.builtin;

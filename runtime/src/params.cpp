@@ -28,7 +28,8 @@ ParamSpec register_target_param() {
   return {kRegisterTarget,
           0,
           {0, 96, 128, 168, 255},
-          "registers per work-item the PTX assembler may use (.maxnreg; NVIDIA only); 0: the compiler's choice"};
+          "registers per work-item the PTX assembler may use (.maxnreg; NVIDIA only); 0: the compiler's choice",
+          /*refined_last=*/true};
 }
 
 int register_target(const Params& params) {
@@ -124,12 +125,28 @@ std::vector<Params> AlgorithmSpec::search_space(const DeviceLimits* limits) cons
   space.erase(std::remove_if(space.begin(), space.end(),
                              [&](const Params& p) {
                                const auto pruned = [&](const Constraint& c) { return !c.holds(p); };
+                               for (const ParamSpec& spec : params)
+                                 if (spec.refined_last && p.at(spec.name) != spec.default_value) return true;
                                return std::any_of(search_pruning.begin(), search_pruning.end(), pruned) ||
                                       (limits != nullptr && limits->gpu &&
                                        std::any_of(gpu_search_pruning.begin(), gpu_search_pruning.end(), pruned));
                              }),
               space.end());
   return space;
+}
+
+std::vector<Params> AlgorithmSpec::refinements(const Params& best, const DeviceLimits* limits) const {
+  std::vector<Params> around;
+  for (const ParamSpec& spec : params) {
+    if (!spec.refined_last) continue;
+    for (int value : spec.allowed) {
+      if (value == best.at(spec.name)) continue;
+      Params p = best;
+      p[spec.name] = value;
+      if (!violation(p, limits)) around.push_back(std::move(p));
+    }
+  }
+  return around;
 }
 
 std::string format_params(const Params& params) {

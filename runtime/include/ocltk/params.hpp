@@ -24,6 +24,10 @@ struct ParamSpec {
   int default_value;         // must equal the #define default in the .cl file
   std::vector<int> allowed;  // the legal values, in search order
   std::string meaning;       // one line, shown by `ocltk profile show` and in docs
+  // Searched only around the best point: the tuner's strategy sees the default value alone,
+  // then measures the class's best at each other legal value (AlgorithmSpec::refinements).
+  // For a knob that shifts a point's time more than it moves the optimum (REGS).
+  bool refined_last = false;
 };
 
 // What a constraint may look at besides the parameters.
@@ -46,8 +50,9 @@ struct DeviceLimits {
 // counterpart of CUDA's -maxrregcount, which NVIDIA's OpenCL ignores as a build option).
 // Fewer registers let more warps share an SM; more let the assembler keep more loads in
 // flight. 0, the default, leaves the choice to the compiler. A value other than 0 is
-// legal only where DeviceLimits::ptx_binaries holds. The tables that list it also need an
-// `#ifndef REGS` block in their source (the kernel does not read it).
+// legal only where DeviceLimits::ptx_binaries holds. The tuner refines it around the best
+// point (ParamSpec::refined_last). The tables that list it also need an `#ifndef REGS`
+// block in their source (the kernel does not read it).
 inline constexpr const char* kRegisterTarget = "REGS";
 ParamSpec register_target_param();
 
@@ -103,8 +108,12 @@ struct AlgorithmSpec {
   // Every legal point (allowed-value product filtered by the constraints).
   std::vector<Params> legal_space(const DeviceLimits* limits) const;
   // The legal points the tuner searches: legal_space without the search_pruning regions
-  // (and, when `limits` says GPU, without the gpu_search_pruning ones).
+  // (and, when `limits` says GPU, without the gpu_search_pruning ones), with every
+  // refined_last parameter at its default.
   std::vector<Params> search_space(const DeviceLimits* limits) const;
+  // What the tuner measures after its search: `best` with one refined_last parameter set to
+  // each of its other allowed values, the points legal on `limits`, in table order.
+  std::vector<Params> refinements(const Params& best, const DeviceLimits* limits) const;
 };
 
 std::string format_params(const Params& params);  // "MWG=64 NWG=64 ..."
