@@ -875,7 +875,6 @@ int main(int argc, char** argv) {
                         ->UseManualTime()
                         ->Unit(benchmark::kMillisecond);
           per_call_min_time(b);
-
           if (const int n = iterations_for(c, cpu); n > 0) b->Iterations(n);
         }
       }

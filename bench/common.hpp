@@ -119,7 +119,7 @@ inline bool take_flags(int* argc, char** argv) {
       return false;
     } else {
       if (arg == "--help" || arg == "-h") std::fputs(kFlagsHelp, stdout);
-      if (arg.compare(0, 22, "--benchmark_min_time=") == 0 || arg == "--benchmark_min_time") f.min_time_given = true;
+      if (arg.rfind("--benchmark_min_time=", 0) == 0) f.min_time_given = true;
       argv[out++] = argv[i];
     }
   }

@@ -178,7 +178,7 @@ pin_tc_entries() {
   python3 - "$@" <<'PY'
 import re, sys
 src, dst, kernel, params, e, n, k, rows, bits = sys.argv[1:]
-algorithm, params = params.split("|") if "|" in params else ("tc", params)
+algorithm, params = (p.strip() for p in params.split("|", 1)) if "|" in params else ("tc", params)
 lines = open(src).read().split("\n")
 head = lines.index(f"  {kernel}:")
 start = head + 1
@@ -243,13 +243,23 @@ serial_if_one_gpu() {
   serial=1
 }
 # with_register_target SRC DST V: DST is the profile SRC with REGS: V in the parameters of
-# every entry whose algorithm lists REGS (nf4_forward's tc, warps and lanes, nf4_backward's
-# tc and stream), in place of any REGS there.
+# every entry whose algorithm lists REGS in its parameter table (as `ocltk profile show`
+# prints it: nf4_forward's tc, warps and lanes, nf4_backward's tc and stream), in place of
+# any REGS there.
 with_register_target() {
-  python3 - "$@" <<'PY'
+  "$here/ocltk" profile show "$1" > /tmp/with_register_target.txt || return 1
+  python3 - "$@" /tmp/with_register_target.txt <<'PY'
 import re, sys
-src, dst, v = sys.argv[1:]
-takes = {"nf4_forward": {"tc", "warps", "lanes"}, "nf4_backward": {"tc", "stream"}}
+src, dst, v, show = sys.argv[1:]
+takes = set()  # (kernel, algorithm) whose shown parameters include REGS
+for row in open(show):
+    tokens = row.split()
+    if len(tokens) < 3 or not any(t.startswith("REGS=") for t in tokens):
+        continue
+    i = 2
+    while i < len(tokens) and "=" in tokens[i]:
+        i += 1  # the problem's k=v tokens
+    takes.add((tokens[0], tokens[i]))
 kernel = algorithm = None
 out = []
 for line in open(src).read().split("\n"):
@@ -258,7 +268,7 @@ for line in open(src).read().split("\n"):
     if m := re.match(r"\s*- algorithm: (\w+)$", line):
         algorithm = m.group(1)
     m = re.match(r"(\s*params: \{)(.*)\}$", line)
-    if m and algorithm in takes.get(kernel, ()):
+    if m and (kernel, algorithm) in takes:
         items = [i for i in m.group(2).split(", ") if i and not i.startswith("REGS:")]
         line = m.group(1) + ", ".join(sorted(items + [f"REGS: {v}"])) + "}"
     out.append(line)
@@ -683,7 +693,8 @@ regs-sweep)
   }
   regs_bench regs0 "$here/nvidia-h200.yaml"
   for v in ${REGS_VALUES:-128 168 255 96}; do
-    with_register_target "$here/nvidia-h200.yaml" "$out/regs$v.yaml" "$v"
+    with_register_target "$here/nvidia-h200.yaml" "$out/regs$v.yaml" "$v" ||
+      { mark "REGS $v not applied"; continue; }
     regs_bench "regs$v" "$out/regs$v.yaml"
   done
   mark "all done"
