@@ -279,13 +279,18 @@ TEST(PtxWithMaxRegisters, AddsTheDirectiveToEveryEntry) {
   EXPECT_EQ(with_nul->back(), '\0');
   EXPECT_EQ(ocltk::ptx_with_max_registers(*with_nul, 96), with_nul) << "rewriting twice changes nothing more";
 
-  // Text that only mentions an entry (a comment), and an entry declared without a body,
-  // get nothing; the entry after them gets its directive once.
-  const std::string noted = head + "// note: .entry points follow\n.entry declared(\n\t.param .u32 p\n);\n" +
-                            ".entry third(\n\t.param .u32 p\n)\n.reqntid 64, 1, 1\n{\n\tret;\n}\n";
+  // Text that only mentions an entry (a comment), an entry declared without a body and the
+  // functions after them get nothing; the entry after those gets its directive once, and a
+  // comment in its header is not read (its ';' ends nothing, its '{' opens nothing).
+  const std::string noted = head + "// note: .entry points follow\n" + func +
+                            ".entry declared(\n\t.param .u32 p\n);\n" + func +
+                            ".weak .entry third(\n\t.param .u32 p // in;\n)\n.reqntid 64, 1, 1 // {\n{\n\tret;\n}\n";
   EXPECT_EQ(ocltk::ptx_with_max_registers(noted, 128),
-            head + "// note: .entry points follow\n.entry declared(\n\t.param .u32 p\n);\n" +
-                ".entry third(\n\t.param .u32 p\n)\n.reqntid 64, 1, 1\n.maxnreg 128\n{\n\tret;\n}\n");
+            head + "// note: .entry points follow\n" + func + ".entry declared(\n\t.param .u32 p\n);\n" + func +
+                ".weak .entry third(\n\t.param .u32 p // in;\n)\n.reqntid 64, 1, 1 // {\n.maxnreg 128\n{\n\tret;\n}\n");
+  // An entry cut off before its body, even after a whole one, is not rewritten.
+  EXPECT_FALSE(ocltk::ptx_with_max_registers(head + ".entry whole()\n{\n\tret;\n}\n.entry cut(\n\t.param .u32 p\n", 128)
+                   .has_value());
   // Windows line endings are kept, the directive's included.
   const std::string crlf = head + ".entry fourth(\r\n)\r\n.maxnreg 32\r\n{\r\n\tret;\r\n}\r\n";
   EXPECT_EQ(ocltk::ptx_with_max_registers(crlf, 255),

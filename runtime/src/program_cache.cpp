@@ -128,7 +128,7 @@ boost::compute::program rebuild_with_max_registers(const boost::compute::context
     throw BuildError(target +
                          ": the program's PTX has no kernel entry laid out as expected (`.entry NAME(`, its "
                          "parameters and directives, then a line opening the body with `{`)",
-                     text, CL_INVALID_BINARY);
+                     "", CL_INVALID_BINARY);
   boost::compute::program program =
       boost::compute::program::create_with_binary(std::vector<unsigned char>(ptx->begin(), ptx->end()), context);
   const cl_int status = clBuildProgram(program.get(), 0, nullptr, options.c_str(), nullptr, nullptr);
@@ -166,6 +166,8 @@ std::optional<std::string> ptx_with_max_registers(const std::string& ptx, int re
       in_header = text.rfind(".entry ", 0) == 0 || text.rfind(".visible .entry ", 0) == 0 ||
                   text.rfind(".weak .entry ", 0) == 0;
     if (in_header) {
+      text = text.substr(0, text.find("//"));  // what a comment says is not read
+      while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
       if (text.rfind("{", 0) == 0) {
         out.append(directive).append(ending.empty() ? std::string_view("\n") : ending);
         ++entries;
