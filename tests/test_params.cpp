@@ -176,6 +176,7 @@ TEST(ParamTables, RegisterTargetIsLegalOnlyWithPtxBinaries) {
       const std::vector<Params> around = a.refinements(a.complete({{"REGS", 168}}), &nvidia);
       ASSERT_EQ(around.size(), regs->allowed.size() - 1);
       EXPECT_EQ(around.front(), a.defaults()) << "168's refinements start from 0, in table order";
+      EXPECT_EQ(a.refinements(a.defaults(), &nvidia).front().at("REGS"), 128) << "the H200's winners first";
       const Params capped = a.complete({{"REGS", 168}});
       EXPECT_FALSE(a.violation(capped, &nvidia).has_value());
       EXPECT_FALSE(a.violation(capped, nullptr).has_value()) << "legal in the table; the device decides";

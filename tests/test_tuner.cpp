@@ -675,6 +675,35 @@ TEST_F(TunerEngine, RefinedParametersAreMeasuredAroundTheBestAfterTheSearch) {
   }
 }
 
+// Cut by time, the search still stops early enough for the refinement: its evaluations (at
+// other Z) come last, around the best the search found.
+TEST_F(TunerEngine, TheSearchLeavesTheRefinementItsTime) {
+  FamilyTuning refined = families_[0];
+  refined.family = &mock_refined_family();
+  refined.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 10));
+  };
+  families_ = {refined};
+  TuneOptions o = options(0);
+  o.budget_seconds = 1.0;
+  o.cache_dir = "-";
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  const std::vector<Evaluation>& h = r.classes[0].history;
+  ASSERT_LT(h.size(), 32u) << "the budget did not cut the search: a weaker check";
+  std::size_t first = 0;
+  while (first < h.size() && h[first].params.at("Z") == 0) ++first;
+  ASSERT_LT(first, h.size()) << "no refinement after a search cut by time";
+  const Evaluation& searched = *std::min_element(
+      h.begin(), h.begin() + std::ptrdiff_t(first),
+      [](const Evaluation& a, const Evaluation& b) { return (a.ok ? a.time_ms : 1e9) < (b.ok ? b.time_ms : 1e9); });
+  for (std::size_t i = first; i < h.size(); ++i) {
+    EXPECT_NE(h[i].params.at("Z"), 0) << "evaluation " << i;
+    EXPECT_EQ(h[i].params.at("X"), searched.params.at("X")) << "evaluation " << i;
+    EXPECT_EQ(h[i].params.at("Y"), searched.params.at("Y")) << "evaluation " << i;
+  }
+}
+
 TEST_F(TunerEngine, AnInterruptedRunResumesWhereItStopped) {
   std::atomic<bool> stop{false};
   state_.stop = &stop;

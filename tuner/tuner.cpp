@@ -163,6 +163,10 @@ class Progress {
   Clock::time_point last_line_ = Clock::now() - std::chrono::hours(1);
 };
 
+// The most of a class's time (and of its --max-evals) the search leaves to the refinement
+// around its best point (DeviceMeasure::out_of_budget).
+constexpr double kRefinementShare = 0.2;
+
 // The Measure a strategy drives on the device: one class's workload, the resume cache,
 // the compile pool, the budget, the record and the progress line.
 class DeviceMeasure : public Measure {
@@ -182,21 +186,43 @@ class DeviceMeasure : public Measure {
     // When the class started: its budget counts from there, so building the workload and
     // measuring the built-in default come out of the class's own share, not the next ones'.
     Clock::time_point class_start;
-    // Held back from the search for the refinement around its best (start_refining).
-    double reserve_seconds = 0;
-    std::int64_t reserve_evals = 0;
+    // For the refinement around the best (refinement(), start_refining).
+    const KernelFamily& family;
+    const DeviceLimits& limits;
   };
   explicit DeviceMeasure(Setup s) : s_(std::move(s)), measuring_since_(Clock::now()) {
     best_.time_ms = std::numeric_limits<double>::infinity();
   }
 
+  // Until start_refining, the search stops early enough to leave the refinement of the
+  // best so far its evaluations: as many as it has left (at least one of --max-evals, at
+  // most a fifth), and their time at the pace so far (at most a fifth of the class's).
   bool out_of_budget() const override {
     if (s_.options.stop != nullptr && s_.options.stop->load()) return true;
-    const std::int64_t evals = s_.max_evals - (refining_ ? 0 : s_.reserve_evals);
-    if (s_.max_evals > 0 && s_.cr.evaluations >= evals) return true;
-    return seconds_since(s_.class_start) >= s_.budget_seconds - (refining_ ? 0 : s_.reserve_seconds);
+    const std::int64_t pending = refining_ ? 0 : std::int64_t(refinement().size());
+    if (s_.max_evals > 0) {
+      const std::int64_t held =
+          std::min(pending, std::max<std::int64_t>(1, std::int64_t(kRefinementShare * double(s_.max_evals))));
+      if (s_.cr.evaluations >= s_.max_evals - held) return true;
+    }
+    const double elapsed = seconds_since(s_.class_start);
+    const double pace = elapsed / std::max(1, s_.cr.evaluations);
+    const double held = std::min(kRefinementShare * s_.budget_seconds, double(pending) * pace);
+    return elapsed >= s_.budget_seconds - held;
   }
-  // From here on the whole budget is open: what the search left, and the reserve.
+  // The best so far at each other value of its refined_last parameters, the points not
+  // measured yet (AlgorithmSpec::refinements).
+  std::vector<Point> refinement() const {
+    std::vector<Point> around;
+    const AlgorithmSpec* algorithm = best_.ok ? s_.family.find_algorithm(best_.algorithm) : nullptr;
+    if (algorithm == nullptr) return around;
+    for (Params& p : algorithm->refinements(best_.params, &s_.limits)) {
+      Point point{algorithm, std::move(p)};
+      if (seen_.count(point.key()) == 0) around.push_back(std::move(point));
+    }
+    return around;
+  }
+  // From here on the whole budget is open: what the search left, and what it held back.
   void start_refining() { refining_ = true; }
 
   const Evaluation* evaluate(const Point& point) override { return evaluate(point, false); }
@@ -277,10 +303,6 @@ class DeviceMeasure : public Measure {
   std::map<std::string, Evaluation> seen_;
   Evaluation best_;
 };
-
-// The share of a class's time (and of its --max-evals) held back for the refinement around
-// the best point, where its algorithms have refined_last parameters.
-constexpr double kRefinementShare = 0.2;
 
 int default_compile_threads(const DeviceInfo& device) {
   if (device.type == "cpu") return 0;  // the CPU both compiles and runs: keep timings clean
@@ -454,19 +476,12 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       const auto cap = std::max<std::int64_t>(1, std::int64_t(options.max_evals_fraction * double(space.size())));
       max_evals = max_evals > 0 ? std::min(max_evals, cap) : cap;
     }
-    // Parameters refined around the best (REGS where binaries are PTX) get a fifth of the
-    // class's time and of its --max-evals (at most as many evaluations as one refinement
-    // takes), held back from the search.
-    std::size_t refinement_size = 0;
-    for (const AlgorithmSpec& algorithm : family.algorithms)
-      refinement_size = std::max(refinement_size, algorithm.refinements(algorithm.defaults(), &limits).size());
     const auto cache_it = caches.find(family.name);
     DeviceMeasure measure(
         {rt, options, family.name, cr, *workload, cache_it == caches.end() ? nullptr : cache_it->second.get(),
          prefetcher, progress,
          "[" + std::to_string(ji + 1) + "/" + std::to_string(jobs.size()) + " " + family.name + "/" + shape_class + "]",
-         class_budget, max_evals, class_start, refinement_size > 0 ? kRefinementShare * class_budget : 0,
-         std::min<std::int64_t>(std::int64_t(refinement_size), std::int64_t(kRefinementShare * double(max_evals)))});
+         class_budget, max_evals, class_start, family, limits});
 
     // The built-in default is always measured: it is the baseline of the speed-up, and
     // its time sets the hang limit of the others.
@@ -504,16 +519,12 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
 
     run_strategy(options.strategy, space, measure, search_rngs[ji]);
     // The refinement: the best so far at each other value of its refined_last parameters.
+    const std::vector<Point> around = measure.refinement();
     measure.start_refining();
-    if (const Evaluation best = measure.best(); best.ok) {
-      std::vector<Point> around;
-      if (const AlgorithmSpec* algorithm = family.find_algorithm(best.algorithm))
-        for (Params& p : algorithm->refinements(best.params, &limits)) around.push_back({algorithm, std::move(p)});
-      std::vector<const Point*> hint;
-      for (const Point& p : around) hint.push_back(&p);
-      measure.will_evaluate(hint);
-      for (const Point& p : around) measure.evaluate(p);
-    }
+    std::vector<const Point*> hint;
+    for (const Point& p : around) hint.push_back(&p);
+    measure.will_evaluate(hint);
+    for (const Point& p : around) measure.evaluate(p);
     measure.finish();
     prefetcher.class_done();
     cr.best = measure.best().ok ? measure.best() : cr.builtin;
