@@ -247,8 +247,10 @@ serial_if_one_gpu() {
 # prints it: nf4_forward's tc, warps and lanes, nf4_backward's tc and stream), in place of
 # any REGS there.
 with_register_target() {
-  "$here/ocltk" profile show "$1" > /tmp/with_register_target.txt || return 1
-  python3 - "$@" /tmp/with_register_target.txt <<'PY'
+  local show status
+  show=$(mktemp) || return 1
+  "$here/ocltk" profile show "$1" > "$show" || { rm -f "$show"; return 1; }
+  python3 - "$@" "$show" <<'PY'
 import re, sys
 src, dst, v, show = sys.argv[1:]
 takes = set()  # (kernel, algorithm) whose shown parameters include REGS
@@ -274,6 +276,9 @@ for line in open(src).read().split("\n"):
     out.append(line)
 open(dst, "w").write("\n".join(out))
 PY
+  status=$?
+  rm -f "$show"
+  return $status
 }
 mixtral_shapes() {
   printf 'shapes:\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 8, block_size: 64}\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 64, block_size: 64}\n' \
