@@ -641,6 +641,13 @@ TEST_F(TunerEngine, LaterProblemsOfAClassStartFromTheEarlierOnesBest) {
   }
 }
 
+// The fastest verified evaluation among the first `count` of `history`.
+const Evaluation& fastest(const std::vector<Evaluation>& history, std::size_t count) {
+  return *std::min_element(
+      history.begin(), history.begin() + std::ptrdiff_t(count),
+      [](const Evaluation& a, const Evaluation& b) { return (a.ok ? a.time_ms : 1e9) < (b.ok ? b.time_ms : 1e9); });
+}
+
 // A refined_last parameter is left out of the search and measured around its best: the
 // best (X, Y) at each other Z, after the search; with --max-evals part of the cap is kept
 // for it.
@@ -659,9 +666,7 @@ TEST_F(TunerEngine, RefinedParametersAreMeasuredAroundTheBestAfterTheSearch) {
     const std::vector<Evaluation>& h = c.history;
     ASSERT_GE(h.size(), 3u);
     // The last two evaluations are the refinement, around the search's best.
-    const Evaluation& searched = *std::min_element(
-        h.begin(), h.end() - 2,
-        [](const Evaluation& a, const Evaluation& b) { return (a.ok ? a.time_ms : 1e9) < (b.ok ? b.time_ms : 1e9); });
+    const Evaluation& searched = fastest(h, h.size() - 2);
     for (std::size_t i = 0; i + 2 < h.size(); ++i) EXPECT_EQ(h[i].params.at("Z"), 0) << "evaluation " << i;
     for (const std::size_t i : {h.size() - 2, h.size() - 1}) {
       Params expected = searched.params;
@@ -694,9 +699,7 @@ TEST_F(TunerEngine, TheSearchLeavesTheRefinementItsTime) {
   std::size_t first = 0;
   while (first < h.size() && h[first].params.at("Z") == 0) ++first;
   ASSERT_LT(first, h.size()) << "no refinement after a search cut by time";
-  const Evaluation& searched = *std::min_element(
-      h.begin(), h.begin() + std::ptrdiff_t(first),
-      [](const Evaluation& a, const Evaluation& b) { return (a.ok ? a.time_ms : 1e9) < (b.ok ? b.time_ms : 1e9); });
+  const Evaluation& searched = fastest(h, first);
   for (std::size_t i = first; i < h.size(); ++i) {
     EXPECT_NE(h[i].params.at("Z"), 0) << "evaluation " << i;
     EXPECT_EQ(h[i].params.at("X"), searched.params.at("X")) << "evaluation " << i;
