@@ -212,6 +212,16 @@ new = [f"{indent}- algorithm: {algorithm}\n{indent}  params: {{{params}}}\n{inde
 open(dst, "w").write("\n".join(lines[:start] + kept + new + lines[end:]))
 PY
 }
+# nf4_bench "DEV" NAME PROFILE LIMIT FILTER [FLAGS...]: ocltk_bench_nf4's cases FILTER with
+# PROFILE, 20 calls an iteration and FLAGS, cut at LIMIT seconds, into OUT/h200-nf4-NAME.json
+# and OUT/bench-nf4-NAME.txt.
+nf4_bench() {
+  local dev=$1 name=$2 profile=$3 limit=$4 filter=$5
+  shift 5
+  $dev timeout "$limit" "$here/ocltk_bench_nf4" --ocltk_profile="$profile" --ocltk_calls=20 "$@" \
+    --benchmark_filter="$filter" \
+    --benchmark_out="$out/h200-nf4-$name.json" --benchmark_out_format=json > "$out/bench-nf4-$name.txt" 2>&1
+}
 # bench_pinned "DEV" TAG SRC KERNEL NAME E N K ROWS BITS TIMEOUT FILTER: each of $cands (tc param
 # sets, or ALGORITHM|PARAMS, separated by ';') pinned into a copy of SRC (pin_tc_entries:
 # KERNEL's decode entries at ROWS and BITS) and benched with FILTER (and $bench_extra's flags),
@@ -224,9 +234,8 @@ bench_pinned() {
     i=$((i + 1))
     pin_tc_entries "$src" "$out/$tag-$name-$i.yaml" "$kernel" "$cand" "$e" "$n" "$k" "$rows" "$bits" ||
       { mark "candidate $i of $name not pinned"; continue; }
-    $dev timeout "$limit" "$here/ocltk_bench_nf4" --ocltk_profile="$out/$tag-$name-$i.yaml" --ocltk_calls=20 \
-      ${bench_extra:-} --benchmark_filter="$filter" \
-      --benchmark_out="$out/h200-nf4-$name-$tag$i.json" --benchmark_out_format=json > "$out/bench-nf4-$name-$tag$i.txt" 2>&1
+    # shellcheck disable=SC2086  # bench_extra: flags, split on purpose
+    nf4_bench "$dev" "$name-$tag$i" "$out/$tag-$name-$i.yaml" "$limit" "$filter" ${bench_extra:-}
     echo "$tag$i: $cand" >> "$out/${tag}idates-$name.txt"
     mark "bench $name candidate $i done"
   done
@@ -690,10 +699,9 @@ regs-sweep)
     timeout "${TEST_LIMIT:-120}" "$here/test_nf4" --gtest_filter='*RegisterTarget*' ) > "$out/tests.txt" 2>&1
   mark "tests done"
   regs_bench() {  # regs_bench NAME PROFILE
-    timeout 150 "$here/ocltk_bench_nf4" --ocltk_profile="$2" --ocltk_calls=20 --ocltk_rows=8,16,64,512 \
-      --benchmark_min_time=0.03 \
-      --benchmark_filter='nf4_(forward|backward)/(mixtral.*rows(8|16|64)|fine.*rows(64|512))/decode/(ours|ours_bf16)/' \
-      --benchmark_out="$out/h200-nf4-$1.json" --benchmark_out_format=json > "$out/bench-nf4-$1.txt" 2>&1
+    nf4_bench "" "$1" "$2" 150 \
+      'nf4_(forward|backward)/(mixtral.*rows(8|16|64)|fine.*rows(64|512))/decode/(ours|ours_bf16)/' \
+      --ocltk_rows=8,16,64,512 --benchmark_min_time=0.03
     mark "bench $1 done"
   }
   regs_bench regs0 "$here/nvidia-h200.yaml"
@@ -711,10 +719,8 @@ ab-decode)
   # A B A B), then (AB_CUBLAS=1) cuBLAS bf16 on dequantized weights at the same shapes. Used on
   # 2026-11-30 (results/h200-2026-11-30l) to check profile changes against the profile before.
   ab_bench() {  # ab_bench NAME PROFILE
-    timeout 150 "$here/ocltk_bench_nf4" --ocltk_profile="$2" --ocltk_calls=20 \
-      --ocltk_rows="${AB_ROWS:-1,8,16,64,128,512}" --benchmark_min_time=0.03 \
-      --benchmark_filter="${AB_FILTER:-nf4_(forward|backward)/.*/decode/(ours|ours_bf16)/}" \
-      --benchmark_out="$out/h200-nf4-$1.json" --benchmark_out_format=json > "$out/bench-nf4-$1.txt" 2>&1
+    nf4_bench "" "$1" "$2" 150 "${AB_FILTER:-nf4_(forward|backward)/.*/decode/(ours|ours_bf16)/}" \
+      --ocltk_rows="${AB_ROWS:-1,8,16,64,128,512}" --benchmark_min_time=0.03
     mark "bench $1 done"
   }
   for round in $(seq "${AB_ROUNDS:-2}"); do
@@ -738,9 +744,7 @@ f32-rows)
   cands=${FWD_CANDIDATES:-"warps|CW: 16, NB: 1, PF: 0, RB: 16, REGS: 128, TR: 2, WGS: 128"}
   f32rows() {  # f32rows NAME ROWS E N K
     local filter="nf4_forward/$1.*/rows(${2//,/|})/decode/ours/"
-    timeout 90 "$here/ocltk_bench_nf4" --ocltk_profile="$here/nvidia-h200.yaml" --ocltk_calls=20 \
-      --ocltk_rows="$2" --benchmark_min_time=0.03 --benchmark_filter="$filter" \
-      --benchmark_out="$out/h200-nf4-$1-shipped.json" --benchmark_out_format=json > "$out/bench-nf4-$1-shipped.txt" 2>&1
+    nf4_bench "" "$1-shipped" "$here/nvidia-h200.yaml" 90 "$filter" --ocltk_rows="$2" --benchmark_min_time=0.03
     mark "bench $1 shipped done"
     bench_extra="--ocltk_rows=$2 --benchmark_min_time=0.03" \
       bench_pinned "" fcand "$here/nvidia-h200.yaml" nf4_forward "$1" "$3" "$4" "$5" "$2" 32 60 "$filter"
