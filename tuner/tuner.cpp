@@ -199,7 +199,7 @@ class DeviceMeasure : public Measure {
   // most a fifth), and their time at the pace so far (at most a fifth of the class's).
   bool out_of_budget() const override {
     if (s_.options.stop != nullptr && s_.options.stop->load()) return true;
-    const std::int64_t pending = refining_ ? 0 : std::int64_t(refinement().size());
+    const std::int64_t pending = refining_ ? 0 : std::int64_t(pending_refinement_);
     if (s_.max_evals > 0) {
       const std::int64_t held =
           std::min(pending, std::max<std::int64_t>(1, std::int64_t(kRefinementShare * double(s_.max_evals))));
@@ -264,7 +264,9 @@ class DeviceMeasure : public Measure {
     s_.progress.update(s_.prefix, s_.cr.evaluations, planned(left), best_.ok ? best_.time_ms : 0,
                        best_.ok ? s_.cr.flops / best_.time_ms * 1e-6 : 0, left,
                        key + ": " + (e.ok ? std::to_string(e.time_ms) + " ms" : "rejected: " + e.rejected));
-    return &seen_.emplace(key, std::move(e)).first->second;
+    const Evaluation* stored = &seen_.emplace(key, std::move(e)).first->second;
+    pending_refinement_ = refinement().size();  // best_ and seen_ change only here
+    return stored;
   }
 
   // Hints queue builds only while the class has budget: past it they would only take
@@ -286,6 +288,7 @@ class DeviceMeasure : public Measure {
 
  private:
   bool refining_ = false;
+  std::size_t pending_refinement_ = 0;  // refinement().size(), kept by evaluate()
   // Evaluations expected by the end of the class: the cap, or the pace so far over the
   // time left, never more than the space.
   int planned(double left) const {
