@@ -36,9 +36,14 @@
 // - f32: codebook values and x each split into two f16 parts (hi + lo, 22 bits; x scaled
 //   per row and step by a power of two into f16's range), so products are accurate to about
 //   2^-21; sums in f32. Columns = up to 8 segment rows, as for the half types: each step
-//   runs the mma four times into the same sums (codebook hi and lo parts times x's hi and
-//   lo parts), so a byte is decoded once for 8 rows. (Until 2026-11-30h a column held one
-//   part of a row, 4 rows a pass: 8 rows per expert decoded every byte twice.)
+//   runs the mma three times into the same sums (codebook hi times x hi, codebook lo times x
+//   hi, codebook hi times x lo; lo times lo, at most 2^-24 of a product, is left out since
+//   2026-11-30m), so a byte is decoded once for 8 rows. (Until 2026-11-30h a column held one
+//   part of a row, 4 rows a pass: 8 rows per expert decoded every byte twice.) With FR 4
+//   that layout is back as a choice for few rows per expert: columns 2r and 2r + 1 hold
+//   segment row r's x hi and lo parts, 4 rows a pass, and two products a step (codebook hi
+//   and lo parts) cover all four terms; the two columns' sums are added at the store. x is
+//   split by every warp in each step (XS 0) or once per launch by nf4_split_x (XS 1).
 // The codebook is scaled by a power of two so that its largest magnitude lies in [2^14,
 // 2^15) (f16's range); the stores undo it.
 //
@@ -60,6 +65,12 @@
 #endif
 #ifndef KS
 #define KS 1  // warps sharing one batch, each sweeping a part of K (sums met in local memory)
+#endif
+#ifndef XS
+#define XS 1  // f32 x split once per launch by nf4_split_x (1) or by every warp in each step (0)
+#endif
+#ifndef FR
+#define FR 8  // f32 x: segment rows a pass, a column each (8) or two, for x's hi and lo parts (4)
 #endif
 #ifndef REGS
 #define REGS 0  // register target of NVIDIA's PTX assembler, applied by the runtime (params.hpp); not read here
@@ -88,6 +99,14 @@
 #if KS > WGS / 32
 #error "KS must be at most WGS / 32 (the warps of a workgroup)"
 #endif
+#if XS != 0 && XS != 1
+#error "XS must be 0 or 1"
+#endif
+#if FR != 8 && FR != 4
+#error "FR must be 8 or 4"
+#endif
+// f32 x, FR 4: column c holds part c % 2 (hi, lo) of segment row c / 2 of the pass.
+#define TC_XROW(c) (FR == 4 ? (c) >> 1 : (c))
 // Whole groups run their 4 steps without a test between them (tc_group), so one step's
 // lookups overlap the previous step's products; with RT 4 the unrolled group needs more
 // registers than it saves (H200 lab: 0.080 against 0.057 ms), so there the steps keep their
@@ -326,6 +345,19 @@ inline void tc_step_half(float* acc, const uint2* code, const float* sc, const u
   }
 }
 
+// 16 f32 values v times 2^shift, split into f16 hi parts (rounded to 11 bits) and the f16
+// lo parts of what is left, as 8 registers of pairs each (first value in bits 0..15).
+inline void tc_split16(uint* xh, uint* xl, const float* v, const int shift) {
+  const float f = tc_pow2(shift);
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    const float x0 = v[2 * q] * f, x1 = v[2 * q + 1] * f;
+    const float h0 = tc_round11(x0), h1 = tc_round11(x1);
+    xh[q] = tc_f16x2(h0, h1);
+    xl[q] = tc_f16x2(x0 - h0, x1 - h1);
+  }
+}
+
 // x of a step for f32 input: column g = segment row r0 + g (zero past the live rows),
 // x[k0 + 16t .. + 15]·2^shift split into f16 hi parts (xh) and lo parts (xl), 8 registers of
 // pairs each as in tc_load_x_half, the shift chosen per row and step from its 64 values'
@@ -333,10 +365,11 @@ inline void tc_step_half(float* acc, const uint2* code, const float* sc, const u
 // 2t + 1 (segment rows r0 + 2t, + 1).
 inline void tc_load_x_f32(uint* xh, uint* xl, int* out_shift, const __global uchar* x, const long x_row0, const int K,
                           const int k0, const int live, const int lane) {
-  const int g = lane >> 2, t = lane & 3;
+  const int g = lane >> 2, t = lane & 3, row = TC_XROW(g);
   float v[16];
-  if (g < live) {
-    const __global float4* p = (const __global float4*)((const __global float*)x + x_row0 + (long)g * K + k0 + 16 * t);
+  if (row < live) {
+    const __global float4* p =
+        (const __global float4*)((const __global float*)x + x_row0 + (long)row * K + k0 + 16 * t);
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const float4 f = p[q];
@@ -356,35 +389,87 @@ inline void tc_load_x_f32(uint* xh, uint* xl, int* out_shift, const __global uch
   m = fmax(m, nf4_shfl_xor(m, 1));
   m = fmax(m, nf4_shfl_xor(m, 2));
   const int shift = tc_shift_for(m);
-  out_shift[0] = as_int(nf4_shfl(as_float(shift), 8 * t));      // row 2t's, from lane 4·(2t)
-  out_shift[1] = as_int(nf4_shfl(as_float(shift), 8 * t + 4));  // row 2t + 1's
+  // Columns 2t and 2t + 1 take the shift of their rows from lanes 4·(2t) and 4·(2t + 1)
+  // (FR 4: both columns are row t's, lane 4·(2t)'s).
+  out_shift[0] = as_int(nf4_shfl(as_float(shift), 8 * t));
+  out_shift[1] = as_int(nf4_shfl(as_float(shift), FR == 4 ? 8 * t : 8 * t + 4));
 #else
   // The other lanes' values of the step, read again: the emulation has no shuffles.
   const __global float* xf = (const __global float*)x + x_row0;
-  if (g < live)
-    for (int q = 0; q < TC_STEP; ++q) m = fmax(m, fabs(xf[(long)g * K + k0 + q]));
+  if (row < live)
+    for (int q = 0; q < TC_STEP; ++q) m = fmax(m, fabs(xf[(long)row * K + k0 + q]));
   const int shift = tc_shift_for(m);
   for (int c = 0; c < 2; ++c) {
+    const int rc = TC_XROW(2 * t + c);
     float mo = 0.0f;
-    if (2 * t + c < live)
-      for (int q = 0; q < TC_STEP; ++q) mo = fmax(mo, fabs(xf[(long)(2 * t + c) * K + k0 + q]));
+    if (rc < live)
+      for (int q = 0; q < TC_STEP; ++q) mo = fmax(mo, fabs(xf[(long)rc * K + k0 + q]));
     out_shift[c] = tc_shift_for(mo);
   }
 #endif
-  const float f = tc_pow2(shift);
+  tc_split16(xh, xl, v, shift);
+#if FR == 4
+  if (g & 1)  // the lo column of its row: its part goes into xh, the one register set the step reads
+    for (int q = 0; q < 8; ++q) xh[q] = xl[q];
+#endif
+}
+
+// x of a step for f32 input as nf4_split_x left it (XS 1): the lane's 8 hi and 8 lo
+// registers of its column's x[k .. k + 63] part (words k .. k + 7 and k + 32 .. + 39 from
+// xs->row), and the step's shifts: on NVIDIA its own column's, which tc_x_unscale shuffles to
+// the lanes of the output columns 2t and 2t + 1; elsewhere those two columns' own. `has`: 0
+// leaves zeros (a step past the warp's share, run only by the emulation).
+typedef struct {
+  uint h[8], l[8];
+  int sh[2];
+} TcX;
+typedef struct {
+  const __global uint* row;      // the lane's column's pairs at k = 0: xs + row·K + 8t
+  const __global int* shift[2];  // shifts at k = 0 (see TcX): row·(K / 64) into the table
+} TcXSplit;
+
+inline void tc_load_x_split(TcX* xv, const TcXSplit* xs, const int k, const int has) {
+  if (has) {
+    const __global uint4* p = (const __global uint4*)(xs->row + k);
+    const uint4 h0 = p[0], h1 = p[1];
+    xv->h[0] = h0.s0, xv->h[1] = h0.s1, xv->h[2] = h0.s2, xv->h[3] = h0.s3;
+    xv->h[4] = h1.s0, xv->h[5] = h1.s1, xv->h[6] = h1.s2, xv->h[7] = h1.s3;
+#if FR == 8  // FR 4: xs->row points at the column's part, which h holds
+    const uint4 l0 = p[8], l1 = p[9];
+    xv->l[0] = l0.s0, xv->l[1] = l0.s1, xv->l[2] = l0.s2, xv->l[3] = l0.s3;
+    xv->l[4] = l1.s0, xv->l[5] = l1.s1, xv->l[6] = l1.s2, xv->l[7] = l1.s3;
+#endif
+    xv->sh[0] = xs->shift[0][k >> 6];
+#ifdef OCLTK_PTX
+    xv->sh[1] = 0;
+#else
+    xv->sh[1] = xs->shift[1][k >> 6];
+#endif
+  } else {
 #pragma unroll
-  for (int q = 0; q < 8; ++q) {
-    const float x0 = v[2 * q] * f, x1 = v[2 * q + 1] * f;
-    const float h0 = tc_round11(x0), h1 = tc_round11(x1);
-    xh[q] = tc_f16x2(h0, h1);
-    xl[q] = tc_f16x2(x0 - h0, x1 - h1);
+    for (int q = 0; q < 8; ++q) xv->h[q] = xv->l[q] = 0u;
+    xv->sh[0] = xv->sh[1] = 0;
   }
 }
 
+// The unscales of output columns 2t and 2t + 1 for x loaded by tc_load_x_split.
+inline void tc_x_unscale(float* unscale, const TcX* xv, const int lane) {
+#ifdef OCLTK_PTX
+  const int t = lane & 3;
+  // As in tc_load_x_f32: from lanes 4·(2t) and 4·(2t + 1) (FR 4: both 4·(2t)).
+  unscale[0] = tc_pow2(-as_int(nf4_shfl(as_float(xv->sh[0]), 8 * t)));
+  unscale[1] = tc_pow2(-as_int(nf4_shfl(as_float(xv->sh[0]), FR == 4 ? 8 * t : 8 * t + 4)));
+#else
+  unscale[0] = tc_pow2(-xv->sh[0]);
+  unscale[1] = tc_pow2(-xv->sh[1]);
+#endif
+}
+
 // One step of a batch, f32 input, into acc (tile i's C fragment at acc[4i ..], as for the
-// half types): the codebook's hi and lo parts times x's hi and lo parts, four products into
-// one fragment per tile, so a decoded byte serves 8 segment rows; each column is unscaled
-// by its row's x shift (unscale[0], [1]: columns 2t, 2t + 1).
+// half types): codebook hi · x hi, codebook lo · x hi and codebook hi · x lo, three products
+// into one fragment per tile (lo · lo is below 2^-24 of the product), so a decoded byte
+// serves 8 segment rows; each column is unscaled by its row's x shift (unscale[0], [1]:
+// columns 2t, 2t + 1).
 inline void tc_step_f32(float* acc, const uint2* code, const float* sc, const uint* xh, const uint* xl,
                         const int live_step, const float* unscale, __local const uchar* table, const uint lane_off,
                         __local uint* scratch, const int lane) {
@@ -399,8 +484,9 @@ inline void tc_step_f32(float* acc, const uint2* code, const float* sc, const ui
       const uint2 a3 = *(__local const uint2*)(table + tc_byte_off(code[2 * i + 1], 2 * s + 1, lane_off));
       TC_MMA(d, a0.s0, a1.s0, a2.s0, a3.s0, xh[2 * s], xh[2 * s + 1], 0, scratch, lane);
       TC_MMA(d, a0.s1, a1.s1, a2.s1, a3.s1, xh[2 * s], xh[2 * s + 1], 0, scratch, lane);
+#if FR == 8  // FR 4: xh is the column's part, hi or lo, and the two products above are all
       TC_MMA(d, a0.s0, a1.s0, a2.s0, a3.s0, xl[2 * s], xl[2 * s + 1], 0, scratch, lane);
-      TC_MMA(d, a0.s1, a1.s1, a2.s1, a3.s1, xl[2 * s], xl[2 * s + 1], 0, scratch, lane);
+#endif
     }
     if (live_step) tc_add_fragment(acc + 4 * i, d, sc[2 * i], sc[2 * i + 1], unscale[0], unscale[1]);
   }
@@ -420,10 +506,10 @@ inline void tc_prologue(TcGroup* grp, const TcRows* rows, const int kb, const in
 // carries half-type x a step ahead. With `full` (a constant after inlining) all 4 steps lie
 // below ke and the loop has no test: the next x is read at a clamped step, and for columns
 // past the live rows from row 0 (their sums are never stored).
-inline void tc_group(float* acc, const TcGroup* gp, uint* xn, const __global uchar* x, const long x_row0,
-                     const long x_at, const int K, const int kg, const int ke, const int k_stop, const int full,
-                     const int live, const int type, __local const uchar* table, const TcLut* lut, const uint lane_off,
-                     __local uint* scratch, const int lane) {
+inline void tc_group(float* acc, const TcGroup* gp, uint* xn, const TcXSplit* xs, const __global uchar* x,
+                     const long x_row0, const long x_at, const int K, const int kg, const int ke, const int k_stop,
+                     const int full, const int live, const int type, __local const uchar* table, const TcLut* lut,
+                     const uint lane_off, __local uint* scratch, const int lane) {
   const int has_row = (lane >> 2) < live;
   const __global uchar* xg = x + 2 * (x_at + kg);  // half types with TC_ADDR: the group's x, its first step
   TC_UNROLL
@@ -434,12 +520,24 @@ inline void tc_group(float* acc, const TcGroup* gp, uint* xn, const __global uch
     uint xb[8];
     float sc[2 * RT];
     if (type == NF4_F32) {
+#if XS
+      // Split by nf4_split_x, loaded in the step: loaded a step ahead, as the half types' x,
+      // they took 6 more registers and 7-15 % more time at the shipped points (H200,
+      // 2026-11-30m, with REGS 168).
+      TcX cur;
+      tc_load_x_split(&cur, xs, k, live_step);
+      float unscale[2];
+      tc_x_unscale(unscale, &cur, lane);
+      tc_group_scales(sc, gp, s, lane);
+      tc_step_f32(acc, gp->code[s], sc, cur.h, cur.l, live_step, unscale, table, lane_off, scratch, lane);
+#else
       uint xl[8];
       int shifts[2];
       tc_load_x_f32(xb, xl, shifts, x, x_row0, K, k, live_step ? live : 0, lane);
       const float unscale[2] = {tc_pow2(-shifts[0]), tc_pow2(-shifts[1])};
       tc_group_scales(sc, gp, s, lane);
       tc_step_f32(acc, gp->code[s], sc, xb, xl, live_step, unscale, table, lane_off, scratch, lane);
+#endif
     } else {
 #pragma unroll
       for (int i = 0; i < 8; ++i) xb[i] = xn[i];
@@ -465,12 +563,28 @@ inline void tc_group(float* acc, const TcGroup* gp, uint* xn, const __global uch
 // steps: there the loop runs to kb_end (the longest share) and the steps past ke multiply
 // zeros and add nothing.
 inline void tc_batch(float* acc, TcGroup* grp, const int preloaded, const __global uchar* x, const long x_row0,
-                     const int K, const int kb, const int ke, const int kb_end, const int live, const int type,
-                     const TcRows* rows, const int emod, const int log2_block, __local const uchar* table,
-                     const TcLut* lut, const uint lane_off, __local uint* scratch, const int lane) {
+                     const __global uint* xs, const __global int* xs_shift, const long r0, const int K, const int kb,
+                     const int ke, const int kb_end, const int live, const int type, const TcRows* rows, const int emod,
+                     const int log2_block, __local const uchar* table, const TcLut* lut, const uint lane_off,
+                     __local uint* scratch, const int lane) {
   const int g = lane >> 2, t = lane & 3;
   const int has_row = g < live;
   const long x_at = x_row0 + (long)(has_row ? g : 0) * K + 16 * t;
+  // f32 x split by nf4_split_x (XS 1): columns past the live rows read the pass's first
+  // row's x and shift (NVIDIA) or its last live row's shift (elsewhere): their sums are never
+  // stored.
+  TcXSplit xsp;
+#if XS
+  if (type == NF4_F32) {
+    const int xrow = TC_XROW(g) < live ? TC_XROW(g) : 0;
+    xsp.row = xs + x_row0 + (long)xrow * K + 8 * t + (FR == 4 ? 32 * (g & 1) : 0);
+#ifdef OCLTK_PTX
+    xsp.shift[0] = xsp.shift[1] = xs_shift + (r0 + xrow) * (K / TC_STEP);
+#else
+    for (int c = 0; c < 2; ++c) xsp.shift[c] = xs_shift + (r0 + min(TC_XROW(2 * t + c), live - 1)) * (K / TC_STEP);
+#endif
+  }
+#endif
 #ifdef OCLTK_PTX
   const int k_stop = ke;
 #else
@@ -490,10 +604,11 @@ inline void tc_batch(float* acc, TcGroup* grp, const int preloaded, const __glob
       // A whole group inside the warp's steps runs its 4 steps without a test between them,
       // so that one step's lookups overlap the previous step's products.
       if (TC_FULL && kg + TC_GSPAN <= ke)
-        tc_group(acc, &grp[u], xn, x, x_row0, x_at, K, kg, ke, ke, 1, live, type, table, lut, lane_off, scratch, lane);
-      else
-        tc_group(acc, &grp[u], xn, x, x_row0, x_at, K, kg, ke, k_stop, 0, live, type, table, lut, lane_off, scratch,
+        tc_group(acc, &grp[u], xn, &xsp, x, x_row0, x_at, K, kg, ke, ke, 1, live, type, table, lut, lane_off, scratch,
                  lane);
+      else
+        tc_group(acc, &grp[u], xn, &xsp, x, x_row0, x_at, K, kg, ke, k_stop, 0, live, type, table, lut, lane_off,
+                 scratch, lane);
     }
   }
 }
@@ -540,7 +655,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
     const int N, const int K, const int rows, const int expert_base, const long element_offset, const int log2_block,
     const __global uchar* packed, const long packed_offset, const __global float* scales, const long scales_offset,
     const __global float* codebook, const __global uchar* x, const int type_arg, const __global uint* offsets,
-    __global uchar* y) {
+    __global uchar* y, const __global uint* xs, const __global int* xs_shift) {
   __local float cb[16];
   __local uint2 table2[256 * 16];  // uint2: the f32 layout's 8-byte lookups need the alignment
   __local uint* table = (__local uint*)table2;
@@ -581,8 +696,8 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const int aligned = K % TC_STEP == 0 && element_offset % TC_STEP == 0 && packed_offset % 8 == 0 && log2_block >= 6 &&
                       (K & ((1 << log2_block) - 1)) == 0;
   const int emod = (int)(element_offset & ((1 << log2_block) - 1));  // every row's offset into its block
-  // Segment rows a pass: the 8 columns of B (f32 and the half types alike).
-  const int tile_rows = 8;
+  // Segment rows a pass: the 8 columns of B (f32 with FR 4: two columns a row).
+  const int tile_rows = type == NF4_F32 ? FR : 8;
   const uint lane_off = tc_lane_off(lane, type);
   const int g = lane >> 2, t = lane & 3;
   // This warp's part of K: steps [kb, ke); kb_end bounds the longest part.
@@ -635,17 +750,66 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
       float acc[4 * RT];
 #pragma unroll
       for (int q = 0; q < 4 * RT; ++q) acc[q] = 0.0f;
-      tc_batch(acc, grp, hoisted && r0 == seg_begin && j == 0, x, x_row0, K, kb, ke, kb_end, live, type, &wrows, emod,
-               log2_block, (__local const uchar*)table, lut, lane_off, scratch, lane);
+      tc_batch(acc, grp, hoisted && r0 == seg_begin && j == 0, x, x_row0, xs, xs_shift, r0, K, kb, ke, kb_end, live,
+               type, &wrows, emod, log2_block, (__local const uchar*)table, lut, lane_off, scratch, lane);
       TC_UNROLL
       for (int i = 0; i < RT; ++i) {
         tc_team_sum(acc + 4 * i, red, lid, part);
 #pragma unroll
         for (int v = 0; v < 4; ++v) {
-          const int n = n0 + 16 * i + g + 8 * (v >> 1), r = 2 * t + (v & 1);
-          if (part == 0 && n < N && r < live) nf4_store(y, (long)(r0 + r) * N + n, type, acc[4 * i + v] * unscale_cb);
+          const int n = n0 + 16 * i + g + 8 * (v >> 1);
+          if (type == NF4_F32 && FR == 4) {  // columns 2t and 2t + 1: row t's hi and lo parts
+            if ((v & 1) == 0 && part == 0 && n < N && t < live)
+              nf4_store(y, (long)(r0 + t) * N + n, type, (acc[4 * i + v] + acc[4 * i + v + 1]) * unscale_cb);
+          } else {
+            const int r = 2 * t + (v & 1);
+            if (part == 0 && n < N && r < live) nf4_store(y, (long)(r0 + r) * N + n, type, acc[4 * i + v] * unscale_cb);
+          }
         }
       }
     }
   }
+}
+
+// The pre-pass of f32 input (XS = 1; the runtime runs it before nf4_forward where that takes
+// the aligned path): x[rows × K] (K a multiple of 64) split per row and step of 64 values
+// exactly as tc_load_x_f32 would split it in every warp (the step's shift from its largest
+// magnitude, then f16 hi and lo parts), into xs: words row·K + k0 .. + 31 hold the hi pairs
+// of the step at k0, + 32 .. + 63 its lo pairs; and the step's shift into
+// shift[row·(K / 64) + k0 / 64]. Work-item 4·q + t splits values 16t .. 16t + 15 of (row, step) q; the four meet
+// their maxima in local memory.
+__kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_split_x(const int rows, const int K,
+                                                                           const __global float* x, __global uint* xs,
+                                                                           __global int* shift) {
+  __local float part[WGS];
+  const int lid = get_local_id(0), t = lid & 3;
+  const long q = (long)(get_global_id(0) >> 2);  // row·(K / 64) + step
+  const long steps = (long)rows * (K / TC_STEP);
+  float v[16];
+  float m = 0.0f;
+  if (q < steps) {
+    const __global float4* p = (const __global float4*)(x + q * TC_STEP + 16 * t);
+    for (int i = 0; i < 4; ++i) {
+      const float4 f = p[i];
+      v[4 * i] = f.s0;
+      v[4 * i + 1] = f.s1;
+      v[4 * i + 2] = f.s2;
+      v[4 * i + 3] = f.s3;
+    }
+    for (int i = 0; i < 16; ++i) m = fmax(m, fabs(v[i]));
+  }
+  part[lid] = m;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int b = lid & ~3;
+  m = fmax(fmax(part[b], part[b + 1]), fmax(part[b + 2], part[b + 3]));
+  if (q >= steps) return;
+  const int step_shift = tc_shift_for(m);
+  uint xh[8], xl[8];
+  tc_split16(xh, xl, v, step_shift);
+  __global uint4* o = (__global uint4*)(xs + q * TC_STEP + 8 * t);
+  o[0] = (uint4)(xh[0], xh[1], xh[2], xh[3]);
+  o[1] = (uint4)(xh[4], xh[5], xh[6], xh[7]);
+  o[8] = (uint4)(xl[0], xl[1], xl[2], xl[3]);
+  o[9] = (uint4)(xl[4], xl[5], xl[6], xl[7]);
+  if (t == 0) shift[q] = step_shift;
 }

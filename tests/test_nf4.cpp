@@ -409,10 +409,12 @@ const std::vector<Params> kWarpsPoints = {
 // team per warp, 2 tiles, one batch, a group ahead); 256 work-items as 2 teams of 4 warps,
 // 4 tiles, 16 batches per team (the last workgroup's later teams have none), nothing loaded
 // ahead. Each fits 48 KiB of local memory.
+// The first splits f32 x in every warp (XS 0), the others in the pre-pass (nf4_split_x); the
+// first and the last take f32 rows 4 a pass (FR 4: a column for each part of x).
 const std::vector<Params> kTcPoints = {
-    {{"WGS", 64}, {"RT", 1}, {"NB", 4}, {"PF", 2}, {"KS", 2}},
+    {{"WGS", 64}, {"RT", 1}, {"NB", 4}, {"PF", 2}, {"KS", 2}, {"XS", 0}, {"FR", 4}},
     {},
-    {{"WGS", 256}, {"RT", 4}, {"NB", 16}, {"PF", 0}, {"KS", 4}},
+    {{"WGS", 256}, {"RT", 4}, {"NB", 16}, {"PF", 0}, {"KS", 4}, {"FR", 4}},
 };
 // The last two have one row per work-item (MWG == MDIMC): PoCL 3.1 miscompiled the kernels'
 // old early return for surplus workgroups there (zeros stored past the last row).

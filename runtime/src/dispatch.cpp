@@ -17,6 +17,7 @@ DispatchChain::DispatchChain(cl_command_queue default_queue, const Launch& launc
 
 DispatchChain::~DispatchChain() {
   if (last_) clReleaseEvent(last_);
+  if (first_) clReleaseEvent(first_);
 }
 
 void DispatchChain::enqueue(cl_kernel kernel, cl_uint dims, const std::size_t* global, const std::size_t* local,
@@ -28,11 +29,19 @@ void DispatchChain::enqueue(cl_kernel kernel, cl_uint dims, const std::size_t* g
   if (status == CL_SUCCESS) {
     if (last_) clReleaseEvent(last_);
     last_ = event;
+    if (first_ == nullptr && launch_.first_event) {
+      clRetainEvent(event);
+      first_ = event;
+    }
   }
   check_cl(status, "clEnqueueNDRangeKernel(" + kernel_name + ")");
 }
 
 void DispatchChain::finish() {
+  if (launch_.first_event) {
+    *launch_.first_event = first_;
+    first_ = nullptr;
+  }
   if (launch_.event) {
     *launch_.event = last_;
     last_ = nullptr;

@@ -36,6 +36,7 @@ class DispatchChain {
   const Launch& launch_;
   cl_command_queue queue_;
   cl_event last_ = nullptr;
+  cl_event first_ = nullptr;  // retained for Launch::first_event
 };
 
 }  // namespace ocltk::detail

@@ -198,6 +198,16 @@ AlgorithmSpec forward_tc_algorithm() {
       {"NB", 1, {1, 4, 16}, "W row batches per team of KS warps, strided over all teams"},
       {"PF", 1, {0, 1, 2}, "groups of 4 steps whose codes and scales are loaded ahead of the group being multiplied"},
       {"KS", 1, {1, 2, 4, 8}, "warps sharing one batch, each sweeping a part of K (sums met in local memory)"},
+      {"XS",
+       1,
+       {1, 0},
+       "f32 input split into f16 hi and lo parts once per launch by a pre-pass (nf4_split_x: 1) or by every warp "
+       "in each step (0)"},
+      {"FR",
+       8,
+       {8, 4},
+       "f32 input: segment rows a pass, a column each with three products a step (8), or two columns each (x's hi "
+       "and lo parts) with two products a step (4)"},
       register_target_param(),
   };
   a.constraints = {
@@ -378,29 +388,70 @@ void check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, s
   }
 }
 
-// Scratch of the split stream backward: partial sums and one counter per (expert, k tile).
-// One per command queue: launches on an in-order queue run one after the other, so they
-// share it safely. Grown, never shrunk, kept for the life of the process (the map is never
-// destroyed, so no OpenCL object is released after the driver has unloaded). Counters are
-// created zeroed and every launch leaves them at zero.
+// Scratch of the launches on one command queue: the split backwards' partial sums and one
+// counter per (expert, k tile), and the forward tc's split f32 x (XS) with its shifts.
+// Launches on an in-order queue run one after the other, so they share it safely. Grown,
+// never shrunk, kept for the life of the process (the map is never destroyed, so no OpenCL
+// object is released after the driver has unloaded). Counters are created zeroed and every
+// launch leaves them at zero.
+struct QueueScratch {
+  boost::compute::buffer partials, counters, x_pairs, x_shifts;
+};
+
+std::mutex& queue_scratch_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// The queue's scratch; the caller holds queue_scratch_mutex().
+QueueScratch& queue_scratch(cl_command_queue queue) {
+  static auto* by_queue = new std::map<cl_command_queue, QueueScratch>();
+  return (*by_queue)[queue];
+}
+
+// Grows b to at least `bytes`, in 4 MiB steps.
+void grow_scratch(Runtime& rt, boost::compute::buffer& b, std::size_t bytes) {
+  constexpr std::size_t kGrain = std::size_t(1) << 22;
+  if (b.get() == nullptr || b.size() < bytes)
+    b = boost::compute::buffer(rt.context(), (bytes + kGrain - 1) / kGrain * kGrain);
+}
+
 struct SplitScratch {
   boost::compute::buffer partials, counters;
 };
 
 SplitScratch split_scratch(Runtime& rt, cl_command_queue queue, std::size_t partial_bytes, std::size_t counter_bytes) {
-  static std::mutex mutex;
-  static auto* by_queue = new std::map<cl_command_queue, SplitScratch>();
-  constexpr std::size_t kGrain = std::size_t(1) << 22;  // grow in 4 MiB steps
-  std::lock_guard<std::mutex> lock(mutex);
-  SplitScratch& s = (*by_queue)[queue];
-  if (s.partials.get() == nullptr || s.partials.size() < partial_bytes)
-    s.partials = boost::compute::buffer(rt.context(), (partial_bytes + kGrain - 1) / kGrain * kGrain);
+  std::lock_guard<std::mutex> lock(queue_scratch_mutex());
+  QueueScratch& s = queue_scratch(queue);
+  grow_scratch(rt, s.partials, partial_bytes);
   if (s.counters.get() == nullptr || s.counters.size() < counter_bytes) {
     const std::size_t bytes = (counter_bytes + 4095) / 4096 * 4096;
     std::vector<std::uint32_t> zeros(bytes / 4, 0);
     s.counters = boost::compute::buffer(rt.context(), bytes, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, zeros.data());
   }
-  return s;
+  return {s.partials, s.counters};
+}
+
+// The forward tc's split f32 x of `rows` × K: the f16 pairs (as many bytes as x) and one
+// shift per 64 values.
+struct XSplitScratch {
+  boost::compute::buffer pairs, shifts;
+};
+
+XSplitScratch x_split_scratch(Runtime& rt, cl_command_queue queue, std::int64_t rows, std::int64_t k) {
+  std::lock_guard<std::mutex> lock(queue_scratch_mutex());
+  QueueScratch& s = queue_scratch(queue);
+  grow_scratch(rt, s.x_pairs, std::size_t(rows * k * 4));
+  grow_scratch(rt, s.x_shifts, std::size_t(rows * (k / 64) * 4));
+  return {s.x_pairs, s.x_shifts};
+}
+
+// Whether nf4_forward_tc.cl takes its aligned path (its `aligned`): every step of 64 codes
+// inside one block, 8-byte aligned, K a multiple of the block.
+bool tc_forward_aligned(const Nf4Weights& w) {
+  const Nf4Geometry& g = w.geometry;
+  return g.in_features % 64 == 0 && g.element_offset % 64 == 0 && w.packed_offset % 8 == 0 && g.block_size >= 64 &&
+         g.in_features % g.block_size == 0;
 }
 
 struct Direction {
@@ -422,14 +473,17 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
   const Params& p = used.params;
   const Nf4Geometry& g = w.geometry;
   if (rows == 0 || g.experts == 0) {
-    // Nothing to compute; still honour the event contract with a marker.
-    if (launch_options.event) {
+    // Nothing to compute; still honour the event contract with a marker (both events).
+    if (launch_options.event || launch_options.first_event) {
       cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
-      detail::check_cl(
-          clEnqueueMarkerWithWaitList(queue, cl_uint(launch_options.wait_for.size()),
-                                      launch_options.wait_for.empty() ? nullptr : launch_options.wait_for.data(),
-                                      launch_options.event),
-          "clEnqueueMarkerWithWaitList");
+      cl_event marker = nullptr;
+      detail::check_cl(clEnqueueMarkerWithWaitList(
+                           queue, cl_uint(launch_options.wait_for.size()),
+                           launch_options.wait_for.empty() ? nullptr : launch_options.wait_for.data(), &marker),
+                       "clEnqueueMarkerWithWaitList");
+      if (launch_options.event && launch_options.first_event) clRetainEvent(marker);
+      if (launch_options.first_event) *launch_options.first_event = marker;
+      if (launch_options.event) *launch_options.event = marker;
     }
     return;
   }
@@ -442,6 +496,13 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
       tiled ? (d.forward ? "nf4_forward_tiled" : "nf4_backward_tiled") : (d.forward ? "nf4_forward" : "nf4_backward");
   const std::int64_t cap =
       rt.options().max_groups_per_dispatch > 0 ? rt.options().max_groups_per_dispatch : std::int64_t(65535);
+  // The forward tc with f32 input and XS 1: nf4_split_x splits x first, in the same chain.
+  const bool split_x = tc && d.forward && d.type == ElementType::f32 && param(p, "XS") == 1 && tc_forward_aligned(w);
+  cl_kernel split_kernel = nullptr;
+  if (split_x)
+    rt.launch(
+        used, *algorithm, "nf4_split_x", [&](cl_kernel kernel) { split_kernel = kernel; },
+        nf4_launch_variant(*algorithm, d.type));
 
   rt.launch(
       used, *algorithm, kernel_name,
@@ -501,6 +562,26 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
           counters = scratch.counters.get();
         }
         detail::DispatchChain chain(rt.queue().get(), launch_options);
+        // tc forward: the split x (XS) or, where it is not used, any buffer.
+        cl_mem x_pairs = in, x_shifts = in;
+        XSplitScratch x_split;
+        if (split_x) {
+          cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
+          x_split = x_split_scratch(rt, queue, rows, g.in_features);
+          x_pairs = x_split.pairs.get();
+          x_shifts = x_split.shifts.get();
+          detail::set_kernel_args(split_kernel,
+                                  {{sizeof R, &R},
+                                   {sizeof K, &K},
+                                   {sizeof in, &in},
+                                   {sizeof x_pairs, &x_pairs},
+                                   {sizeof x_shifts, &x_shifts}},
+                                  "nf4_split_x");
+          // Four work-items per row and step of 64 values.
+          const std::size_t items = std::size_t(rows * (g.in_features / 64) * 4);
+          const std::size_t split_global = (items + local[0] - 1) / local[0] * local[0];
+          chain.enqueue(split_kernel, 1, &split_global, local, "nf4_split_x");
+        }
         for (std::int64_t base = 0; base < groups1; base += cap) {
           const cl_int base_i = cl_int(base);
           detail::KernelArgs kargs = {{sizeof N, &N}, {sizeof K, &K}, {sizeof R, &R}};
@@ -520,6 +601,7 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
           if ((stream || tc) && !d.forward)
             kargs.insert(kargs.end(),
                          {{sizeof splits, &splits}, {sizeof partials, &partials}, {sizeof counters, &counters}});
+          if (tc && d.forward) kargs.insert(kargs.end(), {{sizeof x_pairs, &x_pairs}, {sizeof x_shifts, &x_shifts}});
           detail::set_kernel_args(kernel, kargs, kernel_name);
           const std::size_t global[2] = {groups0 * local[0], std::size_t(std::min(cap, groups1 - base)) * local[1]};
           chain.enqueue(kernel, 2, global, local, kernel_name);

@@ -89,6 +89,10 @@ struct Launch {
   std::vector<cl_event> wait_for;
   // When set, receives the event of the last dispatch (the caller releases it).
   cl_event* event = nullptr;
+  // When set, receives the event of the first command the launch enqueued (the caller
+  // releases it; the same event as `event` where there is one command): from its start to
+  // `event`'s end the launch ran, pre-passes (the f32 split of nf4_forward's tc) included.
+  cl_event* first_event = nullptr;
 };
 
 // Build options every kernel gets on `device`, after the algorithm's: " -DOCLTK_PTX=1" on
