@@ -673,8 +673,11 @@ TEST_F(TunerEngine, RefinedParametersAreMeasuredAroundTheBestAfterTheSearch) {
       expected["Z"] = i + 2 == h.size() ? 1 : 2;
       EXPECT_EQ(h[i].params, expected) << "evaluation " << i;
     }
-    if (max_evals > 0) EXPECT_EQ(c.evaluations, max_evals) << "the search left room for the refinement";
-    if (max_evals == 0) EXPECT_EQ(c.best.params, (Params{{"X", 6}, {"Y", 3}, {"Z", 2}}));
+    if (max_evals > 0) {
+      EXPECT_EQ(c.evaluations, max_evals) << "the search left room for the refinement";
+    } else {
+      EXPECT_EQ(c.best.params, (Params{{"X", 6}, {"Y", 3}, {"Z", 2}}));
+    }
     ASSERT_EQ(r.profile.entries.size(), 1u);
     EXPECT_EQ(r.profile.entries[0].params.at("Z"), 2);
   }
@@ -705,6 +708,53 @@ TEST_F(TunerEngine, TheSearchLeavesTheRefinementItsTime) {
     EXPECT_EQ(h[i].params.at("X"), searched.params.at("X")) << "evaluation " << i;
     EXPECT_EQ(h[i].params.at("Y"), searched.params.at("Y")) << "evaluation " << i;
   }
+}
+
+// A user's shape that is the class's own problem (or repeats another shape) is tuned once:
+// one class result and one profile entry for it, and the summary says so.
+TEST_F(TunerEngine, AProblemNamedTwiceIsTunedOnce) {
+  TuneOptions o = options(4);
+  o.cache_dir = "-";
+  o.classes = {"c1"};
+  o.shapes.push_back({&families_[0], "c1", {{"n", 10}}, "test"});  // c1's own problem
+  o.shapes.push_back({&families_[0], "c1", {{"n", 20}}, "test"});
+  o.shapes.push_back({&families_[0], "c1", {{"n", 20}}, "test"});
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 2u);
+  EXPECT_EQ(r.classes[0].problem.at("n"), 10);
+  EXPECT_EQ(r.classes[1].problem.at("n"), 20);
+  ASSERT_EQ(r.profile.entries.size(), 2u);
+  EXPECT_NE(r.profile.entries[0].problem, r.profile.entries[1].problem);
+  ASSERT_EQ(r.repeated.size(), 2u);
+  std::ostringstream summary;
+  print_summary(summary, r);
+  EXPECT_NE(summary.str().find("tuned once: mock/c1 n=10"), std::string::npos) << summary.str();
+  std::ostringstream json;
+  print_summary_json(json, r, "p.yaml");
+  EXPECT_NE(json.str().find("\"tuned_once\": [\"mock/c1 n=10\", \"mock/c1 n=20\"]"), std::string::npos) << json.str();
+}
+
+// A budget the search spends all of (the built-in default alone takes longer): the best is
+// still measured at one other Z, last.
+TEST_F(TunerEngine, TheRefinementMeasuresOnePointPastASpentBudget) {
+  FamilyTuning refined = families_[0];
+  refined.family = &mock_refined_family();
+  refined.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 30));
+  };
+  families_ = {refined};
+  TuneOptions o = options(0);
+  o.budget_seconds = 0.01;
+  o.cache_dir = "-";
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  const std::vector<Evaluation>& h = r.classes[0].history;
+  ASSERT_GE(h.size(), 2u);
+  EXPECT_EQ(h.back().params.at("Z"), 1) << "the first other Z, after the search";
+  const Evaluation& searched = fastest(h, h.size() - 1);
+  EXPECT_EQ(h.back().params.at("X"), searched.params.at("X"));
+  EXPECT_EQ(h.back().params.at("Y"), searched.params.at("Y"));
+  for (std::size_t i = 0; i + 1 < h.size(); ++i) EXPECT_EQ(h[i].params.at("Z"), 0) << "evaluation " << i;
 }
 
 TEST_F(TunerEngine, AnInterruptedRunResumesWhereItStopped) {

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "compile_pool.hpp"
 #include "ocltk/family.hpp"
@@ -256,7 +257,8 @@ class DeviceMeasure : public Measure {
     }
     ++s_.cr.evaluations;
     if (!e.ok) ++s_.cr.rejected;
-    if (e.ok && e.time_ms < best_.time_ms) best_ = e;
+    const bool improved = e.ok && e.time_ms < best_.time_ms;
+    if (improved) best_ = e;
     s_.cr.history.push_back(e);
     if (s_.options.record != nullptr)
       write_record_line(*s_.options.record, s_.kernel, s_.cr.shape_class, s_.cr.problem, e);
@@ -265,7 +267,15 @@ class DeviceMeasure : public Measure {
                        best_.ok ? s_.cr.flops / best_.time_ms * 1e-6 : 0, left,
                        key + ": " + (e.ok ? std::to_string(e.time_ms) + " ms" : "rejected: " + e.rejected));
     const Evaluation* stored = &seen_.emplace(key, std::move(e)).first->second;
-    pending_refinement_ = refinement().size();  // best_ and seen_ change only here
+    const std::vector<Point> around = refinement();  // best_ and seen_ change only here
+    pending_refinement_ = around.size();
+    if (improved && !around.empty()) {
+      // Their programs (a rebuild each, for REGS) are built in the background while the
+      // search goes on, so that the refinement's time is spent measuring.
+      std::vector<const Point*> hint;
+      for (const Point& p : around) hint.push_back(&p);
+      might_evaluate(hint);
+    }
     return stored;
   }
 
@@ -450,6 +460,9 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   // later problems of that class measure them first (a user's shapes of one class are
   // often won by the same point, and a share of the budget is short for a search).
   std::map<std::pair<std::string, std::string>, std::vector<Point>> run_bests;
+  // The problems tuned so far: a user's shape that repeats one (the class's own problem,
+  // say) is tuned once, so the profile gets one entry for it.
+  std::set<std::tuple<std::string, std::string, std::map<std::string, std::int64_t>>> tuned_problems;
   std::unique_ptr<Workload> previous_workload;
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     if (options.stop != nullptr && options.stop->load()) {
@@ -473,6 +486,11 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     previous_workload.reset();  // kept until now, so data it shares with this one is reused
     prefetcher.serve(workload.get());
     cr.problem = workload->problem();
+    if (!tuned_problems.insert({family.name, shape_class, cr.problem}).second) {
+      result.repeated.push_back(family.name + "/" + shape_class + " " + format_problem(cr.problem));
+      previous_workload = std::move(workload);
+      continue;
+    }
     cr.flops = workload->flops();
     std::int64_t max_evals = options.max_evals;
     if (options.max_evals_fraction > 0) {
@@ -527,7 +545,9 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     std::vector<const Point*> hint;
     for (const Point& p : around) hint.push_back(&p);
     measure.will_evaluate(hint);
-    for (const Point& p : around) measure.evaluate(p);
+    // The first is measured even where the search (its last evaluation running long) left
+    // no time: every class tries its best point at one other value.
+    for (std::size_t i = 0; i < around.size(); ++i) measure.evaluate(around[i], i == 0);
     measure.finish();
     prefetcher.class_done();
     cr.best = measure.best().ok ? measure.best() : cr.builtin;
@@ -575,6 +595,7 @@ void print_summary(std::ostream& out, const TuneResult& result) {
         << c.space_size << std::setprecision(0) << std::setw(8) << c.seconds << "  "
         << (c.best.ok ? c.best.algorithm + " " + format_params(c.best.params) : "none verified") << "\n";
   }
+  for (const std::string& r : result.repeated) out << "tuned once: " << r << " (named again in the shapes)\n";
   int cached = 0;
   for (const ClassResult& c : result.classes) cached += c.cached;
   out << "tuned in " << std::fixed << std::setprecision(1) << result.seconds << " s";
@@ -600,7 +621,9 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
         << c.seconds << ", \"speedup\": " << c.speedup() << ",\n     \"default\": " << json_choice(c.builtin)
         << ",\n     \"best\": " << json_choice(c.best) << "}";
   }
-  out << "\n  ]\n}\n";
+  out << "\n  ],\n  \"tuned_once\": [";
+  for (std::size_t i = 0; i < result.repeated.size(); ++i) out << (i ? ", " : "") << json_string(result.repeated[i]);
+  out << "]\n}\n";
 }
 
 }  // namespace ocltk::tuner

@@ -86,6 +86,8 @@ struct TuneResult {
   bool interrupted = false;         // stopped by options.stop before every class was tuned
   std::vector<std::string> caches;  // resume cache files used
   int compile_threads = 0;
+  // Problems a user's shape repeated (e.g. a class's own), tuned once: "kernel/class problem".
+  std::vector<std::string> repeated;
 };
 
 // Tunes the selected families on the runtime's device. Throws Error on failures that
