@@ -73,7 +73,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -160,6 +160,25 @@ cublas_decode() {
   unset CUDA_VISIBLE_DEVICES
   mark "cuBLAS done"
 }
+# ab_decode: the runs of the ab-decode phase (see there).
+ab_decode() {
+  local round
+  ab_bench() {  # ab_bench NAME PROFILE
+    nf4_bench "" "$1" "$2" 150 "${AB_FILTER:-nf4_(forward|backward)/.*/decode/(ours|ours_bf16)/}" \
+      --ocltk_rows="${AB_ROWS:-1,8,16,64,128,512}" --benchmark_min_time=0.03
+    mark "bench $1 done"
+  }
+  for round in $(seq "${AB_ROUNDS:-2}"); do
+    bench_bin="${AB_OLD_BIN:+$here/$AB_OLD_BIN}" ab_bench "old$round" "$here/old.yaml"
+    ab_bench "new$round" "$here/nvidia-h200.yaml"
+  done
+  if [ "${AB_CUBLAS:-1}" = 1 ]; then
+    timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows "${AB_CUBLAS_MIXTRAL:-8,16,64,128}" \
+      --json "$out/cublas-nf4-mixtral.json" > /dev/null
+    timeout 40 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows "${AB_CUBLAS_FINE:-64,512}" \
+      --json "$out/cublas-nf4-fine.json" > /dev/null
+  fi
+}
 # backward_shapes NAME ROWS E N K: OUT/shapes-NAME.yaml, the nf4_backward problems of that
 # shape at each of ROWS (comma-separated), block 64, for tune --shapes.
 backward_shapes() {
@@ -214,11 +233,12 @@ PY
 }
 # nf4_bench "DEV" NAME PROFILE LIMIT FILTER [FLAGS...]: ocltk_bench_nf4's cases FILTER with
 # PROFILE, 20 calls an iteration and FLAGS, cut at LIMIT seconds, into OUT/h200-nf4-NAME.json
-# and OUT/bench-nf4-NAME.txt.
+# and OUT/bench-nf4-NAME.txt. $bench_bin, where set, names another bench binary (an older
+# build staged beside it, for A/B runs of kernels).
 nf4_bench() {
   local dev=$1 name=$2 profile=$3 limit=$4 filter=$5
   shift 5
-  $dev timeout "$limit" "$here/ocltk_bench_nf4" --ocltk_profile="$profile" --ocltk_calls=20 "$@" \
+  $dev timeout "$limit" "${bench_bin:-$here/ocltk_bench_nf4}" --ocltk_profile="$profile" --ocltk_calls=20 "$@" \
     --benchmark_filter="$filter" \
     --benchmark_out="$out/h200-nf4-$name.json" --benchmark_out_format=json > "$out/bench-nf4-$name.txt" 2>&1
 }
@@ -716,22 +736,35 @@ ab-decode)
   # On one H200: the NF4 decode bench (AB_ROWS, default Mixtral-like 1 to 128 rows and
   # fine-grained 1 to 512; AB_FILTER, default forward and backward, ours and ours_bf16; 0.03 s
   # of timed calls a case) with $here/old.yaml, then the shipped profile, AB_ROUNDS times (2:
-  # A B A B), then (AB_CUBLAS=1) cuBLAS bf16 on dequantized weights at the same shapes. Used on
-  # 2026-11-30 (results/h200-2026-11-30l) to check profile changes against the profile before.
-  ab_bench() {  # ab_bench NAME PROFILE
-    nf4_bench "" "$1" "$2" 150 "${AB_FILTER:-nf4_(forward|backward)/.*/decode/(ours|ours_bf16)/}" \
-      --ocltk_rows="${AB_ROWS:-1,8,16,64,128,512}" --benchmark_min_time=0.03
-    mark "bench $1 done"
-  }
-  for round in $(seq "${AB_ROUNDS:-2}"); do
-    ab_bench "old$round" "$here/old.yaml"
-    ab_bench "new$round" "$here/nvidia-h200.yaml"
-  done
-  if [ "${AB_CUBLAS:-1}" = 1 ]; then
-    timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 8,16,64,128 \
-      --json "$out/cublas-nf4-mixtral.json" > /dev/null
-    timeout 40 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 64,512 \
-      --json "$out/cublas-nf4-fine.json" > /dev/null
+  # A B A B), then (AB_CUBLAS=1) cuBLAS bf16 on dequantized weights at the same shapes
+  # (AB_CUBLAS_MIXTRAL and AB_CUBLAS_FINE: their rows). AB_OLD_BIN names a bench binary staged
+  # beside this script for the old profile's runs (an older build). Used on 2026-11-30
+  # (results/h200-2026-11-30l and -m) to check changes against the state before.
+  ab_decode
+  mark "all done"
+  ;;
+final-m)
+  # On one H200 (2026-11-30m): test_profile's register-target tests (stage it); ab-decode
+  # (see there; AB_* as there); then `tune --shapes` of nf4_forward's decode class at the
+  # Mixtral-like rows 32 and 64 (f32) into a copy of the shipped profile, which it warm-starts
+  # from, so that REGS is refined around the best found on a GPU: TUNE_BUDGET s (150), less
+  # where the call's 590 s would not leave that much.
+  export OCLTK_CACHE_DIR="$out/cache"
+  if [ -x "$here/test_profile" ]; then
+    timeout 60 "$here/test_profile" --gtest_filter='*RegisterTarget*' > "$out/test_profile.txt" 2>&1
+    echo "test_profile rc=$?" >> "$out/device.txt"
+  fi
+  ab_decode
+  mark "a/b done"
+  printf 'shapes:\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 32, block_size: 64}\n  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 64, block_size: 64}\n' \
+    > "$out/shapes-f32.yaml"
+  cp "$here/nvidia-h200.yaml" "$out/tuned-f32.yaml"
+  budget=$((590 - 40 - $(date +%s) + call_start))
+  [ "$budget" -gt "${TUNE_BUDGET:-150}" ] && budget=${TUNE_BUDGET:-150}
+  if [ "$budget" -ge 30 ]; then
+    timed tune-f32 tune "$here/ocltk" tune --kernels nf4_forward --classes decode --shapes "$out/shapes-f32.yaml" \
+      --budget "$budget" --out "$out/tuned-f32.yaml" --record "$out/tune-f32.jsonl"
+    mark "tune done ($budget s)"
   fi
   mark "all done"
   ;;
@@ -751,6 +784,186 @@ f32-rows)
   }
   f32rows mixtral 16,32 8 14336 4096
   f32rows fine 128,256 64 1408 2048
+  mark "all done"
+  ;;
+xs-ab)
+  # On one H200: test_nf4's tc tests (stage it; TEST_LIMIT s), then the forward bench with
+  # f32 input (ours; 0.03 s of timed calls a case) with the shipped profile, whose tc entries
+  # split x in a pre-pass (XS 1, the default since 2026-11-30m), and with a copy whose
+  # nf4_forward tc entries load the split parts in their step (XS 2) or split x in every
+  # warp (XS 0), alternated twice, at the rows of the f32 tc entries and beside them; then
+  # FWD_CANDIDATES pinned as the f32 decode entries at 1, 2 and 4 rows per expert.
+  if [ -x "$here/test_nf4" ]; then
+    timeout "${TEST_LIMIT:-240}" "$here/test_nf4" --gtest_filter='*Tc*:*RegisterTarget*' > "$out/test_nf4.txt" 2>&1
+    echo "test_nf4 rc=$?" >> "$out/device.txt"
+  fi
+  export OCLTK_CACHE_DIR="$out/cache"  # NVIDIA's PTX of every program, for ptxas -v at home
+  for xs in 0 2; do
+    python3 - "$here/nvidia-h200.yaml" "$out/xs$xs.yaml" "$xs" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+head = text.index("\n  nf4_forward:\n")
+end = re.search(r"\n  \S", text[head + 1:])
+end = head + 1 + end.start() if end else len(text)
+body = re.sub(r"(- algorithm: tc\n\s+params: \{)", r"\1XS: " + sys.argv[3] + ", ", text[head:end])
+open(sys.argv[2], "w").write(text[:head] + body + text[end:])
+PY
+  done
+  mark "profiles ready"
+  xs_rows() {  # xs_rows NAME ROWS
+    local filter="nf4_forward/$1.*/rows(${2//,/|})/(decode|small_batch|prefill)/ours/"
+    for round in 1 2; do
+      nf4_bench "" "$1-xs1-$round" "$here/nvidia-h200.yaml" 120 "$filter" --ocltk_rows="$2" --benchmark_min_time=0.03
+      nf4_bench "" "$1-xs2-$round" "$out/xs2.yaml" 120 "$filter" --ocltk_rows="$2" --benchmark_min_time=0.03
+      nf4_bench "" "$1-xs0-$round" "$out/xs0.yaml" 120 "$filter" --ocltk_rows="$2" --benchmark_min_time=0.03
+      mark "bench $1 round $round done"
+    done
+  }
+  xs_rows mixtral 8,16,32,64,512
+  xs_rows fine 64,128,256,512,4096,32768
+  cands=${FWD_CANDIDATES:-"tc|KS: 2, NB: 1, PF: 1, RT: 2, WGS: 128, XS: 1;tc|KS: 2, NB: 1, PF: 1, RT: 2, WGS: 128, XS: 2"}
+  filter_m='nf4_forward/mixtral.*/rows(8|16|32)/decode/ours/'
+  bench_extra="--ocltk_rows=8,16,32 --benchmark_min_time=0.03" \
+    bench_pinned "" xcand "$here/nvidia-h200.yaml" nf4_forward mixtral 8 14336 4096 8,16,32 32 60 "$filter_m"
+  filter_f='nf4_forward/fine.*/rows(64|128|256)/decode/ours/'
+  bench_extra="--ocltk_rows=64,128,256 --benchmark_min_time=0.03" \
+    bench_pinned "" xcand "$here/nvidia-h200.yaml" nf4_forward fine 64 1408 2048 64,128,256 32 60 "$filter_f"
+  mark "all done"
+  ;;
+xs-variants)
+  # On one H200: test_nf4's tc tests (stage it; TEST_LIMIT s), then the forward bench with
+  # f32 input (ours; 0.03 s of timed calls a case) with copies of the shipped profile whose nf4_forward tc entries take each of XS_VARIANTS
+  # (parameter overrides separated by ';', e.g. "XS: 2, REGS: 168"), after the copy with XS 0
+  # (each warp splits its x, as before 2026-11-30m), alternated twice, at f32 rows served by
+  # tc; then FWD_CANDIDATES (ALGORITHM|PARAMS separated by ';') pinned as the f32 decode
+  # entries at 4 and 8 rows per expert.
+  export OCLTK_CACHE_DIR="$out/cache"
+  if [ -x "$here/test_nf4" ]; then
+    timeout "${TEST_LIMIT:-240}" "$here/test_nf4" --gtest_filter='*Tc*' > "$out/test_nf4.txt" 2>&1
+    echo "test_nf4 rc=$?" >> "$out/device.txt"
+  fi
+  variants="XS: 0;${XS_VARIANTS:-XS: 1, REGS: 168;XS: 2, REGS: 168;XS: 2}"
+  IFS=';' read -ra vlist <<< "$variants"
+  i=0
+  for v in "${vlist[@]}"; do
+    python3 - "$here/nvidia-h200.yaml" "$out/xv$i.yaml" "$v" <<'PY'
+import re, sys
+text, override = open(sys.argv[1]).read(), sys.argv[3].strip()
+keys = [item.split(":")[0].strip() for item in override.split(",")]
+head = text.index("\n  nf4_forward:\n")
+end = re.search(r"\n  \S", text[head + 1:])
+end = head + 1 + end.start() if end else len(text)
+def edit(m):
+    items = [i.strip() for i in m.group(2).split(",") if i.strip() and i.split(":")[0].strip() not in keys]
+    return m.group(1) + ", ".join([override] + items) + "}"
+body = re.sub(r"(- algorithm: tc\n\s+params: \{)([^}]*)\}", edit, text[head:end])
+open(sys.argv[2], "w").write(text[:head] + body + text[end:])
+PY
+    echo "xv$i: $v" >> "$out/variants.txt"
+    i=$((i + 1))
+  done
+  mark "profiles ready"
+  xv_rows() {  # xv_rows NAME ROWS
+    local filter="nf4_forward/$1.*/rows(${2//,/|})/(decode|small_batch|prefill)/ours/" j
+    for round in 1 2; do
+      for j in $(seq 0 $((i - 1))); do
+        nf4_bench "" "$1-xv$j-$round" "$out/xv$j.yaml" 120 "$filter" --ocltk_rows="$2" --benchmark_min_time=0.03
+      done
+      mark "bench $1 round $round done"
+    done
+  }
+  xv_rows mixtral 32,64,512
+  xv_rows fine 512,4096,32768
+  cands=${FWD_CANDIDATES:-"tc|KS: 2, NB: 1, PF: 0, RT: 2, WGS: 128, XS: 2;tc|KS: 1, NB: 1, PF: 0, RT: 2, WGS: 128, XS: 2"}
+  bench_extra="--ocltk_rows=32,64 --benchmark_min_time=0.03" \
+    bench_pinned "" vcand "$out/xv0.yaml" nf4_forward mixtral 8 14336 4096 32,64 32 60 \
+    'nf4_forward/mixtral.*/rows(32|64)/decode/ours/'
+  bench_extra="--ocltk_rows=256,512 --benchmark_min_time=0.03" \
+    bench_pinned "" vcand "$out/xv0.yaml" nf4_forward fine 64 1408 2048 256,512 32 60 \
+    'nf4_forward/fine.*/rows(256|512)/decode/ours/'
+  mark "all done"
+  ;;
+fr-lab)
+  # On one H200 (2026-11-30m): test_nf4's tc tests (stage it; TEST_LIMIT s); then per shape,
+  # at 1 to 8 rows per expert with f32 input, the shipped profile, FWD_CANDIDATES pinned as
+  # the decode entries, and OLD_CANDIDATES pinned and benched with an older bench binary
+  # (ocltk_bench_nf4_old, staged beside it: four products a step, XS 2 = the pre-pass); then
+  # the small_batch and prefill rows with every nf4_forward tc entry overridden by each of
+  # XS_VARIANTS (new binary) and OLD_VARIANTS (old binary).
+  export OCLTK_CACHE_DIR="$out/cache"
+  if [ -x "$here/test_nf4" ]; then
+    timeout "${TEST_LIMIT:-240}" "$here/test_nf4" --gtest_filter='*Tc*' > "$out/test_nf4.txt" 2>&1
+    echo "test_nf4 rc=$?" >> "$out/device.txt"
+  fi
+  new_cands=${FWD_CANDIDATES:-"tc|KS: 2, NB: 1, PF: 0, RT: 2, WGS: 128, XS: 1, FR: 8;tc|KS: 2, NB: 1, PF: 0, RT: 2, WGS: 128, XS: 1, FR: 4;tc|KS: 1, NB: 1, PF: 0, RT: 2, WGS: 128, XS: 1, FR: 4;tc|KS: 2, NB: 1, PF: 1, RT: 2, WGS: 128, XS: 1, FR: 4, REGS: 168"}
+  old_cands=${OLD_CANDIDATES:-"tc|KS: 2, NB: 1, PF: 0, RT: 2, WGS: 128, XS: 2"}
+  lab_shape() {  # lab_shape NAME ROWS E N K
+    local filter="nf4_forward/$1.*/rows(${2//,/|})/decode/ours/"
+    nf4_bench "" "$1-shipped" "$here/nvidia-h200.yaml" 90 "$filter" --ocltk_rows="$2" --benchmark_min_time=0.03
+    cands=$new_cands bench_extra="--ocltk_rows=$2 --benchmark_min_time=0.03" \
+      bench_pinned "" new "$here/nvidia-h200.yaml" nf4_forward "$1" "$3" "$4" "$5" "$2" 32 60 "$filter"
+    cands=$old_cands bench_bin="$here/ocltk_bench_nf4_old" bench_extra="--ocltk_rows=$2 --benchmark_min_time=0.03" \
+      bench_pinned "" old "$here/nvidia-h200.yaml" nf4_forward "$1" "$3" "$4" "$5" "$2" 32 60 "$filter"
+    mark "lab $1 done"
+  }
+  lab_shape mixtral 8,16,32,64 8 14336 4096
+  lab_shape fine 64,128,256,512 64 1408 2048
+  overrides() {  # overrides TAG "VARIANTS": OUT/TAGi.yaml, each tc entry of nf4_forward overridden
+    local tag=$1 i=0 v
+    IFS=';' read -ra vlist <<< "$2"
+    for v in "${vlist[@]}"; do
+      python3 - "$here/nvidia-h200.yaml" "$out/$tag$i.yaml" "$v" <<'PY'
+import re, sys
+text, override = open(sys.argv[1]).read(), sys.argv[3].strip()
+keys = [item.split(":")[0].strip() for item in override.split(",")]
+head = text.index("\n  nf4_forward:\n")
+end = re.search(r"\n  \S", text[head + 1:])
+end = head + 1 + end.start() if end else len(text)
+def edit(m):
+    items = [i.strip() for i in m.group(2).split(",") if i.strip() and i.split(":")[0].strip() not in keys]
+    return m.group(1) + ", ".join([override] + items) + "}"
+body = re.sub(r"(- algorithm: tc\n\s+params: \{)([^}]*)\}", edit, text[head:end])
+open(sys.argv[2], "w").write(text[:head] + body + text[end:])
+PY
+      echo "$tag$i: $v" >> "$out/variants.txt"
+      i=$((i + 1))
+    done
+  }
+  overrides nv "${XS_VARIANTS:-XS: 1, FR: 8, REGS: 168}"
+  overrides ov "${OLD_VARIANTS:-XS: 2, REGS: 168}"
+  big='nf4_forward/(mixtral.*rows512|fine.*rows(4096|32768))/(small_batch|prefill)/ours/'
+  for round in 1 2; do
+    for f in "$out"/nv*.yaml; do
+      nf4_bench "" "big-$(basename "$f" .yaml)-$round" "$f" 120 "$big" --ocltk_rows=512,4096,32768 --benchmark_min_time=0.03
+    done
+    for f in "$out"/ov*.yaml; do
+      bench_bin="$here/ocltk_bench_nf4_old" \
+        nf4_bench "" "big-$(basename "$f" .yaml)-$round" "$f" 120 "$big" --ocltk_rows=512,4096,32768 --benchmark_min_time=0.03
+    done
+    mark "big round $round done"
+  done
+  mark "all done"
+  ;;
+confirm-m)
+  # On one H200 (2026-11-30m): the f32 forward bench at Mixtral-like rows 32 and 64 and
+  # fine-grained rows 256 with the shipped profile and with $here/tuned-call4.yaml (call 4's
+  # tune of those problems), alternated twice; then `tune --shapes` of the same three problems
+  # (TUNE_BUDGET s, 120) into a copy of the shipped profile, and the bench with its profile.
+  export OCLTK_CACHE_DIR="$out/cache"
+  filter='nf4_forward/(mixtral[^/]*/rows(32|64)|fine[^/]*/rows256)/decode/ours/'
+  for round in 1 2; do
+    nf4_bench "" "shipped-$round" "$here/nvidia-h200.yaml" 90 "$filter" --ocltk_rows=32,64,256 --benchmark_min_time=0.03
+    nf4_bench "" "tuned4-$round" "$here/tuned-call4.yaml" 90 "$filter" --ocltk_rows=32,64,256 --benchmark_min_time=0.03
+    mark "bench round $round done"
+  done
+  { echo shapes:
+    for r in 32 64; do echo "  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: $r, block_size: 64}"; done
+    echo "  - {kernel: nf4_forward, experts: 64, n: 1408, k: 2048, rows: 256, block_size: 64}"; } > "$out/shapes-f32.yaml"
+  cp "$here/nvidia-h200.yaml" "$out/tuned-f32.yaml"
+  timed tune-f32 tune "$here/ocltk" tune --kernels nf4_forward --classes decode --shapes "$out/shapes-f32.yaml" \
+    --budget "${TUNE_BUDGET:-120}" --out "$out/tuned-f32.yaml" --record "$out/tune-f32.jsonl"
+  mark "tune done"
+  nf4_bench "" "tuned5" "$out/tuned-f32.yaml" 90 "$filter" --ocltk_rows=32,64,256 --benchmark_min_time=0.03
   mark "all done"
   ;;
 whole-decode-bench)
