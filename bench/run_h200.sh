@@ -73,7 +73,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -964,6 +964,38 @@ confirm-m)
     --budget "${TUNE_BUDGET:-120}" --out "$out/tuned-f32.yaml" --record "$out/tune-f32.jsonl"
   mark "tune done"
   nf4_bench "" "tuned5" "$out/tuned-f32.yaml" 90 "$filter" --ocltk_rows=32,64,256 --benchmark_min_time=0.03
+  mark "all done"
+  ;;
+last-m)
+  # On one H200 (2026-11-30m): the whole test_nf4 (stage it; TEST_LIMIT s); FWD_CANDIDATES
+  # pinned as the f32 decode entry of fine-grained rows 256 and 512 and benched after the
+  # shipped profile; then `tune --shapes` naming the decode class's own problem
+  # (fine-grained rows 256) and Mixtral-like rows 64 (TUNE_BUDGET s, 60) into a copy of the
+  # shipped profile, and the bench with the profile it wrote (it must load: one entry a
+  # problem).
+  export OCLTK_CACHE_DIR="$out/cache"
+  if [ -x "$here/test_nf4" ]; then
+    timeout "${TEST_LIMIT:-200}" "$here/test_nf4" > "$out/test_nf4.txt" 2>&1
+    echo "test_nf4 rc=$?" >> "$out/device.txt"
+  fi
+  filter='nf4_forward/(mixtral[^/]*/rows64|fine[^/]*/rows(256|512))/decode/ours/'
+  nf4_bench "" shipped "$here/nvidia-h200.yaml" 60 "$filter" --ocltk_rows=64,256,512 --benchmark_min_time=0.03
+  cands=${FWD_CANDIDATES:-"tc|FR: 4, KS: 1, NB: 1, PF: 0, REGS: 168, RT: 2, WGS: 128, XS: 1"} \
+    bench_extra="--ocltk_rows=256 --benchmark_min_time=0.03" \
+    bench_pinned "" lcand "$here/nvidia-h200.yaml" nf4_forward fine 64 1408 2048 256 32 60 \
+    'nf4_forward/fine[^/]*/rows256/decode/ours/'
+  cands=${FWD_CANDIDATES512:-"tc|FR: 8, KS: 2, NB: 1, PF: 0, REGS: 168, RT: 2, WGS: 128, XS: 1;tc|FR: 8, KS: 1, NB: 1, PF: 0, REGS: 168, RT: 2, WGS: 128, XS: 1"} \
+    bench_extra="--ocltk_rows=512 --benchmark_min_time=0.03" \
+    bench_pinned "" lcand "$here/nvidia-h200.yaml" nf4_forward fine512 64 1408 2048 512 32 60 \
+    'nf4_forward/fine[^/]*/rows512/decode/ours/'
+  { echo shapes:
+    echo "  - {kernel: nf4_forward, experts: 64, n: 1408, k: 2048, rows: 256, block_size: 64}"
+    echo "  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 64, block_size: 64}"; } > "$out/shapes-f32.yaml"
+  cp "$here/nvidia-h200.yaml" "$out/tuned-f32.yaml"
+  timed tune-f32 tune "$here/ocltk" tune --kernels nf4_forward --classes decode --shapes "$out/shapes-f32.yaml" \
+    --budget "${TUNE_BUDGET:-60}" --out "$out/tuned-f32.yaml" --record "$out/tune-f32.jsonl"
+  mark "tune done"
+  nf4_bench "" tuned "$out/tuned-f32.yaml" 60 "$filter" --ocltk_rows=64,256,512 --benchmark_min_time=0.03
   mark "all done"
   ;;
 whole-decode-bench)
