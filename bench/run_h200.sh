@@ -231,6 +231,33 @@ new = [f"{indent}- algorithm: {algorithm}\n{indent}  params: {{{params}}}\n{inde
 open(dst, "w").write("\n".join(lines[:start] + kept + new + lines[end:]))
 PY
 }
+# staged_test_nf4 LIMIT FILTER: test_nf4 (where staged beside this script) with gtest FILTER
+# (all tests where empty), cut at TEST_LIMIT or LIMIT seconds, into OUT/test_nf4.txt; its exit
+# status into OUT/device.txt.
+staged_test_nf4() {
+  [ -x "$here/test_nf4" ] || return 0
+  local args=()
+  [ -n "$2" ] && args=(--gtest_filter="$2")
+  timeout "${TEST_LIMIT:-$1}" "$here/test_nf4" "${args[@]}" > "$out/test_nf4.txt" 2>&1
+  echo "test_nf4 rc=$?" >> "$out/device.txt"
+}
+# override_tc_params SRC DST OVERRIDE: DST is the profile SRC with OVERRIDE (e.g. "XS: 1,
+# REGS: 168") in the parameters of every nf4_forward `tc` entry, replacing those keys there.
+override_tc_params() {
+  python3 - "$@" <<'PY'
+import re, sys
+text, override = open(sys.argv[1]).read(), sys.argv[3].strip()
+keys = [item.split(":")[0].strip() for item in override.split(",")]
+head = text.index("\n  nf4_forward:\n")
+end = re.search(r"\n  \S", text[head + 1:])
+end = head + 1 + end.start() if end else len(text)
+def edit(m):
+    items = [i.strip() for i in m.group(2).split(",") if i.strip() and i.split(":")[0].strip() not in keys]
+    return m.group(1) + ", ".join([override] + items) + "}"
+body = re.sub(r"(- algorithm: tc\n\s+params: \{)([^}]*)\}", edit, text[head:end])
+open(sys.argv[2], "w").write(text[:head] + body + text[end:])
+PY
+}
 # nf4_bench "DEV" NAME PROFILE LIMIT FILTER [FLAGS...]: ocltk_bench_nf4's cases FILTER with
 # PROFILE, 20 calls an iteration and FLAGS, cut at LIMIT seconds, into OUT/h200-nf4-NAME.json
 # and OUT/bench-nf4-NAME.txt. $bench_bin, where set, names another bench binary (an older
@@ -787,28 +814,18 @@ f32-rows)
   mark "all done"
   ;;
 xs-ab)
+  # (Calls 1 and 2 of 2026-11-30m ran xs-ab and xs-variants on an uncommitted build whose XS
+  # had three values: 0, 1 = the pre-pass loaded a step ahead, 2 = in the step. f353205 keeps
+  # 0 and the in-step pre-pass as 1, so those two phases' XS 2 needs that build.)
   # On one H200: test_nf4's tc tests (stage it; TEST_LIMIT s), then the forward bench with
   # f32 input (ours; 0.03 s of timed calls a case) with the shipped profile, whose tc entries
   # split x in a pre-pass (XS 1, the default since 2026-11-30m), and with a copy whose
   # nf4_forward tc entries load the split parts in their step (XS 2) or split x in every
   # warp (XS 0), alternated twice, at the rows of the f32 tc entries and beside them; then
   # FWD_CANDIDATES pinned as the f32 decode entries at 1, 2 and 4 rows per expert.
-  if [ -x "$here/test_nf4" ]; then
-    timeout "${TEST_LIMIT:-240}" "$here/test_nf4" --gtest_filter='*Tc*:*RegisterTarget*' > "$out/test_nf4.txt" 2>&1
-    echo "test_nf4 rc=$?" >> "$out/device.txt"
-  fi
+  staged_test_nf4 240 '*Tc*:*RegisterTarget*'
   export OCLTK_CACHE_DIR="$out/cache"  # NVIDIA's PTX of every program, for ptxas -v at home
-  for xs in 0 2; do
-    python3 - "$here/nvidia-h200.yaml" "$out/xs$xs.yaml" "$xs" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read()
-head = text.index("\n  nf4_forward:\n")
-end = re.search(r"\n  \S", text[head + 1:])
-end = head + 1 + end.start() if end else len(text)
-body = re.sub(r"(- algorithm: tc\n\s+params: \{)", r"\1XS: " + sys.argv[3] + ", ", text[head:end])
-open(sys.argv[2], "w").write(text[:head] + body + text[end:])
-PY
-  done
+  for xs in 0 2; do override_tc_params "$here/nvidia-h200.yaml" "$out/xs$xs.yaml" "XS: $xs"; done
   mark "profiles ready"
   xs_rows() {  # xs_rows NAME ROWS
     local filter="nf4_forward/$1.*/rows(${2//,/|})/(decode|small_batch|prefill)/ours/"
@@ -838,27 +855,12 @@ xs-variants)
   # tc; then FWD_CANDIDATES (ALGORITHM|PARAMS separated by ';') pinned as the f32 decode
   # entries at 4 and 8 rows per expert.
   export OCLTK_CACHE_DIR="$out/cache"
-  if [ -x "$here/test_nf4" ]; then
-    timeout "${TEST_LIMIT:-240}" "$here/test_nf4" --gtest_filter='*Tc*' > "$out/test_nf4.txt" 2>&1
-    echo "test_nf4 rc=$?" >> "$out/device.txt"
-  fi
+  staged_test_nf4 240 '*Tc*'
   variants="XS: 0;${XS_VARIANTS:-XS: 1, REGS: 168;XS: 2, REGS: 168;XS: 2}"
   IFS=';' read -ra vlist <<< "$variants"
   i=0
   for v in "${vlist[@]}"; do
-    python3 - "$here/nvidia-h200.yaml" "$out/xv$i.yaml" "$v" <<'PY'
-import re, sys
-text, override = open(sys.argv[1]).read(), sys.argv[3].strip()
-keys = [item.split(":")[0].strip() for item in override.split(",")]
-head = text.index("\n  nf4_forward:\n")
-end = re.search(r"\n  \S", text[head + 1:])
-end = head + 1 + end.start() if end else len(text)
-def edit(m):
-    items = [i.strip() for i in m.group(2).split(",") if i.strip() and i.split(":")[0].strip() not in keys]
-    return m.group(1) + ", ".join([override] + items) + "}"
-body = re.sub(r"(- algorithm: tc\n\s+params: \{)([^}]*)\}", edit, text[head:end])
-open(sys.argv[2], "w").write(text[:head] + body + text[end:])
-PY
+    override_tc_params "$here/nvidia-h200.yaml" "$out/xv$i.yaml" "$v"
     echo "xv$i: $v" >> "$out/variants.txt"
     i=$((i + 1))
   done
@@ -891,10 +893,7 @@ fr-lab)
   # the small_batch and prefill rows with every nf4_forward tc entry overridden by each of
   # XS_VARIANTS (new binary) and OLD_VARIANTS (old binary).
   export OCLTK_CACHE_DIR="$out/cache"
-  if [ -x "$here/test_nf4" ]; then
-    timeout "${TEST_LIMIT:-240}" "$here/test_nf4" --gtest_filter='*Tc*' > "$out/test_nf4.txt" 2>&1
-    echo "test_nf4 rc=$?" >> "$out/device.txt"
-  fi
+  staged_test_nf4 240 '*Tc*'
   new_cands=${FWD_CANDIDATES:-"tc|KS: 2, NB: 1, PF: 0, RT: 2, WGS: 128, XS: 1, FR: 8;tc|KS: 2, NB: 1, PF: 0, RT: 2, WGS: 128, XS: 1, FR: 4;tc|KS: 1, NB: 1, PF: 0, RT: 2, WGS: 128, XS: 1, FR: 4;tc|KS: 2, NB: 1, PF: 1, RT: 2, WGS: 128, XS: 1, FR: 4, REGS: 168"}
   old_cands=${OLD_CANDIDATES:-"tc|KS: 2, NB: 1, PF: 0, RT: 2, WGS: 128, XS: 2"}
   lab_shape() {  # lab_shape NAME ROWS E N K
@@ -912,19 +911,7 @@ fr-lab)
     local tag=$1 i=0 v
     IFS=';' read -ra vlist <<< "$2"
     for v in "${vlist[@]}"; do
-      python3 - "$here/nvidia-h200.yaml" "$out/$tag$i.yaml" "$v" <<'PY'
-import re, sys
-text, override = open(sys.argv[1]).read(), sys.argv[3].strip()
-keys = [item.split(":")[0].strip() for item in override.split(",")]
-head = text.index("\n  nf4_forward:\n")
-end = re.search(r"\n  \S", text[head + 1:])
-end = head + 1 + end.start() if end else len(text)
-def edit(m):
-    items = [i.strip() for i in m.group(2).split(",") if i.strip() and i.split(":")[0].strip() not in keys]
-    return m.group(1) + ", ".join([override] + items) + "}"
-body = re.sub(r"(- algorithm: tc\n\s+params: \{)([^}]*)\}", edit, text[head:end])
-open(sys.argv[2], "w").write(text[:head] + body + text[end:])
-PY
+      override_tc_params "$here/nvidia-h200.yaml" "$out/$tag$i.yaml" "$v"
       echo "$tag$i: $v" >> "$out/variants.txt"
       i=$((i + 1))
     done
@@ -974,10 +961,7 @@ last-m)
   # shipped profile, and the bench with the profile it wrote (it must load: one entry a
   # problem).
   export OCLTK_CACHE_DIR="$out/cache"
-  if [ -x "$here/test_nf4" ]; then
-    timeout "${TEST_LIMIT:-200}" "$here/test_nf4" > "$out/test_nf4.txt" 2>&1
-    echo "test_nf4 rc=$?" >> "$out/device.txt"
-  fi
+  staged_test_nf4 200 ''
   filter='nf4_forward/(mixtral[^/]*/rows64|fine[^/]*/rows(256|512))/decode/ours/'
   nf4_bench "" shipped "$here/nvidia-h200.yaml" 60 "$filter" --ocltk_rows=64,256,512 --benchmark_min_time=0.03
   cands=${FWD_CANDIDATES:-"tc|FR: 4, KS: 1, NB: 1, PF: 0, REGS: 168, RT: 2, WGS: 128, XS: 1"} \

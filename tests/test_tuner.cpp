@@ -559,6 +559,22 @@ class TunerEngine : public ::testing::Test {
     families_ = {mock};
   }
   void TearDown() override { fs::remove_all(dir_); }
+  // A run of mock_refined_family alone, with a budget of `budget_seconds` and no cache, each
+  // measurement taking `run_ms`: the one class's history.
+  std::vector<Evaluation> refined_history(int run_ms, double budget_seconds) {
+    FamilyTuning refined = families_[0];
+    refined.family = &mock_refined_family();
+    refined.make = [this, run_ms](Runtime&, const std::string&, std::mt19937_64&) {
+      return std::unique_ptr<Workload>(new MockWorkload(state_, run_ms));
+    };
+    families_ = {refined};
+    TuneOptions o = options(0);
+    o.budget_seconds = budget_seconds;
+    o.cache_dir = "-";
+    const TuneResult r = tune(*rt_, o);
+    EXPECT_EQ(r.classes.size(), 1u);
+    return r.classes.empty() ? std::vector<Evaluation>() : r.classes[0].history;
+  }
   TuneOptions options(std::int64_t max_evals) {
     TuneOptions o;
     o.families = &families_;
@@ -686,18 +702,7 @@ TEST_F(TunerEngine, RefinedParametersAreMeasuredAroundTheBestAfterTheSearch) {
 // Cut by time, the search still stops early enough for the refinement: its evaluations (at
 // other Z) come last, around the best the search found.
 TEST_F(TunerEngine, TheSearchLeavesTheRefinementItsTime) {
-  FamilyTuning refined = families_[0];
-  refined.family = &mock_refined_family();
-  refined.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
-    return std::unique_ptr<Workload>(new MockWorkload(state_, 10));
-  };
-  families_ = {refined};
-  TuneOptions o = options(0);
-  o.budget_seconds = 1.0;
-  o.cache_dir = "-";
-  const TuneResult r = tune(*rt_, o);
-  ASSERT_EQ(r.classes.size(), 1u);
-  const std::vector<Evaluation>& h = r.classes[0].history;
+  const std::vector<Evaluation> h = refined_history(10, 1.0);
   ASSERT_LT(h.size(), 32u) << "the budget did not cut the search: a weaker check";
   std::size_t first = 0;
   while (first < h.size() && h[first].params.at("Z") == 0) ++first;
@@ -737,18 +742,7 @@ TEST_F(TunerEngine, AProblemNamedTwiceIsTunedOnce) {
 // A budget the search spends all of (the built-in default alone takes longer): the best is
 // still measured at one other Z, last.
 TEST_F(TunerEngine, TheRefinementMeasuresOnePointPastASpentBudget) {
-  FamilyTuning refined = families_[0];
-  refined.family = &mock_refined_family();
-  refined.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
-    return std::unique_ptr<Workload>(new MockWorkload(state_, 30));
-  };
-  families_ = {refined};
-  TuneOptions o = options(0);
-  o.budget_seconds = 0.01;
-  o.cache_dir = "-";
-  const TuneResult r = tune(*rt_, o);
-  ASSERT_EQ(r.classes.size(), 1u);
-  const std::vector<Evaluation>& h = r.classes[0].history;
+  const std::vector<Evaluation> h = refined_history(30, 0.01);
   ASSERT_GE(h.size(), 2u);
   EXPECT_EQ(h.back().params.at("Z"), 1) << "the first other Z, after the search";
   const Evaluation& searched = fastest(h, h.size() - 1);
