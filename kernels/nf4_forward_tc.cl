@@ -37,7 +37,7 @@
 //   per row and step by a power of two into f16's range), so products are accurate to about
 //   2^-21; sums in f32. Columns = up to 8 segment rows, as for the half types: each step
 //   runs the mma three times into the same sums (codebook hi times x hi, codebook lo times x
-//   hi, codebook hi times x lo; lo times lo, at most 2^-24 of a product, is left out since
+//   hi, codebook hi times x lo; lo times lo, at most 2^-22 of a product, is left out since
 //   2026-11-30m), so a byte is decoded once for 8 rows. (Until 2026-11-30h a column held one
 //   part of a row, 4 rows a pass: 8 rows per expert decoded every byte twice.) With FR 4
 //   that layout is back as a choice for few rows per expert: columns 2r and 2r + 1 hold
@@ -358,11 +358,12 @@ inline void tc_split16(uint* xh, uint* xl, const float* v, const int shift) {
   }
 }
 
-// x of a step for f32 input: column g = segment row r0 + g (zero past the live rows),
+// x of a step for f32 input: column g = segment row r0 + g (FR 4: row r0 + g / 2, odd g
+// taking the lo parts into xh; zero past the live rows),
 // x[k0 + 16t .. + 15]·2^shift split into f16 hi parts (xh) and lo parts (xl), 8 registers of
 // pairs each as in tc_load_x_half, the shift chosen per row and step from its 64 values'
 // largest magnitude. Sets out_shift[0], [1] to the shifts of the lane's output columns 2t and
-// 2t + 1 (segment rows r0 + 2t, + 1).
+// 2t + 1 (segment rows r0 + 2t, + 1; FR 4: both row r0 + t's).
 inline void tc_load_x_f32(uint* xh, uint* xl, int* out_shift, const __global uchar* x, const long x_row0, const int K,
                           const int k0, const int live, const int lane) {
   const int g = lane >> 2, t = lane & 3, row = TC_XROW(g);
@@ -424,7 +425,7 @@ typedef struct {
   int sh[2];
 } TcX;
 typedef struct {
-  const __global uint* row;      // the lane's column's pairs at k = 0: xs + row·K + 8t
+  const __global uint* row;      // the lane's column's pairs at k = 0: xs + row·K + 8t (FR 4: + 32 for lo)
   const __global int* shift[2];  // shifts at k = 0 (see TcX): row·(K / 64) into the table
 } TcXSplit;
 
@@ -467,7 +468,7 @@ inline void tc_x_unscale(float* unscale, const TcX* xv, const int lane) {
 
 // One step of a batch, f32 input, into acc (tile i's C fragment at acc[4i ..], as for the
 // half types): codebook hi · x hi, codebook lo · x hi and codebook hi · x lo, three products
-// into one fragment per tile (lo · lo is below 2^-24 of the product), so a decoded byte
+// into one fragment per tile (lo · lo is at most 2^-22 of the product), so a decoded byte
 // serves 8 segment rows; each column is unscaled by its row's x shift (unscale[0], [1]:
 // columns 2t, 2t + 1).
 inline void tc_step_f32(float* acc, const uint2* code, const float* sc, const uint* xh, const uint* xl,

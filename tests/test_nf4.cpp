@@ -529,11 +529,65 @@ TEST_F(Nf4Device, TcAtSeveralPointsMatchesTheReference) {
       for (const Params& p : kTcPoints) run_case(c, choice("nf4_forward", "tc", p), Choice());
     }
   }
+  // The points above pair the in-warp split (XS 0) with FR 4 only: f32 at FR 8 too.
+  const Params in_warp_split = {{"XS", 0}};
+  for (Case c : cases) {
+    c.type = ElementType::f32;
+    run_case(c, choice("nf4_forward", "tc", in_warp_split), Choice());
+  }
   // f32 x is split per segment row and step with its own power of two: rows 2^5 apart in
   // magnitude (2^-15 to 2^20) catch a shift applied to the wrong column.
   Case graded = cases[4];
   graded.row_exponent_step = 5;
   for (const Params& p : kTcPoints) run_case(graded, choice("nf4_forward", "tc", p), Choice());
+  run_case(graded, choice("nf4_forward", "tc", in_warp_split), Choice());
+}
+
+// Launch::first_event and Launch::event: the tc forward with f32 input and the pre-pass (XS
+// 1) enqueues two commands, the first event the pre-pass's; with XS 0, one (both events are
+// it); zero rows, a marker (both). Every event handed out is the caller's to release.
+TEST_F(Nf4Device, LaunchEventsSpanEveryCommand) {
+  Runtime& rt = runtime();
+  const Nf4Geometry geo{1, 16, 64, 64, 0};
+  auto packed = rt.allocate(std::size_t(geo.packed_bytes())).value();
+  auto scales = rt.allocate(std::size_t(geo.scale_count()) * 4).value();
+  auto cb = rt.allocate(64).value();
+  rt.queue().enqueue_write_buffer(cb, 0, 64, kNf4Codebook.data());
+  auto x = rt.allocate(64 * 4).value(), y = rt.allocate(16 * 4).value(), offs = rt.allocate(2 * 4).value();
+  const std::vector<std::uint32_t> offsets{0, 1};
+  rt.queue().enqueue_write_buffer(offs, 0, 8, offsets.data());
+  const Nf4Weights w{geo, packed.get(), 0, scales.get(), 0, cb.get()};
+  for (const std::int64_t rows : {std::int64_t(1), std::int64_t(0)}) {
+    for (const int xs : {1, 0}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + ", XS " + std::to_string(xs));
+      const std::vector<std::uint32_t> bounds{0, std::uint32_t(rows)};
+      rt.queue().enqueue_write_buffer(offs, 0, 8, bounds.data());
+      cl_event first = nullptr, last = nullptr;
+      Launch launch;
+      launch.first_event = &first;
+      launch.event = &last;
+      const Status s =
+          nf4_forward_with(rt, choice("nf4_forward", "tc", {{"XS", xs}}),
+                           Nf4ForwardArgs{w, x.get(), ElementType::f32, rows, offs.get(), y.get()}, launch);
+      ASSERT_TRUE(s.ok()) << s.message();
+      ASSERT_NE(first, nullptr);
+      ASSERT_NE(last, nullptr);
+      EXPECT_EQ(first == last, rows == 0 || xs == 0) << "two commands only for the pre-pass";
+      ASSERT_EQ(clWaitForEvents(1, &last), CL_SUCCESS);
+      cl_int status = CL_QUEUED;
+      clGetEventInfo(first, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+      EXPECT_EQ(status, CL_COMPLETE) << "the first command finished before the last";
+      cl_ulong first_start = 0, last_start = 0;
+      if (clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_START, sizeof first_start, &first_start, nullptr) ==
+              CL_SUCCESS &&
+          clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_START, sizeof last_start, &last_start, nullptr) ==
+              CL_SUCCESS) {
+        EXPECT_LE(first_start, last_start);
+      }
+      EXPECT_EQ(clReleaseEvent(first), CL_SUCCESS);
+      EXPECT_EQ(clReleaseEvent(last), CL_SUCCESS);
+    }
+  }
 }
 
 // Tc backward points: the defaults (4 warps, one group of 64 k, one row tile, two steps

@@ -559,16 +559,16 @@ class TunerEngine : public ::testing::Test {
     families_ = {mock};
   }
   void TearDown() override { fs::remove_all(dir_); }
-  // A run of mock_refined_family alone, with a budget of `budget_seconds` and no cache, each
-  // measurement taking `run_ms`: the one class's history.
-  std::vector<Evaluation> refined_history(int run_ms, double budget_seconds) {
+  // A run of mock_refined_family alone, with a budget of `budget_seconds` (and `max_evals`)
+  // and no cache, each measurement taking `run_ms`: the one class's history.
+  std::vector<Evaluation> refined_history(int run_ms, double budget_seconds, std::int64_t max_evals = 0) {
     FamilyTuning refined = families_[0];
     refined.family = &mock_refined_family();
     refined.make = [this, run_ms](Runtime&, const std::string&, std::mt19937_64&) {
       return std::unique_ptr<Workload>(new MockWorkload(state_, run_ms));
     };
     families_ = {refined};
-    TuneOptions o = options(0);
+    TuneOptions o = options(max_evals);
     o.budget_seconds = budget_seconds;
     o.cache_dir = "-";
     const TuneResult r = tune(*rt_, o);
@@ -700,13 +700,15 @@ TEST_F(TunerEngine, RefinedParametersAreMeasuredAroundTheBestAfterTheSearch) {
 }
 
 // Cut by time, the search still stops early enough for the refinement: its evaluations (at
-// other Z) come last, around the best the search found.
+// both other Z) come last, around the best the search found. (Without the time held back
+// only the first would be measured, past the budget.)
 TEST_F(TunerEngine, TheSearchLeavesTheRefinementItsTime) {
   const std::vector<Evaluation> h = refined_history(10, 1.0);
   ASSERT_LT(h.size(), 32u) << "the budget did not cut the search: a weaker check";
   std::size_t first = 0;
   while (first < h.size() && h[first].params.at("Z") == 0) ++first;
   ASSERT_LT(first, h.size()) << "no refinement after a search cut by time";
+  EXPECT_EQ(h.size() - first, 2u) << "the search did not hold back the refinement's time";
   const Evaluation& searched = fastest(h, first);
   for (std::size_t i = first; i < h.size(); ++i) {
     EXPECT_NE(h[i].params.at("Z"), 0) << "evaluation " << i;
@@ -743,6 +745,8 @@ TEST_F(TunerEngine, AProblemNamedTwiceIsTunedOnce) {
 // still measured at one other Z, last.
 TEST_F(TunerEngine, TheRefinementMeasuresOnePointPastASpentBudget) {
   const std::vector<Evaluation> h = refined_history(30, 0.01);
+  // --max-evals still ends the class before it: 1 leaves the built-in default alone.
+  EXPECT_EQ(refined_history(0, 60, 1).size(), 1u);
   ASSERT_GE(h.size(), 2u);
   EXPECT_EQ(h.back().params.at("Z"), 1) << "the first other Z, after the search";
   const Evaluation& searched = fastest(h, h.size() - 1);

@@ -197,7 +197,8 @@ class DeviceMeasure : public Measure {
 
   // Until start_refining, the search stops early enough to leave the refinement of the
   // best so far its evaluations: as many as it has left (at least one of --max-evals, at
-  // most a fifth), and their time at the pace so far (at most a fifth of the class's).
+  // most a fifth), and their time at the pace so far, after the evaluation that would start
+  // now (at most a fifth of the class's).
   bool out_of_budget() const override {
     if (s_.options.stop != nullptr && s_.options.stop->load()) return true;
     const std::int64_t pending = refining_ ? 0 : std::int64_t(pending_refinement_);
@@ -208,7 +209,9 @@ class DeviceMeasure : public Measure {
     }
     const double elapsed = seconds_since(s_.class_start);
     const double pace = elapsed / std::max(1, s_.cr.evaluations);
-    const double held = std::min(kRefinementShare * s_.budget_seconds, double(pending) * pace);
+    // An evaluation started now ends a pace later: the pending points need their time after
+    // it, so one more pace is held back while there are any.
+    const double held = pending > 0 ? std::min(kRefinementShare * s_.budget_seconds, double(pending + 1) * pace) : 0.0;
     return elapsed >= s_.budget_seconds - held;
   }
   // The best so far at each other value of its refined_last parameters, the points not
@@ -225,6 +228,13 @@ class DeviceMeasure : public Measure {
   }
   // From here on the whole budget is open: what the search left, and what it held back.
   void start_refining() { refining_ = true; }
+  // Measured even where the class's time is spent, but not after a stop or past
+  // --max-evals (the refinement's first point).
+  const Evaluation* evaluate_past_time(const Point& point) {
+    if (s_.options.stop != nullptr && s_.options.stop->load()) return nullptr;
+    if (s_.max_evals > 0 && s_.cr.evaluations >= s_.max_evals) return nullptr;
+    return evaluate(point, true);
+  }
 
   const Evaluation* evaluate(const Point& point) override { return evaluate(point, false); }
 
@@ -546,8 +556,13 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     for (const Point& p : around) hint.push_back(&p);
     measure.will_evaluate(hint);
     // The first is measured even where the search (its last evaluation running long) left
-    // no time: every class tries its best point at one other value.
-    for (std::size_t i = 0; i < around.size(); ++i) measure.evaluate(around[i], i == 0);
+    // no time: every class tries its best point at one other value (a stop or --max-evals
+    // still end the class).
+    for (std::size_t i = 0; i < around.size(); ++i)
+      if (i == 0)
+        measure.evaluate_past_time(around[i]);
+      else
+        measure.evaluate(around[i]);
     measure.finish();
     prefetcher.class_done();
     cr.best = measure.best().ok ? measure.best() : cr.builtin;
