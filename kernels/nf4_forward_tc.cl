@@ -345,6 +345,18 @@ inline void tc_step_half(float* acc, const uint2* code, const float* sc, const u
   }
 }
 
+// 16 consecutive f32 values at p (16-byte aligned) into v.
+inline void tc_load16(float* v, const __global float* p) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float4 f = ((const __global float4*)p)[q];
+    v[4 * q] = f.s0;
+    v[4 * q + 1] = f.s1;
+    v[4 * q + 2] = f.s2;
+    v[4 * q + 3] = f.s3;
+  }
+}
+
 // 16 f32 values v times 2^shift, split into f16 hi parts (rounded to 11 bits) and the f16
 // lo parts of what is left, as 8 registers of pairs each (first value in bits 0..15).
 inline void tc_split16(uint* xh, uint* xl, const float* v, const int shift) {
@@ -369,16 +381,7 @@ inline void tc_load_x_f32(uint* xh, uint* xl, int* out_shift, const __global uch
   const int g = lane >> 2, t = lane & 3, row = TC_XROW(g);
   float v[16];
   if (row < live) {
-    const __global float4* p =
-        (const __global float4*)((const __global float*)x + x_row0 + (long)row * K + k0 + 16 * t);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const float4 f = p[q];
-      v[4 * q] = f.s0;
-      v[4 * q + 1] = f.s1;
-      v[4 * q + 2] = f.s2;
-      v[4 * q + 3] = f.s3;
-    }
+    tc_load16(v, (const __global float*)x + x_row0 + (long)row * K + k0 + 16 * t);
   } else {
 #pragma unroll
     for (int q = 0; q < 16; ++q) v[q] = 0.0f;
@@ -789,14 +792,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_split_x(const
   float v[16];
   float m = 0.0f;
   if (q < steps) {
-    const __global float4* p = (const __global float4*)(x + q * TC_STEP + 16 * t);
-    for (int i = 0; i < 4; ++i) {
-      const float4 f = p[i];
-      v[4 * i] = f.s0;
-      v[4 * i + 1] = f.s1;
-      v[4 * i + 2] = f.s2;
-      v[4 * i + 3] = f.s3;
-    }
+    tc_load16(v, x + q * TC_STEP + 16 * t);
     for (int i = 0; i < 16; ++i) m = fmax(m, fabs(v[i]));
   }
   part[lid] = m;

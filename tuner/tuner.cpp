@@ -200,13 +200,8 @@ class DeviceMeasure : public Measure {
   // most a fifth), and their time at the pace so far, after the evaluation that would start
   // now (at most a fifth of the class's).
   bool out_of_budget() const override {
-    if (s_.options.stop != nullptr && s_.options.stop->load()) return true;
+    if (out_of_evaluations()) return true;
     const std::int64_t pending = refining_ ? 0 : std::int64_t(pending_refinement_);
-    if (s_.max_evals > 0) {
-      const std::int64_t held =
-          std::min(pending, std::max<std::int64_t>(1, std::int64_t(kRefinementShare * double(s_.max_evals))));
-      if (s_.cr.evaluations >= s_.max_evals - held) return true;
-    }
     const double elapsed = seconds_since(s_.class_start);
     const double pace = elapsed / std::max(1, s_.cr.evaluations);
     // An evaluation started now ends a pace later: the pending points need their time after
@@ -231,9 +226,7 @@ class DeviceMeasure : public Measure {
   // Measured even where the class's time is spent, but not after a stop or past
   // --max-evals (the refinement's first point).
   const Evaluation* evaluate_past_time(const Point& point) {
-    if (s_.options.stop != nullptr && s_.options.stop->load()) return nullptr;
-    if (s_.max_evals > 0 && s_.cr.evaluations >= s_.max_evals) return nullptr;
-    return evaluate(point, true);
+    return out_of_evaluations() ? nullptr : evaluate(point, true);
   }
 
   const Evaluation* evaluate(const Point& point) override { return evaluate(point, false); }
@@ -307,6 +300,16 @@ class DeviceMeasure : public Measure {
   const Evaluation& best() const { return best_; }
 
  private:
+  // The budget without its time: a stop, or --max-evals (less what the refinement still
+  // needs, until start_refining).
+  bool out_of_evaluations() const {
+    if (s_.options.stop != nullptr && s_.options.stop->load()) return true;
+    if (s_.max_evals <= 0) return false;
+    const std::int64_t pending = refining_ ? 0 : std::int64_t(pending_refinement_);
+    const std::int64_t held =
+        std::min(pending, std::max<std::int64_t>(1, std::int64_t(kRefinementShare * double(s_.max_evals))));
+    return s_.cr.evaluations >= s_.max_evals - held;
+  }
   bool refining_ = false;
   std::size_t pending_refinement_ = 0;  // refinement().size(), kept by evaluate()
   // Evaluations expected by the end of the class: the cap, or the pace so far over the

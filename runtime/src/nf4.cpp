@@ -498,15 +498,14 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
       rt.options().max_groups_per_dispatch > 0 ? rt.options().max_groups_per_dispatch : std::int64_t(65535);
   // The forward tc with f32 input and XS 1: nf4_split_x splits x first, in the same chain.
   const bool split_x = tc && d.forward && d.type == ElementType::f32 && param(p, "XS") == 1 && tc_forward_aligned(w);
-  cl_kernel split_kernel = nullptr;
-  if (split_x)
-    rt.launch(
-        used, *algorithm, "nf4_split_x", [&](cl_kernel kernel) { split_kernel = kernel; },
-        nf4_launch_variant(*algorithm, d.type));
+  std::vector<std::string> kernel_names;
+  if (split_x) kernel_names.push_back("nf4_split_x");
+  kernel_names.push_back(kernel_name);
 
   rt.launch(
-      used, *algorithm, kernel_name,
-      [&](cl_kernel kernel) {
+      used, *algorithm, kernel_names,
+      [&](const std::vector<cl_kernel>& kernels) {
+        cl_kernel kernel = kernels.back(), split_kernel = kernels.front();  // the same without the pre-pass
         const cl_int N = cl_int(g.out_features), K = cl_int(g.in_features), R = cl_int(rows), E = cl_int(g.experts);
         const cl_long eoff = g.element_offset, poff = cl_long(w.packed_offset), soff = cl_long(w.scales_offset);
         int lb = 0;

@@ -91,25 +91,26 @@ bool looks_like_ptx(const std::string& binary) {
   return binary.find(".version ") != std::string::npos && binary.find(".target ") != std::string::npos;
 }
 
-std::string build_log_of(const boost::compute::program& program) {
+// Builds `program` with `options`; on failure throws BuildError: `failure`, the OpenCL status
+// and the log's first line (the whole log in the error).
+void build_or_throw(const boost::compute::program& program, const std::string& options, const std::string& failure) {
+  const cl_int status = clBuildProgram(program.get(), 0, nullptr, options.c_str(), nullptr, nullptr);
+  if (status == CL_SUCCESS) return;
+  std::string log;
   try {
-    return program.build_log();
+    log = program.build_log();
   } catch (const std::exception&) {
-    return "";
   }
+  const std::string first_line = log.substr(0, log.find('\n'));
+  throw BuildError(
+      failure + " (OpenCL status " + std::to_string(status) + ")" + (first_line.empty() ? "" : ": " + first_line), log,
+      status);
 }
 
 boost::compute::program build_from_source(const boost::compute::context& context, const std::string& source,
                                           const std::string& options) {
   boost::compute::program program = boost::compute::program::create_with_source(source, context);
-  const cl_int status = clBuildProgram(program.get(), 0, nullptr, options.c_str(), nullptr, nullptr);
-  if (status != CL_SUCCESS) {
-    const std::string log = build_log_of(program);
-    const std::string first_line = log.substr(0, log.find('\n'));
-    throw BuildError("kernel build failed (OpenCL status " + std::to_string(status) + ") with options '" + options +
-                         "'" + (first_line.empty() ? "" : ": " + first_line),
-                     log, status);
-  }
+  build_or_throw(program, options, "kernel build failed with options '" + options + "'");
   return program;
 }
 
@@ -131,14 +132,7 @@ boost::compute::program rebuild_with_max_registers(const boost::compute::context
                      "", CL_INVALID_BINARY);
   boost::compute::program program =
       boost::compute::program::create_with_binary(std::vector<unsigned char>(ptx->begin(), ptx->end()), context);
-  const cl_int status = clBuildProgram(program.get(), 0, nullptr, options.c_str(), nullptr, nullptr);
-  if (status != CL_SUCCESS) {
-    const std::string log = build_log_of(program);
-    const std::string first_line = log.substr(0, log.find('\n'));
-    throw BuildError("the driver refused the PTX with " + target + " (OpenCL status " + std::to_string(status) + ")" +
-                         (first_line.empty() ? "" : ": " + first_line),
-                     log, status);
-  }
+  build_or_throw(program, options, "the driver refused the PTX with " + target);
   return program;
 }
 

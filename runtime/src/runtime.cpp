@@ -442,6 +442,13 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
 
 void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::string& kernel_name,
                      const std::function<void(cl_kernel)>& enqueue, const std::string& variant) {
+  launch(
+      choice, algorithm, std::vector<std::string>{kernel_name},
+      [&](const std::vector<cl_kernel>& kernels) { enqueue(kernels.front()); }, variant);
+}
+
+void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::vector<std::string>& kernel_names,
+                     const std::function<void(const std::vector<cl_kernel>&)>& enqueue, const std::string& variant) {
   const Params params = complete_choice(algorithm, choice.params);
   const DeviceLimits limits = DeviceLimits::of(impl_->device);
   if (const auto bad = algorithm.violation(params, &limits))
@@ -450,26 +457,29 @@ void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const
   boost::compute::program program = program_for(algorithm, params, variant);
 
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  const auto key = std::make_pair(program.get(), kernel_name);
-  auto it = impl_->kernels.find(key);
-  if (it == impl_->kernels.end()) it = impl_->kernels.emplace(key, program.create_kernel(kernel_name)).first;
-  cl_kernel kernel = it->second.get();
-
   const std::size_t wg = algorithm.work_group_size(params);
-  std::size_t kernel_wg = 0;
-  detail::check_cl(clGetKernelWorkGroupInfo(kernel, impl_->device.handle.id(), CL_KERNEL_WORK_GROUP_SIZE,
-                                            sizeof kernel_wg, &kernel_wg, nullptr),
-                   "clGetKernelWorkGroupInfo");
-  if (wg > kernel_wg)
-    throw Error(ErrorCode::kDevice,
-                choice.kernel + "/" + algorithm.name + ": workgroup of " + std::to_string(wg) +
-                    " exceeds this kernel's CL_KERNEL_WORK_GROUP_SIZE " + std::to_string(kernel_wg),
-                CL_INVALID_WORK_GROUP_SIZE);
+  std::vector<cl_kernel> kernels;
+  for (const std::string& kernel_name : kernel_names) {
+    const auto key = std::make_pair(program.get(), kernel_name);
+    auto it = impl_->kernels.find(key);
+    if (it == impl_->kernels.end()) it = impl_->kernels.emplace(key, program.create_kernel(kernel_name)).first;
+    cl_kernel kernel = it->second.get();
+    std::size_t kernel_wg = 0;
+    detail::check_cl(clGetKernelWorkGroupInfo(kernel, impl_->device.handle.id(), CL_KERNEL_WORK_GROUP_SIZE,
+                                              sizeof kernel_wg, &kernel_wg, nullptr),
+                     "clGetKernelWorkGroupInfo");
+    if (wg > kernel_wg)
+      throw Error(ErrorCode::kDevice,
+                  choice.kernel + "/" + algorithm.name + ": workgroup of " + std::to_string(wg) + " exceeds " +
+                      kernel_name + "'s CL_KERNEL_WORK_GROUP_SIZE " + std::to_string(kernel_wg),
+                  CL_INVALID_WORK_GROUP_SIZE);
+    kernels.push_back(kernel);
+  }
   impl_->last_choice = choice;
   impl_->last_choice.params = params;
   if (impl_->verbose && impl_->logged.insert(impl_->last_choice.describe()).second)
     std::cerr << "ocltk: " << impl_->last_choice.describe() << "\n";
-  enqueue(kernel);
+  enqueue(kernels);
 }
 
 const char* version() { return OCLTK_VERSION; }

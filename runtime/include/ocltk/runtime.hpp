@@ -151,6 +151,10 @@ class Runtime {
   // Throws Error / BuildError.
   void launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::string& kernel_name,
               const std::function<void(cl_kernel)>& enqueue, const std::string& variant = "");
+  // The same for several kernels of the one program (a pre-pass and the product, say):
+  // each is checked as above, and `enqueue` gets them in the order named.
+  void launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::vector<std::string>& kernel_names,
+              const std::function<void(const std::vector<cl_kernel>&)>& enqueue, const std::string& variant = "");
 
  private:
   struct Impl;
