@@ -63,6 +63,9 @@
 #ifndef PF
 #define PF 1  // groups of 4 steps whose codes and scales are loaded ahead of the group being multiplied
 #endif
+#ifndef LW
+#define LW 0  // 1: loads ahead are issued once the group about to be multiplied is in (tc_batch)
+#endif
 #ifndef KS
 #define KS 1  // warps sharing one batch, each sweeping a part of K (sums met in local memory)
 #endif
@@ -92,6 +95,12 @@
 #endif
 #if RT * (PF + 1) > 4
 #error "RT * (PF + 1) must be at most 4 (registers of the loads in flight)"
+#endif
+#if LW != 0 && LW != 1
+#error "LW must be 0 or 1"
+#endif
+#if LW && PF == 0
+#error "LW 1 needs PF >= 1 (loads ahead)"
 #endif
 #if KS != 1 && KS != 2 && KS != 4 && KS != 8
 #error "KS must be 1, 2, 4 or 8"
@@ -243,11 +252,13 @@ typedef struct {
   float sc[TC_GSCALES][2 * RT];
 } TcGroup;
 
+// `after` is 0 (LW: computed from a code of the group about to be multiplied, tc_after);
+// `whole` (a constant after inlining) says that the group lies below ke: no load is tested.
 inline void tc_load_group(TcGroup* gp, const TcRows* r, const int kg, const int ke, const int emod,
-                          const int log2_block, const int lane) {
-  if (TC_ADDR && kg + TC_GSPAN <= ke) {
+                          const int log2_block, const int lane, const uint after, const int whole) {
+  if (TC_ADDR && (whole || kg + TC_GSPAN <= ke)) {
     // A whole group: one address per row, the steps at constant offsets from it.
-    const __global uchar* c = r->codes + (kg >> 1);
+    const __global uchar* c = r->codes + (kg >> 1) + after;
 #pragma unroll
     for (int q = 0; q < 2 * RT; ++q) {
       const __global uchar* cq = c + r->code_off[q];
@@ -258,8 +269,8 @@ inline void tc_load_group(TcGroup* gp, const TcRows* r, const int kg, const int 
 #pragma unroll
     for (int s = 0; s < TC_GROUP; ++s) {
       const int k = kg + s * TC_STEP;
-      if (k < ke) {
-        const __global uchar* c = r->codes + (k >> 1);
+      if (whole || k < ke) {
+        const __global uchar* c = r->codes + (k >> 1) + after;
 #pragma unroll
         for (int q = 0; q < 2 * RT; ++q) gp->code[s][q] = tc_load_codes(c + r->code_off[q]);
       }
@@ -267,7 +278,7 @@ inline void tc_load_group(TcGroup* gp, const TcRows* r, const int kg, const int 
   }
 #ifdef OCLTK_PTX
   const int ks = min(kg + TC_STEP * (lane & 3), ke - TC_STEP);  // this lane's step (one inside K)
-  const __global float* sp = r->scales + ((emod + ks) >> log2_block);
+  const __global float* sp = r->scales + ((emod + ks) >> log2_block) + after;
 #pragma unroll
   for (int q = 0; q < 2 * RT; ++q) gp->sc[0][q] = sp[r->scale_off[q]];
 #else
@@ -282,6 +293,10 @@ inline void tc_load_group(TcGroup* gp, const TcRows* r, const int kg, const int 
   }
 #endif
 }
+
+// 0, computed from a code word of the group gp (LW 1): loads given it as `after` wait for
+// gp's codes. `zero` is a run-time 0 that NVIDIA's PTX assembler cannot fold.
+inline uint tc_after(const TcGroup* gp, const uint zero) { return gp->code[0][0].s0 & zero; }
 
 // Step s's scales of the group's rows.
 inline void tc_group_scales(float* sc, const TcGroup* gp, const int s, const int lane) {
@@ -502,7 +517,7 @@ inline void tc_prologue(TcGroup* grp, const TcRows* rows, const int kb, const in
 #pragma unroll
   for (int u = 0; u < PF; ++u) {
     const int kg = kb + u * TC_GSPAN;
-    if (kg < ke) tc_load_group(&grp[u], rows, kg, ke, emod, log2_block, lane);
+    if (kg < ke) tc_load_group(&grp[u], rows, kg, ke, emod, log2_block, lane, 0u, 0);
   }
 }
 
@@ -568,9 +583,9 @@ inline void tc_group(float* acc, const TcGroup* gp, uint* xn, const TcXSplit* xs
 // zeros and add nothing.
 inline void tc_batch(float* acc, TcGroup* grp, const int preloaded, const __global uchar* x, const long x_row0,
                      const __global uint* xs, const __global int* xs_shift, const long r0, const int K, const int kb,
-                     const int ke, const int kb_end, const int live, const int type, const TcRows* rows, const int emod,
-                     const int log2_block, __local const uchar* table, const TcLut* lut, const uint lane_off,
-                     __local uint* scratch, const int lane) {
+                     const int ke, const int kb_end, const int main_end, const int live, const int type,
+                     const TcRows* rows, const int emod, const int log2_block, __local const uchar* table,
+                     const TcLut* lut, const uint lane_off, __local uint* scratch, const int lane) {
   const int g = lane >> 2, t = lane & 3;
   const int has_row = g < live;
   const long x_at = x_row0 + (long)(has_row ? g : 0) * K + 16 * t;
@@ -597,14 +612,40 @@ inline void tc_batch(float* acc, TcGroup* grp, const int preloaded, const __glob
   if (!preloaded) tc_prologue(grp, rows, kb, ke, emod, log2_block, lane);
   uint xn[8];  // half types: the next step's x, loaded a step ahead
   if (type != NF4_F32) tc_load_x_half(xn, x, x_at + kb, has_row && kb < ke);
+  int k0 = kb;
+#if LW && TC_FULL
+  // LW 1, the steady state (PF >= 1, so RT <= 2 and TC_FULL): rounds whose groups, and those
+  // loaded ahead, lie below main_end (ke; with the emulation the same number of rounds for
+  // every warp, for its barriers). NVIDIA's PTX assembler gives all code and scale loads one
+  // scoreboard, so in the loop below (LW 0) the first use of a group's codes, after the loads
+  // ahead were issued, waits for those loads too: a whole memory latency every group (Nsight
+  // Compute: a fifth of the stall samples there, results/h200-2026-12-01). Here the loads
+  // ahead take their addresses from a code of the group about to be multiplied (tc_after), so
+  // they are issued after the wait for it, and the loop body has no test, so that the
+  // assembler can tell the group's other codes are in. It may still spread the loads ahead
+  // among the products on a scoreboard that a later use waits for: on the H200 LW 1 was
+  // faster for one shipped problem and slower for the others, so it is a tuned choice.
+  const uint zero = (uint)K >> 31;  // K >= 0
 #pragma unroll 1
-  for (int k0 = kb; k0 < k_stop; k0 += TC_SLOTS * TC_GSPAN) {
+  for (; k0 + (TC_SLOTS + PF) * TC_GSPAN <= main_end; k0 += TC_SLOTS * TC_GSPAN) {
+    TC_UNROLL
+    for (int u = 0; u < TC_SLOTS; ++u) {
+      const int kg = k0 + u * TC_GSPAN;
+      tc_load_group(&grp[(u + PF) % TC_SLOTS], rows, kg + PF * TC_GSPAN, ke, emod, log2_block, lane,
+                    tc_after(&grp[u], zero), 1);
+      tc_group(acc, &grp[u], xn, &xsp, x, x_row0, x_at, K, kg, ke, ke, 1, live, type, table, lut, lane_off, scratch,
+               lane);
+    }
+  }
+#endif
+#pragma unroll 1
+  for (; k0 < k_stop; k0 += TC_SLOTS * TC_GSPAN) {
     TC_UNROLL
     for (int u = 0; u < TC_SLOTS; ++u) {
       const int kg = k0 + u * TC_GSPAN;
       if (kg >= k_stop) break;  // uniform (over the warp; with the emulation, the workgroup)
       const int ahead = kg + PF * TC_GSPAN;
-      if (ahead < ke) tc_load_group(&grp[(u + PF) % TC_SLOTS], rows, ahead, ke, emod, log2_block, lane);
+      if (ahead < ke) tc_load_group(&grp[(u + PF) % TC_SLOTS], rows, ahead, ke, emod, log2_block, lane, 0u, 0);
       // A whole group inside the warp's steps runs its 4 steps without a test between them,
       // so that one step's lookups overlap the previous step's products.
       if (TC_FULL && kg + TC_GSPAN <= ke)
@@ -708,6 +749,13 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const int steps = K / TC_STEP, per = (steps + KS - 1) / KS;
   const int kb = min(part * per, steps) * TC_STEP, ke = min((part + 1) * per, steps) * TC_STEP;
   const int kb_end = kb + per * TC_STEP;
+#ifdef OCLTK_PTX
+  const int main_end = ke;
+#else
+  // The emulated product's barriers: every warp runs as many steady rounds of LW 1 (tc_batch),
+  // as many as the last part's steps allow.
+  const int main_end = kb + min(per, max(steps - (KS - 1) * per, 0)) * TC_STEP;
+#endif
 
   // The register sets of the groups in flight (see tc_batch). The first batch's first
   // groups are loaded before anything else: the segment's bounds, the codebook and the
@@ -754,8 +802,8 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
       float acc[4 * RT];
 #pragma unroll
       for (int q = 0; q < 4 * RT; ++q) acc[q] = 0.0f;
-      tc_batch(acc, grp, hoisted && r0 == seg_begin && j == 0, x, x_row0, xs, xs_shift, r0, K, kb, ke, kb_end, live,
-               type, &wrows, emod, log2_block, (__local const uchar*)table, lut, lane_off, scratch, lane);
+      tc_batch(acc, grp, hoisted && r0 == seg_begin && j == 0, x, x_row0, xs, xs_shift, r0, K, kb, ke, kb_end, main_end,
+               live, type, &wrows, emod, log2_block, (__local const uchar*)table, lut, lane_off, scratch, lane);
       TC_UNROLL
       for (int i = 0; i < RT; ++i) {
         tc_team_sum(acc + 4 * i, red, lid, part);

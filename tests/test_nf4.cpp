@@ -412,7 +412,7 @@ const std::vector<Params> kWarpsPoints = {
 // The first splits f32 x in every warp (XS 0), the others in the pre-pass (nf4_split_x); the
 // first and the last take f32 rows 4 a pass (FR 4: a column for each part of x).
 const std::vector<Params> kTcPoints = {
-    {{"WGS", 64}, {"RT", 1}, {"NB", 4}, {"PF", 2}, {"KS", 2}, {"XS", 0}, {"FR", 4}},
+    {{"WGS", 64}, {"RT", 1}, {"NB", 4}, {"PF", 2}, {"LW", 1}, {"KS", 2}, {"XS", 0}, {"FR", 4}},
     {},
     {{"WGS", 256}, {"RT", 4}, {"NB", 16}, {"PF", 0}, {"KS", 4}, {"FR", 4}},
 };
@@ -529,8 +529,9 @@ TEST_F(Nf4Device, TcAtSeveralPointsMatchesTheReference) {
       for (const Params& p : kTcPoints) run_case(c, choice("nf4_forward", "tc", p), Choice());
     }
   }
-  // The points above pair the in-warp split (XS 0) with FR 4 only: f32 at FR 8 too.
-  const Params in_warp_split = {{"XS", 0}};
+  // The points above pair the in-warp split (XS 0) with FR 4 only, and PF 2 with LW 1: f32 at
+  // FR 8 with XS 0, PF 2 and LW 0 too.
+  const Params in_warp_split = {{"XS", 0}, {"PF", 2}, {"RT", 1}};
   for (Case c : cases) {
     c.type = ElementType::f32;
     run_case(c, choice("nf4_forward", "tc", in_warp_split), Choice());

@@ -144,6 +144,33 @@ TEST(ParamTables, TensorCoreAlgorithmIsSearchedOnlyWithTensorMma) {
   EXPECT_FALSE(ocltk::DeviceLimits::of(h200).tensor_mma) << "no inline PTX";
 }
 
+// tc's LW 1 (loads ahead issued after the wait for the group being multiplied) needs loads
+// ahead: with PF 0 it is refused by name, and it doubles only the points with PF >= 1.
+TEST(ParamTables, TensorCoreLoadWaitNeedsLoadsAhead) {
+  const AlgorithmSpec* tc = ocltk::nf4_forward_family().find_algorithm("tc");
+  ASSERT_NE(tc, nullptr);
+  const std::optional<std::string> bad = tc->violation(tc->complete({{"LW", 1}, {"PF", 0}}), nullptr);
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_NE(bad->find("LW 1 needs PF >= 1"), std::string::npos) << *bad;
+  EXPECT_FALSE(tc->violation(tc->complete({{"LW", 1}, {"PF", 1}}), nullptr).has_value());
+  EXPECT_FALSE(tc->violation(tc->complete({{"LW", 0}, {"PF", 0}}), nullptr).has_value());
+  ocltk::DeviceLimits gpu;
+  gpu.local_mem_bytes = 48 * 1024;
+  gpu.gpu = true;
+  gpu.tensor_mma = true;
+  std::size_t lw1 = 0, lw0_ahead = 0;
+  for (const Params& p : tc->search_space(&gpu)) {
+    if (p.at("LW") == 1) {
+      ++lw1;
+      EXPECT_GE(p.at("PF"), 1);
+    } else if (p.at("PF") >= 1) {
+      ++lw0_ahead;
+    }
+  }
+  EXPECT_GT(lw1, 0u);
+  EXPECT_EQ(lw1, lw0_ahead);
+}
+
 // REGS, the register target, is legal other than 0 only where binaries are PTX (NVIDIA):
 // elsewhere the legal space holds the compiler's choice alone, and a profile that asks for
 // a target is refused by name.

@@ -198,6 +198,11 @@ AlgorithmSpec forward_tc_algorithm() {
       {"NB", 1, {1, 4, 16}, "W row batches per team of KS warps, strided over all teams"},
       {"PF", 1, {0, 1, 2}, "groups of 4 steps whose codes and scales are loaded ahead of the group being multiplied"},
       {"KS", 1, {1, 2, 4, 8}, "warps sharing one batch, each sweeping a part of K (sums met in local memory)"},
+      {"LW",
+       0,
+       {0, 1},
+       "1: the loads PF groups ahead are issued once the codes of the group about to be multiplied are in (a "
+       "steady loop without tests); 0: before them"},
       {"XS",
        1,
        {1, 0},
@@ -215,6 +220,8 @@ AlgorithmSpec forward_tc_algorithm() {
                  [](const Params& p) { return param(p, "RT") * (param(p, "PF") + 1) <= 4; }),
       constraint("KS <= WGS / 32 (warps of a workgroup)",
                  [](const Params& p) { return param(p, "KS") <= param(p, "WGS") / 32; }),
+      constraint("LW 1 needs PF >= 1 (loads ahead)",
+                 [](const Params& p) { return param(p, "LW") == 0 || param(p, "PF") >= 1; }),
   };
   a.search_needs_tensor_mma = true;
   // One program per element type (NF4_TYPE = ElementType's value): only that type's path is
