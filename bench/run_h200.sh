@@ -66,6 +66,9 @@
 #          profile, twice in turn, then cuBLAS on the same shapes (see the phase for overrides).
 # f32-rows (kind nvidia-h200): FWD_CANDIDATES pinned as nf4_forward's f32 entries at 2 and 4
 #          rows per expert of each shape and benched beside the shipped profile.
+# ncu-decode, dep-ab, lw-lab, lw-confirm, final-n (kind nvidia-h200, 2026-12-01): Nsight
+#          Compute on the decode kernels through bench/ptx_lab.py, the load-wait experiments and
+#          tc's LW parameter (see each phase; results/h200-2026-12-01/README.md).
 # whole-decode-bench (kind nvidia-h200-x2): the whole default tune on one H200; the NF4 forward
 #          decode bench (both shapes) with the shipped profile and cuBLAS on the other.
 # record:  an exhaustive --record of every kernel and class (the recorded spaces that
@@ -73,7 +76,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -159,6 +162,31 @@ cublas_decode() {
   timeout 30 $ref copy > "$out/copy.json"
   unset CUDA_VISIBLE_DEVICES
   mark "cuBLAS done"
+}
+# ncu_lab NAME "PTX_LAB_ARGS": bench/ptx_lab.py (stage it) on the program cache OUT/cache
+# (filled by a bench run first) with those arguments, timed and checked, its PTX kept as
+# OUT/NAME.ptx with ptxas's report and the SASS (OUT/NAME.sass), then one launch profiled by
+# `ncu --set full`: OUT/ncu-NAME-details.txt, -sass.csv (per instruction) and -raw.csv.
+ncu_lab() {
+  local name=$1 lab_args=$2 ncu
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  # shellcheck disable=SC2086  # lab_args: flags, split on purpose
+  timeout 120 python3 "$here/ptx_lab.py" --cache "$out/cache" $lab_args --dump-ptx "$out/$name.ptx" \
+    --json "$out/lab.jsonl" > "$out/lab-$name.txt" 2>&1
+  echo "lab $name rc=$?" >> "$out/device.txt"
+  if [ -s "$out/$name.ptx" ]; then
+    /usr/local/cuda/bin/ptxas -arch=sm_90 -v "$out/$name.ptx" -o "/tmp/$name.cubin" > "$out/$name-ptxas.txt" 2>&1 &&
+      /usr/local/cuda/bin/cuobjdump -sass "/tmp/$name.cubin" > "$out/$name.sass" 2>&1
+  fi
+  # shellcheck disable=SC2086
+  timeout 240 "$ncu" --set full --import-source no --kernel-name nf4_forward --launch-skip 2 --launch-count 1 \
+    -f -o "/tmp/ncu-$name" python3 "$here/ptx_lab.py" --cache "$out/cache" $lab_args --reps 1 --calls 2 \
+    > "$out/ncu-$name-run.txt" 2>&1
+  echo "ncu $name rc=$?" >> "$out/device.txt"
+  "$ncu" -i "/tmp/ncu-$name.ncu-rep" --page details --print-details all > "$out/ncu-$name-details.txt" 2>&1
+  "$ncu" -i "/tmp/ncu-$name.ncu-rep" --page source --print-source sass --csv > "$out/ncu-$name-sass.csv" 2>&1
+  "$ncu" -i "/tmp/ncu-$name.ncu-rep" --page raw --csv > "$out/ncu-$name-raw.csv" 2>&1
+  mark "lab $name done"
 }
 # ab_decode: the runs of the ab-decode phase (see there).
 ab_decode() {
@@ -286,6 +314,13 @@ bench_pinned() {
     echo "$tag$i: $cand" >> "$out/${tag}idates-$name.txt"
     mark "bench $name candidate $i done"
   done
+}
+# pin_rows TAG NAME E N K ROWS BITS FILTER CANDIDATES: bench_pinned of nf4_forward's decode
+# entries at ROWS and BITS of the shape E x N x K for each of CANDIDATES (as $cands), in a copy
+# of the shipped profile, benched at those rows only with FILTER.
+pin_rows() {
+  cands=$9 bench_extra="--ocltk_rows=$6 --benchmark_min_time=0.03" \
+    bench_pinned "" "$1" "$here/nvidia-h200.yaml" nf4_forward "$2" "$3" "$4" "$5" "$6" "$7" 60 "$8"
 }
 # serial_if_one_gpu: after split_gpus, on one H200 (kind nvidia-h200) gives both sides the
 # first GPU and all cores and sets serial=1, so that a phase runs its sides one after the other.
@@ -980,6 +1015,120 @@ last-m)
     --budget "${TUNE_BUDGET:-60}" --out "$out/tuned-f32.yaml" --record "$out/tune-f32.jsonl"
   mark "tune done"
   nf4_bench "" tuned "$out/tuned-f32.yaml" 60 "$filter" --ocltk_rows=64,256,512 --benchmark_min_time=0.03
+  mark "all done"
+  ;;
+ncu-decode)
+  # On one H200 (2026-12-01): the decode kernels as OpenCL runs them, seen by Nsight Compute.
+  # The bench (shipped profile, Mixtral-like 8 and 32 rows, f32 and bf16) fills the program
+  # cache with NVIDIA's PTX; bench/ptx_lab.py (stage it) runs each entry's PTX through the
+  # CUDA driver, checks it against a float64 reference and times it (LAB_CALLS launches per
+  # event pair), then `ncu --set full` profiles one launch of each: details and per-SASS
+  # stall samples (OUT/ncu-NAME-*.txt, .csv), the SASS itself (OUT/NAME.sass).
+  export OCLTK_CACHE_DIR="$out/cache"
+  nf4_bench "" shipped "$here/nvidia-h200.yaml" 90 'nf4_forward/mixtral[^/]*/rows(8|32)/decode/(ours|ours_bf16)/' \
+    --ocltk_rows=8,32 --benchmark_min_time=0.03
+  mark "bench done"
+  # NAME|ptx_lab arguments
+  labs=${LAB_CASES:-"warps8|--algo warps --params WGS=128,CW=16,RB=16,TR=1,NB=1,PF=0 --regs 128 --dtype f32 --rows 8
+tc8bf16|--algo tc --params WGS=128,RT=2,PF=1,KS=1,NB=1 --type-variant 2 --dtype bf16 --rows 8
+tc32|--algo tc --params WGS=128,RT=2,PF=0,KS=1,NB=1,FR=4,XS=1 --type-variant 0 --regs 128 --dtype f32 --rows 32"}
+  while IFS='|' read -r name lab_args; do
+    [ -n "$name" ] && ncu_lab "$name" "$lab_args"
+  done <<< "$labs"
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+dep-ab)
+  # On one H200 (2026-12-01, calls 3 and 4): uncommitted builds whose loads a group ahead wait
+  # for the codes of the group being multiplied in every loop (tc, and warps at PF 1; call 4's
+  # build is results/h200-2026-12-01/call4/dep-v2.patch; LW 1 is what came of it). The forward
+  # decode bench with the shipped profile, the build before the change (stage its
+  # bench as ocltk_bench_nf4_old and the profile again as old.yaml) and after, alternated
+  # (AB_ROUNDS); then candidates with loads ahead pinned (Mixtral-like 8 rows f32: warps PF 1;
+  # 32 rows f32 and 8 rows bf16: tc with PF 1 or 2), and Nsight Compute on the new bf16 point
+  # (ptx_lab.py, as ncu-decode).
+  export OCLTK_CACHE_DIR="$out/cache"
+  AB_FILTER=${AB_FILTER:-'nf4_forward/.*/decode/(ours|ours_bf16)/'} AB_ROWS=${AB_ROWS:-8,32,64,256,512} AB_CUBLAS=0 \
+    AB_OLD_BIN=${AB_OLD_BIN:-ocltk_bench_nf4_old} ab_decode
+  pin_rows pin mix8 8 14336 4096 8 32 'nf4_forward/mixtral[^/]*/rows8/decode/ours/' \
+    "${WARPS_CANDIDATES:-"warps|CW: 16, NB: 1, PF: 1, RB: 16, REGS: 0, TR: 1, WGS: 128;warps|CW: 16, NB: 1, PF: 1, RB: 16, REGS: 168, TR: 1, WGS: 128;warps|CW: 16, NB: 1, PF: 1, RB: 8, REGS: 128, TR: 1, WGS: 128"}"
+  pin_rows pin mix32 8 14336 4096 32 32 'nf4_forward/mixtral[^/]*/rows32/decode/ours/' \
+    "${TC32_CANDIDATES:-"tc|FR: 4, KS: 1, NB: 1, PF: 1, REGS: 168, RT: 2, WGS: 128, XS: 1;tc|FR: 4, KS: 1, NB: 1, PF: 1, REGS: 0, RT: 2, WGS: 128, XS: 1"}"
+  pin_rows pin mix8bf16 8 14336 4096 8 16 'nf4_forward/mixtral[^/]*/rows8/decode/ours_bf16/' \
+    "${BF16_CANDIDATES:-"tc|KS: 1, NB: 1, PF: 2, RT: 1, WGS: 128;tc|KS: 1, NB: 1, PF: 1, RT: 2, WGS: 256;tc|KS: 1, NB: 1, PF: 1, RT: 1, WGS: 128"}"
+  mark "candidates done"
+  ncu_lab tc8bf16 "--algo tc --params WGS=128,RT=2,PF=1,KS=1,NB=1 --type-variant 2 --dtype bf16 --rows 8"
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+lw-lab)
+  # On one H200 (2026-12-01, call 6; call 5 ran an uncommitted LW 1 that loaded a round's
+  # groups together): tc's LW 1 (the loads ahead issued once the codes of the group about to
+  # be multiplied are in, in a steady loop without tests) pinned beside the shipped
+  # entries, per decode problem; the shipped
+  # profile with the build before LW (ocltk_bench_nf4_old, its own program cache) and after,
+  # once each (LW 0 must not move); then Nsight Compute on one LW 1 point (ptx_lab.py).
+  export OCLTK_CACHE_DIR="$out/cache"
+  OCLTK_CACHE_DIR="$out/cache-old" bench_bin="$here/ocltk_bench_nf4_old" nf4_bench "" old "$here/nvidia-h200.yaml" 90 \
+    'nf4_forward/mixtral[^/]*/rows(8|32|64)/decode/(ours|ours_bf16)/' --ocltk_rows=8,32,64 --benchmark_min_time=0.03
+  nf4_bench "" new "$here/nvidia-h200.yaml" 90 \
+    'nf4_forward/mixtral[^/]*/rows(8|32|64)/decode/(ours|ours_bf16)/' --ocltk_rows=8,32,64 --benchmark_min_time=0.03
+  mark "shipped done"
+  pin_rows lw mix8bf16 8 14336 4096 8 16 'nf4_forward/mixtral[^/]*/rows8/decode/ours_bf16/' \
+    "tc|KS: 1, LW: 1, NB: 1, PF: 1, RT: 2, WGS: 128;tc|KS: 1, LW: 1, NB: 1, PF: 1, RT: 1, WGS: 128;tc|KS: 1, LW: 1, NB: 1, PF: 2, RT: 1, WGS: 128"
+  pin_rows lw mix64bf16 8 14336 4096 64 16 'nf4_forward/mixtral[^/]*/rows64/decode/ours_bf16/' \
+    "tc|KS: 1, LW: 1, NB: 1, PF: 1, RT: 2, WGS: 128;tc|KS: 1, LW: 1, NB: 1, PF: 2, RT: 1, WGS: 128"
+  pin_rows lw mix32 8 14336 4096 32 32 'nf4_forward/mixtral[^/]*/rows32/decode/ours/' \
+    "tc|FR: 4, KS: 1, LW: 1, NB: 1, PF: 1, REGS: 168, RT: 2, WGS: 128, XS: 1;tc|FR: 4, KS: 1, LW: 1, NB: 1, PF: 2, REGS: 168, RT: 1, WGS: 128, XS: 1"
+  pin_rows lw mix64 8 14336 4096 64 32 'nf4_forward/mixtral[^/]*/rows64/decode/ours/' \
+    "tc|FR: 8, KS: 2, LW: 1, NB: 1, PF: 1, REGS: 168, RT: 2, WGS: 128, XS: 1;tc|FR: 8, KS: 1, LW: 1, NB: 1, PF: 1, REGS: 168, RT: 2, WGS: 128, XS: 1"
+  pin_rows lw fine256 64 1408 2048 256 32 'nf4_forward/fine[^/]*/rows256/decode/ours/' \
+    "tc|FR: 4, KS: 1, LW: 1, NB: 1, PF: 1, REGS: 168, RT: 2, WGS: 128, XS: 1"
+  pin_rows lw fine64bf16 64 1408 2048 64 16 'nf4_forward/fine[^/]*/rows64/decode/ours_bf16/' \
+    "tc|KS: 1, LW: 1, NB: 1, PF: 1, RT: 2, WGS: 128;tc|KS: 1, LW: 1, NB: 1, PF: 1, RT: 2, WGS: 64"
+  mark "candidates done"
+  ncu_lab lw8bf16 "--algo tc --params WGS=128,RT=2,PF=1,KS=1,NB=1,LW=1 --type-variant 2 --dtype bf16 --rows 8"
+  rm -rf "$out/cache" "$out/cache-old"
+  mark "all done"
+  ;;
+lw-confirm)
+  # On one H200 (2026-12-01): test_nf4's tc tests (stage test_nf4; TEST_LIMIT s), then LW 1
+  # candidates for the f32 entries of fine-grained rows 256 and 512 pinned and benched, the
+  # shipped profile and the candidates alternated (LW_ROUNDS), and the profile given as
+  # LW_PROFILE (stage it as lw.yaml; the shipped one where absent) beside the shipped one.
+  export OCLTK_CACHE_DIR="$out/cache"
+  staged_test_nf4 300 '*TcAtSeveral*:*EveryAlgorithm*'
+  filter='nf4_forward/fine[^/]*/rows(256|512)/decode/ours/'
+  for round in $(seq "${LW_ROUNDS:-2}"); do
+    nf4_bench "" "shipped$round" "$here/nvidia-h200.yaml" 60 "$filter" --ocltk_rows=256,512 --benchmark_min_time=0.03
+    pin_rows "r$round" fine256 64 1408 2048 256 32 'nf4_forward/fine[^/]*/rows256/decode/ours/' \
+      "${FINE256_CANDIDATES:-"tc|FR: 4, KS: 1, LW: 1, NB: 1, PF: 1, REGS: 168, RT: 2, WGS: 128, XS: 1;tc|FR: 4, KS: 1, LW: 1, NB: 1, PF: 1, REGS: 128, RT: 2, WGS: 128, XS: 1"}"
+    pin_rows "r$round" fine512 64 1408 2048 512 32 'nf4_forward/fine[^/]*/rows512/decode/ours/' \
+      "${FINE512_CANDIDATES:-"tc|FR: 8, KS: 1, LW: 1, NB: 1, PF: 1, REGS: 168, RT: 2, WGS: 128, XS: 1;tc|FR: 8, KS: 2, LW: 1, NB: 1, PF: 1, REGS: 168, RT: 2, WGS: 128, XS: 1"}"
+    if [ -f "$here/lw.yaml" ]; then
+      nf4_bench "" "lwprofile$round" "$here/lw.yaml" 60 "$filter" --ocltk_rows=256,512 --benchmark_min_time=0.03
+    fi
+    mark "round $round done"
+  done
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+final-n)
+  # On one H200 (2026-12-01): the NF4 forward decode bench with the profile before LW (stage
+  # HEAD's as old.yaml) and the shipped one, alternated (AB_ROUNDS), then cuBLAS on the same
+  # shapes; then `tune --shapes` of the default decode problem (fine-grained rows 256, f32)
+  # into a copy of old.yaml (TUNE_BUDGET s), and the bench with the profile it wrote.
+  export OCLTK_CACHE_DIR="$out/cache"
+  AB_FILTER='nf4_forward/.*/decode/(ours|ours_bf16)/' AB_ROWS=8,32,64,256,512 ab_decode
+  { echo shapes:
+    echo "  - {kernel: nf4_forward, experts: 64, n: 1408, k: 2048, rows: 256, block_size: 64}"; } > "$out/shapes-f32.yaml"
+  cp "$here/old.yaml" "$out/tuned-f32.yaml"
+  timed tune-f32 tune "$here/ocltk" tune --kernels nf4_forward --classes decode --shapes "$out/shapes-f32.yaml" \
+    --budget "${TUNE_BUDGET:-60}" --out "$out/tuned-f32.yaml" --record "$out/tune-f32.jsonl"
+  mark "tune done"
+  nf4_bench "" tuned "$out/tuned-f32.yaml" 60 'nf4_forward/fine[^/]*/rows256/decode/ours/' --ocltk_rows=256 \
+    --benchmark_min_time=0.03
+  rm -rf "$out/cache"
   mark "all done"
   ;;
 whole-decode-bench)
