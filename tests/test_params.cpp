@@ -171,6 +171,29 @@ TEST(ParamTables, TensorCoreLoadWaitNeedsLoadsAhead) {
   EXPECT_EQ(lw1, lw0_ahead);
 }
 
+// XS and FR of the forward tc are read only on its f32 path: a problem with 16-bit input
+// searches them at their defaults alone (a quarter of the points, none lost otherwise), an
+// f32 problem all of them; tables without such parameters are unchanged.
+TEST(ParamTables, InputWidthParametersAreSearchedOnlyForTheirWidth) {
+  ocltk::DeviceLimits gpu;
+  gpu.local_mem_bytes = 48 * 1024;
+  gpu.gpu = true;
+  gpu.tensor_mma = true;
+  const AlgorithmSpec* tc = ocltk::nf4_forward_family().find_algorithm("tc");
+  ASSERT_NE(tc, nullptr);
+  const std::vector<Params> all = tc->search_space(&gpu);
+  EXPECT_EQ(tc->search_space(&gpu, 32), all);
+  const std::vector<Params> half = tc->search_space(&gpu, 16);
+  ASSERT_FALSE(half.empty());
+  EXPECT_EQ(half.size() * 4, all.size());
+  std::set<Params> expected;
+  for (Params p : all)
+    if (p.at("XS") == 1 && p.at("FR") == 8) expected.insert(p);
+  EXPECT_EQ(std::set<Params>(half.begin(), half.end()), expected);
+  for (const ocltk::KernelFamily* family : {&ocltk::gemm_nt_family(), &ocltk::nf4_backward_family()})
+    for (const AlgorithmSpec& a : family->algorithms) EXPECT_EQ(a.search_space(&gpu, 16), a.search_space(&gpu));
+}
+
 // REGS, the register target, is legal other than 0 only where binaries are PTX (NVIDIA):
 // elsewhere the legal space holds the compiler's choice alone, and a profile that asks for
 // a target is refused by name.

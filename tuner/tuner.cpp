@@ -455,8 +455,12 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   std::vector<std::mt19937_64> search_rngs;
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     const KernelFamily& family = *jobs[ji].tuning->family;
+    // A problem's input width (32 where it names none): parameters of another width's code
+    // path are searched at their defaults alone.
+    const std::optional<Problem>& problem = jobs[ji].problem;
+    const int input_bits = problem && problem->count("input_bits") ? int(problem->at("input_bits")) : 32;
     for (const AlgorithmSpec& algorithm : family.algorithms)
-      for (Params& p : algorithm.search_space(&limits)) spaces[ji].push_back({&algorithm, std::move(p)});
+      for (Params& p : algorithm.search_space(&limits, input_bits)) spaces[ji].push_back({&algorithm, std::move(p)});
     search_rngs.emplace_back(options.seed * 0x9E3779B97F4A7C15ull + ji + 1);
   }
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {

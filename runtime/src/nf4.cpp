@@ -188,6 +188,12 @@ AlgorithmSpec forward_warps_algorithm() {
 // only on NVIDIA, so the tuner searches it only where mma.sync exists (sm_80 and newer).
 std::string type_variant(ElementType type) { return " -DNF4_TYPE=" + std::to_string(int(type)); }
 
+// A parameter read only on the f32 path (ParamSpec::only_input_bits).
+ParamSpec f32_only(ParamSpec spec) {
+  spec.only_input_bits = 32;
+  return spec;
+}
+
 AlgorithmSpec forward_tc_algorithm() {
   AlgorithmSpec a;
   a.name = "tc";
@@ -203,16 +209,16 @@ AlgorithmSpec forward_tc_algorithm() {
        {0, 1},
        "1: the loads PF groups ahead are issued once the codes of the group about to be multiplied are in (a "
        "steady loop without tests); 0: before them"},
-      {"XS",
-       1,
-       {1, 0},
-       "f32 input split into f16 hi and lo parts once per launch by a pre-pass (nf4_split_x: 1) or by every warp "
-       "in each step (0)"},
-      {"FR",
-       8,
-       {8, 4},
-       "f32 input: segment rows a pass, a column each with three products a step (8), or two columns each (x's hi "
-       "and lo parts) with two products a step (4)"},
+      f32_only({"XS",
+                1,
+                {1, 0},
+                "f32 input split into f16 hi and lo parts once per launch by a pre-pass (nf4_split_x: 1) or by every "
+                "warp in each step (0)"}),
+      f32_only({"FR",
+                8,
+                {8, 4},
+                "f32 input: segment rows a pass, a column each with three products a step (8), or two columns each "
+                "(x's hi and lo parts) with two products a step (4)"}),
       register_target_param(),
   };
   a.constraints = {

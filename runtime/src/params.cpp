@@ -136,6 +136,19 @@ std::vector<Params> AlgorithmSpec::search_space(const DeviceLimits* limits) cons
   return space;
 }
 
+std::vector<Params> AlgorithmSpec::search_space(const DeviceLimits* limits, int input_bits) const {
+  std::vector<Params> space = search_space(limits);
+  space.erase(std::remove_if(space.begin(), space.end(),
+                             [&](const Params& p) {
+                               return std::any_of(params.begin(), params.end(), [&](const ParamSpec& spec) {
+                                 return spec.only_input_bits != 0 && spec.only_input_bits != input_bits &&
+                                        p.at(spec.name) != spec.default_value;
+                               });
+                             }),
+              space.end());
+  return space;
+}
+
 std::vector<Params> AlgorithmSpec::refinements(const Params& best, const DeviceLimits* limits) const {
   std::vector<Params> around;
   for (const ParamSpec& spec : params) {

@@ -28,6 +28,12 @@ struct ParamSpec {
   // then measures the class's best at each other legal value (AlgorithmSpec::refinements).
   // For a knob that shifts a point's time more than it moves the optimum (REGS).
   bool refined_last = false;
+  // When not 0: the parameter changes the program only for problems whose input has this
+  // many bits (a problem's `input_bits`, 32 where it has none; e.g. XS and FR of the NF4
+  // forward's tc, read only on its f32 path). The tuner searches other problems at the
+  // default alone (AlgorithmSpec::search_space with input bits), so that it does not measure
+  // one program under several names.
+  int only_input_bits = 0;
 };
 
 // What a constraint may look at besides the parameters.
@@ -111,6 +117,9 @@ struct AlgorithmSpec {
   // (and, when `limits` says GPU, without the gpu_search_pruning ones), with every
   // refined_last parameter at its default.
   std::vector<Params> search_space(const DeviceLimits* limits) const;
+  // The same for a problem whose input has `input_bits` bits: parameters whose
+  // only_input_bits is another width stay at their defaults.
+  std::vector<Params> search_space(const DeviceLimits* limits, int input_bits) const;
   // What the tuner measures after its search: `best` with one refined_last parameter set to
   // each of its other allowed values, the points legal on `limits`, in table order.
   std::vector<Params> refinements(const Params& best, const DeviceLimits* limits) const;
