@@ -66,7 +66,7 @@
 #          profile, twice in turn, then cuBLAS on the same shapes (see the phase for overrides).
 # f32-rows (kind nvidia-h200): FWD_CANDIDATES pinned as nf4_forward's f32 entries at 2 and 4
 #          rows per expert of each shape and benched beside the shipped profile.
-# ncu-decode, dep-ab, lw-lab, lw-confirm, final-n (kind nvidia-h200, 2026-12-01): Nsight
+# ncu-decode, dep-ab, lw-lab, lw-confirm, final-n, final-tests (kind nvidia-h200, 2026-12-01): Nsight
 #          Compute on the decode kernels through bench/ptx_lab.py, the load-wait experiments and
 #          tc's LW parameter (see each phase; results/h200-2026-12-01/README.md).
 # whole-decode-bench (kind nvidia-h200-x2): the whole default tune on one H200; the NF4 forward
@@ -76,7 +76,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|final-tests|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -1127,6 +1127,28 @@ final-n)
     --budget "${TUNE_BUDGET:-60}" --out "$out/tuned-f32.yaml" --record "$out/tune-f32.jsonl"
   mark "tune done"
   nf4_bench "" tuned "$out/tuned-f32.yaml" 60 'nf4_forward/fine[^/]*/rows256/decode/ours/' --ocltk_rows=256 \
+    --benchmark_min_time=0.03
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+final-tests)
+  # On one H200 (2026-12-01): the whole test_nf4 (stage it; TEST_LIMIT s); then `tune --shapes`
+  # of the Mixtral-like decode problem with bf16 input (rows 8, input_bits 16; TUNE_BUDGET s)
+  # into a copy of the shipped profile, whose summary shows the space it searched (tc's XS and
+  # FR at their defaults for 16-bit input), and the bench with the profile it wrote.
+  export OCLTK_CACHE_DIR="$out/cache"
+  staged_test_nf4 330 ''
+  mark "test_nf4 done"
+  { echo shapes:
+    echo "  - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 8, block_size: 64, input_bits: 16}"; } \
+    > "$out/shapes-bf16.yaml"
+  cp "$here/nvidia-h200.yaml" "$out/tuned-bf16.yaml"
+  timed tune-bf16 tune "$here/ocltk" tune --kernels nf4_forward --classes decode --shapes "$out/shapes-bf16.yaml" \
+    --budget "${TUNE_BUDGET:-60}" --out "$out/tuned-bf16.yaml" --record "$out/tune-bf16.jsonl"
+  mark "tune done"
+  nf4_bench "" tuned "$out/tuned-bf16.yaml" 60 'nf4_forward/mixtral[^/]*/rows8/decode/ours_bf16/' --ocltk_rows=8 \
+    --benchmark_min_time=0.03
+  nf4_bench "" shipped "$here/nvidia-h200.yaml" 60 'nf4_forward/mixtral[^/]*/rows8/decode/ours_bf16/' --ocltk_rows=8 \
     --benchmark_min_time=0.03
   rm -rf "$out/cache"
   mark "all done"
