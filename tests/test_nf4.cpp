@@ -410,7 +410,11 @@ const std::vector<Params> kWarpsPoints = {
 // 4 tiles, 16 batches per team (the last workgroup's later teams have none), nothing loaded
 // ahead. Each fits 48 KiB of local memory.
 // The first splits f32 x in every warp (XS 0), the others in the pre-pass (nf4_split_x); the
-// first and the last take f32 rows 4 a pass (FR 4: a column for each part of x).
+// first and the last take f32 rows 4 a pass (FR 4: a column for each part of x). The first
+// issues its loads ahead after the wait for the group multiplied (LW 1): its steady loop
+// runs where a part of K has 20 steps or more (the 41-step case below: parts of 21 and 20
+// steps, so the emulation's two warps run as many steady rounds, then tails of unequal
+// length).
 const std::vector<Params> kTcPoints = {
     {{"WGS", 64}, {"RT", 1}, {"NB", 4}, {"PF", 2}, {"LW", 1}, {"KS", 2}, {"XS", 0}, {"FR", 4}},
     {},
@@ -529,8 +533,16 @@ TEST_F(Nf4Device, TcAtSeveralPointsMatchesTheReference) {
       for (const Params& p : kTcPoints) run_case(c, choice("nf4_forward", "tc", p), Choice());
     }
   }
-  // The points above pair the in-warp split (XS 0) with FR 4 only, and PF 2 with LW 1: f32 at
-  // FR 8 with XS 0, PF 2 and LW 0 too.
+  // 41 steps for the LW 1 point (the first): its steady rounds, then its tails with a partial
+  // group, in two parts of uneven length (21 and 20 steps, KS 2). The others' loops are
+  // covered by the shorter cases above.
+  for (ElementType t : {ElementType::f32, ElementType::f16, ElementType::bf16}) {
+    Case steady = {2, 24, 2624, 64, 0, {9, 2}};
+    steady.type = t;
+    run_case(steady, choice("nf4_forward", "tc", kTcPoints[0]), Choice());
+  }
+  // The points above pair the in-warp split (XS 0) with FR 4 only, and three register sets
+  // (PF 2) with LW 1 only: f32 at XS 0 with FR 8 and PF 2 with LW 0 too.
   const Params in_warp_split = {{"XS", 0}, {"PF", 2}, {"RT", 1}};
   for (Case c : cases) {
     c.type = ElementType::f32;

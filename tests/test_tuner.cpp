@@ -501,14 +501,37 @@ const KernelFamily& mock_refined_family() {
   return f;
 }
 
+// A family whose algorithm also has W, read only for 32-bit input (ParamSpec::only_input_bits).
+const KernelFamily& mock_wide_family() {
+  static const KernelFamily f = [] {
+    KernelFamily k;
+    k.name = "mock_wide";
+    AlgorithmSpec a = mock_algorithm();
+    ParamSpec w{"W", 0, {0, 1}, "w"};
+    w.only_input_bits = 32;
+    a.params.push_back(w);
+    k.algorithms = {a};
+    k.classes = {{"c1", "everything"}};
+    k.builtin = {{"mock", {}}};
+    return k;
+  }();
+  return f;
+}
+
 // Time (X-6)² + (Y-3)² + 1 ms (problems of another n: (X - n/10)² + ...), less 0.5 ms at
-// Z = 2 (only the refined family has Z); X = 3 fails to build, (5, 2) computes a wrong
-// result, (7, 4) hangs.
+// Z = 2 (only the refined family has Z) and 0.25 ms at W = 1 (only the wide family has W);
+// X = 3 fails to build, (5, 2) computes a wrong result, (7, 4) hangs.
 class MockWorkload : public Workload {
  public:
-  // run_ms: how long each run() sleeps (0: returns at once); n: the problem's one size.
-  explicit MockWorkload(MockState& s, int run_ms = 0, std::int64_t n = 10) : s_(s), run_ms_(run_ms), n_(n) {}
-  std::map<std::string, std::int64_t> problem() const override { return {{"n", n_}}; }
+  // run_ms: how long each run() sleeps (0: returns at once); n: the problem's one size;
+  // input_bits: the problem's input width where not 0 (it changes no time).
+  explicit MockWorkload(MockState& s, int run_ms = 0, std::int64_t n = 10, std::int64_t input_bits = 0)
+      : s_(s), run_ms_(run_ms), n_(n), input_bits_(input_bits) {}
+  std::map<std::string, std::int64_t> problem() const override {
+    std::map<std::string, std::int64_t> p = {{"n", n_}};
+    if (input_bits_ != 0) p["input_bits"] = input_bits_;
+    return p;
+  }
   double flops() const override { return 1e6; }
   double min_bytes() const override { return 0; }
   void poison() override {
@@ -524,7 +547,8 @@ class MockWorkload : public Workload {
     if (run_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(run_ms_));
     const int xo = n_ == 10 ? 6 : int(n_ / 10);  // other problems (make_for) have their optimum elsewhere
     const bool z2 = c.params.count("Z") != 0 && c.params.at("Z") == 2;
-    return (x - xo) * (x - xo) + (y - 3) * (y - 3) + 1.0 - (z2 ? 0.5 : 0.0);
+    const bool w1 = c.params.count("W") != 0 && c.params.at("W") == 1;
+    return (x - xo) * (x - xo) + (y - 3) * (y - 3) + 1.0 - (z2 ? 0.5 : 0.0) - (w1 ? 0.25 : 0.0);
   }
   std::string verify() override { return wrong_ ? "wrong result: injected" : ""; }
 
@@ -532,6 +556,7 @@ class MockWorkload : public Workload {
   MockState& s_;
   int run_ms_;
   std::int64_t n_;
+  std::int64_t input_bits_;
   bool wrong_ = false;
 };
 
@@ -554,7 +579,9 @@ class TunerEngine : public ::testing::Test {
       return std::unique_ptr<Workload>(new MockWorkload(state_));
     };
     mock.make_for = [this](Runtime&, const Problem& problem, std::mt19937_64&) {
-      return std::unique_ptr<Workload>(new MockWorkload(state_, 0, problem.at("n")));
+      const auto bits = problem.find("input_bits");
+      return std::unique_ptr<Workload>(
+          new MockWorkload(state_, 0, problem.at("n"), bits == problem.end() ? 0 : bits->second));
     };
     families_ = {mock};
   }
@@ -655,6 +682,28 @@ TEST_F(TunerEngine, LaterProblemsOfAClassStartFromTheEarlierOnesBest) {
           << "the cold run measures the earlier bests anyway: the warm case proves nothing";
     }
   }
+}
+
+// A parameter read only for 32-bit input is searched at its default for a 16-bit problem,
+// and the best of an earlier 32-bit problem reaches it under that name (warm start), so
+// the 16-bit problem never measures its program under another name.
+TEST_F(TunerEngine, AParameterOfAnotherInputWidthStaysAtItsDefault) {
+  families_[0].family = &mock_wide_family();
+  TuneOptions o = options(0);
+  o.warm_start = true;
+  o.cache_dir = "-";
+  o.default_classes = false;
+  o.shapes.push_back({&families_[0], "c1", {{"n", 10}}, "test"});
+  o.shapes.push_back({&families_[0], "c1", {{"n", 10}, {"input_bits", 16}}, "test"});
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 2u);
+  ASSERT_TRUE(r.classes[0].best.ok);
+  EXPECT_EQ(r.classes[0].best.params.at("W"), 1) << "the 32-bit problem's best must use W for the check to hold";
+  EXPECT_EQ(r.classes[1].space_size * 2, r.classes[0].space_size);
+  for (const Evaluation& e : r.classes[1].history) EXPECT_EQ(e.params.at("W"), 0) << ocltk::format_params(e.params);
+  ASSERT_TRUE(r.classes[1].best.ok);
+  EXPECT_EQ(r.classes[1].best.params.at("X"), r.classes[0].best.params.at("X"));
+  EXPECT_EQ(r.classes[1].best.params.at("Y"), r.classes[0].best.params.at("Y"));
 }
 
 // The fastest verified evaluation among the first `count` of `history`.

@@ -26,6 +26,12 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// The width of a job's input: its problem's input_bits, 32 where it names none (the class's
+// own problem, or a shape without the key).
+int job_input_bits(const std::optional<Problem>& problem) {
+  return problem && problem->count("input_bits") ? int(problem->at("input_bits")) : 32;
+}
+
 // Runs, verifies, then times a candidate; stops timing early when the first timed run is
 // already three times slower than the best so far. `hang` is set when a run outlived the
 // workload's time limit (the device may still be busy with it).
@@ -455,12 +461,10 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   std::vector<std::mt19937_64> search_rngs;
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     const KernelFamily& family = *jobs[ji].tuning->family;
-    // A problem's input width (32 where it names none): parameters of another width's code
-    // path are searched at their defaults alone.
-    const std::optional<Problem>& problem = jobs[ji].problem;
-    const int input_bits = problem && problem->count("input_bits") ? int(problem->at("input_bits")) : 32;
+    // Parameters of another input width's code path are searched at their defaults alone.
     for (const AlgorithmSpec& algorithm : family.algorithms)
-      for (Params& p : algorithm.search_space(&limits, input_bits)) spaces[ji].push_back({&algorithm, std::move(p)});
+      for (Params& p : algorithm.search_space(&limits, job_input_bits(jobs[ji].problem)))
+        spaces[ji].push_back({&algorithm, std::move(p)});
     search_rngs.emplace_back(options.seed * 0x9E3779B97F4A7C15ull + ji + 1);
   }
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
@@ -542,14 +546,18 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     for (const ProfileCandidate& candidate : prior.candidates) warm_from.push_back(&candidate.profile);
     if (options.warm_start)
       for (const Profile& profile : options.warm_profiles) warm_from.push_back(&profile);
+    // Points from elsewhere take this problem's names for parameters of another input
+    // width's path (AlgorithmSpec::at_input_bits), as the search space does.
+    const int input_bits = job_input_bits(jobs[ji].problem);
     for (const Profile* profile : warm_from) {
       const ProfileEntry* entry = profile->find(family.name, shape_class, &cr.problem);
       const AlgorithmSpec* algorithm = entry ? family.find_algorithm(entry->algorithm) : nullptr;
       if (algorithm == nullptr || algorithm->violation(entry->params, &limits)) continue;
-      warm.push_back({algorithm, entry->params});
+      warm.push_back({algorithm, algorithm->at_input_bits(entry->params, input_bits)});
     }
     if (options.warm_start)
-      for (const Point& p : run_bests[{family.name, shape_class}]) warm.push_back(p);
+      for (const Point& p : run_bests[{family.name, shape_class}])
+        warm.push_back({p.algorithm, p.algorithm->at_input_bits(p.params, input_bits)});
     std::vector<const Point*> warm_hint;
     for (const Point& p : warm) warm_hint.push_back(&p);
     prefetcher.prefetch(warm_hint);

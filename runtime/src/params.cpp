@@ -138,15 +138,17 @@ std::vector<Params> AlgorithmSpec::search_space(const DeviceLimits* limits) cons
 
 std::vector<Params> AlgorithmSpec::search_space(const DeviceLimits* limits, int input_bits) const {
   std::vector<Params> space = search_space(limits);
-  space.erase(std::remove_if(space.begin(), space.end(),
-                             [&](const Params& p) {
-                               return std::any_of(params.begin(), params.end(), [&](const ParamSpec& spec) {
-                                 return spec.only_input_bits != 0 && spec.only_input_bits != input_bits &&
-                                        p.at(spec.name) != spec.default_value;
-                               });
-                             }),
-              space.end());
+  space.erase(
+      std::remove_if(space.begin(), space.end(), [&](const Params& p) { return at_input_bits(p, input_bits) != p; }),
+      space.end());
   return space;
+}
+
+Params AlgorithmSpec::at_input_bits(Params p, int input_bits) const {
+  for (const ParamSpec& spec : params)
+    if (spec.only_input_bits != 0 && spec.only_input_bits != input_bits && p.count(spec.name))
+      p[spec.name] = spec.default_value;
+  return p;
 }
 
 std::vector<Params> AlgorithmSpec::refinements(const Params& best, const DeviceLimits* limits) const {

@@ -120,6 +120,10 @@ struct AlgorithmSpec {
   // The same for a problem whose input has `input_bits` bits: parameters whose
   // only_input_bits is another width stay at their defaults.
   std::vector<Params> search_space(const DeviceLimits* limits, int input_bits) const;
+  // `params` with every parameter whose only_input_bits is another width than `input_bits`
+  // at its default: the name the tuner gives a point from elsewhere (a profile's, an earlier
+  // problem's) for such a problem, so that it is one of search_space's.
+  Params at_input_bits(Params params, int input_bits) const;
   // What the tuner measures after its search: `best` with one refined_last parameter set to
   // each of its other allowed values, the points legal on `limits`, in table order.
   std::vector<Params> refinements(const Params& best, const DeviceLimits* limits) const;
