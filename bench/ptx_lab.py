@@ -9,7 +9,8 @@ with OCLTK_CACHE_DIR set first), or from --ptx.
       --regs 128 --dtype f32 --experts 8 --n 14336 --k 4096 --rows 8 [--dump-ptx F] [--json F]
 
 --algo warps or tc (the forward); --params the program's -D values to pick its cache entry
-(every one must appear in the entry's options; REGS is --regs); --type-variant adds
+(every one must appear in the entry's options; REGS is --regs; --entry FILE picks one of
+several matching entries, e.g. two builds sharing a cache); --type-variant adds
 -DNF4_TYPE=... for tc's per-type programs (0 f32, 1 f16, 2 bf16). Data are fresh random
 codes, scales in [0.5, 1.5), NF4's codebook and normal x; segments as ocltk_bench_nf4 lays
 them out (offsets[e] = rows·e / E). The output is checked against a float64 reference on
@@ -54,18 +55,23 @@ def key_regs(key):
     return 0
 
 
-def pick_ptx(directory, params, regs):
+def pick_ptx(directory, params, regs, entry=None):
+    """The PTX of the one cache entry built with `params` and `regs` (or the file `entry`
+    among them); several matches (two builds of ocltk sharing a cache) are an error."""
     wanted = ["-D%s=%s" % kv for kv in params.items()]
     found = []
     for path, key, binary in cache_entries(directory):
         opts = key_options(key)
         text = binary.rstrip(b"\0")
         if all(w in opts for w in wanted) and key_regs(key) == regs and b".entry nf4_forward(" in text:
-            found.append((path, " ".join(opts), text))
+            if entry is None or path.endswith("/" + entry) or path == entry:
+                found.append((path, " ".join(opts), text))
     if not found:
         sys.exit("ptx_lab: no cache entry in %s has %s with max-registers %d" % (directory, " ".join(wanted), regs))
     for path, opts, _ in found:
         print("ptx_lab: matching entry %s: %s" % (path, opts), file=sys.stderr)
+    if len(found) > 1:
+        sys.exit("ptx_lab: %d entries match (builds of other sources?); name one with --entry FILE" % len(found))
     return found[0][2], found[0][1]
 
 
@@ -115,6 +121,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cache")
     ap.add_argument("--ptx", help="a PTX file instead of the cache's entry")
+    ap.add_argument("--entry", help="the cache entry's file name, where several match")
     ap.add_argument("--algo", choices=["warps", "tc"], required=True)
     ap.add_argument("--params", required=True, help="KEY=VALUE,... of the program's -D values")
     ap.add_argument("--regs", type=int, default=0)
@@ -140,7 +147,7 @@ def main():
     if a.ptx:
         ptx, opts = open(a.ptx, "rb").read(), "file " + a.ptx
     else:
-        ptx, opts = pick_ptx(a.cache, params, a.regs)
+        ptx, opts = pick_ptx(a.cache, params, a.regs, a.entry)
     # NVIDIA's OpenCL adds its launch environment (global offsets, in work-items and in
     # workgroups) from %envreg registers, which a CUDA launch leaves undefined: ocltk never
     # launches with an offset, so they are 0.

@@ -197,9 +197,14 @@ ab_decode() {
     mark "bench $1 done"
   }
   for round in $(seq "${AB_ROUNDS:-2}"); do
-    bench_bin="${AB_OLD_BIN:+$here/$AB_OLD_BIN}" ab_bench "old$round" "$here/old.yaml"
+    if [ -n "${AB_OLD_BIN:-}" ]; then  # its own program cache: ptx_lab.py must find one build's entries
+      OCLTK_CACHE_DIR="$out/cache-old" bench_bin="$here/$AB_OLD_BIN" ab_bench "old$round" "$here/old.yaml"
+    else
+      ab_bench "old$round" "$here/old.yaml"
+    fi
     ab_bench "new$round" "$here/nvidia-h200.yaml"
   done
+  rm -rf "$out/cache-old"
   if [ "${AB_CUBLAS:-1}" = 1 ]; then
     timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows "${AB_CUBLAS_MIXTRAL:-8,16,64,128}" \
       --json "$out/cublas-nf4-mixtral.json" > /dev/null
@@ -1021,8 +1026,8 @@ ncu-decode)
   # On one H200 (2026-12-01): the decode kernels as OpenCL runs them, seen by Nsight Compute.
   # The bench (shipped profile, Mixtral-like 8 and 32 rows, f32 and bf16) fills the program
   # cache with NVIDIA's PTX; bench/ptx_lab.py (stage it) runs each entry's PTX through the
-  # CUDA driver, checks it against a float64 reference and times it (LAB_CALLS launches per
-  # event pair), then `ncu --set full` profiles one launch of each: details and per-SASS
+  # CUDA driver, checks it against a float64 reference and times it (20 launches per event
+  # pair), then `ncu --set full` profiles one launch of each: details and per-SASS
   # stall samples (OUT/ncu-NAME-*.txt, .csv), the SASS itself (OUT/NAME.sass).
   export OCLTK_CACHE_DIR="$out/cache"
   nf4_bench "" shipped "$here/nvidia-h200.yaml" 90 'nf4_forward/mixtral[^/]*/rows(8|32)/decode/(ours|ours_bf16)/' \

@@ -623,8 +623,8 @@ inline void tc_batch(float* acc, TcGroup* grp, const int preloaded, const __glob
   // ahead take their addresses from a code of the group about to be multiplied (tc_after), so
   // they are issued after the wait for it, and the loop body has no test, so that the
   // assembler can tell the group's other codes are in. It may still spread the loads ahead
-  // among the products on a scoreboard that a later use waits for: on the H200 LW 1 was
-  // faster for one shipped problem and slower for the others, so it is a tuned choice.
+  // among the products on a scoreboard that a later use waits for: on the H200 LW 1 won at
+  // one shipped problem and lost or tied at the others tried, so it is a tuned choice.
   const uint zero = (uint)K >> 31;  // K >= 0
 #pragma unroll 1
   for (; k0 + (TC_SLOTS + PF) * TC_GSPAN <= main_end; k0 += TC_SLOTS * TC_GSPAN) {
