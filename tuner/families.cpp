@@ -18,8 +18,7 @@ namespace {
 
 GemmProblem gemm_of(const Problem& p) { return {p.at("m"), p.at("n"), p.at("k")}; }
 Nf4Problem nf4_of(const Problem& p) {
-  const auto bits = p.find("input_bits");
-  return {p.at("experts"), p.at("n"), p.at("k"), p.at("rows"), p.at("block_size"), bits == p.end() ? 32 : bits->second};
+  return {p.at("experts"), p.at("n"), p.at("k"), p.at("rows"), p.at("block_size"), input_bits_of(p)};
 }
 
 // LoRA on every projection of the model: x·Aᵀ (shrink to the rank) and h·Bᵀ (expand back),

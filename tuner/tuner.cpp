@@ -26,11 +26,8 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The width of a job's input: its problem's input_bits, 32 where it names none (the class's
-// own problem, or a shape without the key).
-int job_input_bits(const std::optional<Problem>& problem) {
-  return problem && problem->count("input_bits") ? int(problem->at("input_bits")) : 32;
-}
+// The width of a job's input (input_bits_of): f32 for the class's own problem.
+int job_input_bits(const std::optional<Problem>& problem) { return problem ? int(input_bits_of(*problem)) : 32; }
 
 // Runs, verifies, then times a candidate; stops timing early when the first timed run is
 // already three times slower than the best so far. `hang` is set when a run outlived the

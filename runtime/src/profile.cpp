@@ -248,16 +248,10 @@ void write_text_atomically(const std::string& path, const std::string& text, con
 using detail::Decoder;
 using detail::lower;
 
-namespace {
-
-// nf4's input width of a problem: a side without it was measured on (or launches) f32, the
-// tuner's input.
 std::int64_t input_bits_of(const std::map<std::string, std::int64_t>& problem) {
   const auto it = problem.find("input_bits");
   return it == problem.end() ? std::int64_t(32) : it->second;
 }
-
-}  // namespace
 
 double problem_distance(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b) {
   const auto lg = [](std::int64_t v) { return std::log2(double(std::max<std::int64_t>(1, v))); };

@@ -49,6 +49,10 @@ struct Profile {
 
 ProfileDevice profile_device_of(const DeviceInfo& device);
 
+// nf4's input width of a problem: 32 where it has no input_bits (such a problem was measured
+// on, or launches, f32 input: the tuner's).
+std::int64_t input_bits_of(const std::map<std::string, std::int64_t>& problem);
+
 // How far apart two problems are: the sum over their shared dimensions of
 // |log2(a) - log2(b)| (a dimension one side lacks does not count; nf4's input_bits counts
 // four times, since another input width takes another code path, and is 32 where a side
