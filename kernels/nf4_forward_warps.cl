@@ -25,6 +25,18 @@
 // 8 outputs a round, with barriers that every warp of the workgroup passes alike. Segments
 // longer than TR loop over row tiles. Unaligned K, windows or byte offsets take the general
 // decode (nf4_rows_general_chunk) for every chunk, without PF.
+//
+// With XL > 0 and K <= XL (aligned problems), the workgroup first stages the x rows of the
+// tile in local memory as f32, and the lanes read their x chunks from there: each warp
+// loading x from global memory in every pass touches a 128-byte line per two lanes (as many
+// L1 wavefronts as its code loads), where a 16-byte local read of 8 lanes is one. Chunk c's
+// 16-byte units u are stored at unit c·CW/4 + (u ^ s(c)), s(c) = (c·CW/32) % (CW/4), so the
+// 8 lanes of each quarter-warp read 8 different bank groups:
+//
+//   x tile row t:  | chunk 0: units 0 1 2 3 | chunk 1: 0 1 2 3 | chunk 2: 1 0 3 2 | ...  (CW 16)
+//
+// The staged rows hold the codebook before (the pair table is filled from global memory),
+// so XL 4096 at TR 1 takes 16 KiB beside the 32 KiB table: 48 KiB, NVIDIA's limit.
 
 #ifndef WGS
 #define WGS 128  // work-items per workgroup: WGS / 32 warps, each with its own W rows
@@ -43,6 +55,9 @@
 #endif
 #ifndef PF
 #define PF 0  // 1: the next pass's loads are issued before the current pass is decoded
+#endif
+#ifndef XL
+#define XL 0  // x of the tile rows staged in local memory as f32 where K <= XL (0: loaded by every warp, every pass)
 #endif
 #ifndef REGS
 #define REGS 0  // register target of NVIDIA's PTX assembler, applied by the runtime (params.hpp); not read here
@@ -74,6 +89,10 @@
 #if NOUT > 32
 #error "RB * TR must be at most 32 (accumulator registers)"
 #endif
+#if XL != 0 && XL != 2048 && XL != 4096
+#error "XL must be 0, 2048 or 4096"
+#endif
+#define XU (CW / 4)  // 16-byte units of x per chunk
 
 #include "nf4_common.clh"
 #include "nf4_rows.clh"
@@ -145,11 +164,47 @@ inline int nf4_warp_sums(float* acc, const int lane) {
 inline void nf4_warps_load(float* xv, NF4_RUN* raw, float* sc, const __global uchar* x, const long x_row, const int K,
                            const int c, const int chunks, const int live, const int type, const __global uchar* packed,
                            const __global float* scales, const long row_pos, const int nrows, const int log2_block,
-                           const int row_blocks) {
+                           const int row_blocks, __local const float4* xs, const int staged) {
   const int cc = c < chunks ? c : 0;
+#if XL
+  if (staged) {  // uniform over the launch; each call site passes a constant
+#pragma unroll
+    for (int t = 0; t < TR; ++t) {
+      if (t < live) {
+        // s(c) of the staged layout (the kernel's comment); c and the lane agree on it.
+        const int s = (cc * CW / 32) % XU;
+#pragma unroll
+        for (int u = 0; u < XU; ++u) {
+          const float4 v = xs[t * (XL / 4) + cc * XU + (u ^ s)];
+          xv[t * CW + 4 * u] = v.s0;
+          xv[t * CW + 4 * u + 1] = v.s1;
+          xv[t * CW + 4 * u + 2] = v.s2;
+          xv[t * CW + 4 * u + 3] = v.s3;
+        }
+      }
+    }
+  } else {
+    nf4_rows_load_x(xv, x, x_row, K, cc, live, type);
+  }
+#else
   nf4_rows_load_x(xv, x, x_row, K, cc, live, type);
+#endif
   nf4_rows_load_w(raw, sc, packed, scales, row_pos, K, nrows, cc, log2_block, row_blocks);
 }
+
+#if XL
+// Rows r0 .. r0 + live - 1 of x (K <= XL codes each, K a multiple of CW) into xs as f32, in
+// the staged layout; the caller's barriers fence it.
+inline void nf4_warps_stage_x(__local float4* xs, const __global uchar* x, const long x_row, const int K,
+                              const int live, const int type, const int lid) {
+  for (int t = 0; t < live; ++t) {
+    for (int i = lid; i < K / 4; i += WGS) {
+      const int c = i / XU, u = i % XU;
+      xs[t * (XL / 4) + c * XU + (u ^ ((c * CW / 32) % XU))] = nf4_load4(x, x_row + (long)t * K + 4 * i, type);
+    }
+  }
+}
+#endif
 
 // This lane's share of the RB × TR sums of one batch, every chunk aligned (see the kernel):
 // passes over the chunks lane, lane + 32, ... One instance for all element types (a
@@ -158,12 +213,13 @@ inline void nf4_warps_sweep_aligned(float* acc, const __global uchar* x, const l
                                     const int chunks, const int live, const int type, const __global uchar* packed,
                                     const __global float* scales, const long row_pos, const int nrows,
                                     const int log2_block, const int row_blocks, const int lane,
-                                    __local const float2* pairs, const uint lane_off) {
+                                    __local const float2* pairs, const uint lane_off, __local const float4* xs,
+                                    const int staged) {
   float xa[TR * CW];
   NF4_RUN ra[RB];
   float sa[RB];
   nf4_warps_load(xa, ra, sa, x, x_row, K, lane, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
-                 row_blocks);
+                 row_blocks, xs, staged);
 #if PF
   float xb[TR * CW];
   NF4_RUN rb[RB];
@@ -173,13 +229,13 @@ inline void nf4_warps_sweep_aligned(float* acc, const __global uchar* x, const l
     const int has_b = c + SG < chunks;  // uniform but for the last pass
     if (has_b)
       nf4_warps_load(xb, rb, sb, x, x_row, K, c + SG, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
-                     row_blocks);
+                     row_blocks, xs, staged);
 #pragma unroll
     for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, ra[b], xa, sa[b], live, pairs, lane_off);
     if (!has_b) break;
     if (c + 2 * SG < chunks)
       nf4_warps_load(xa, ra, sa, x, x_row, K, c + 2 * SG, chunks, live, type, packed, scales, row_pos, nrows,
-                     log2_block, row_blocks);
+                     log2_block, row_blocks, xs, staged);
 #pragma unroll
     for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, rb[b], xb, sb[b], live, pairs, lane_off);
   }
@@ -188,7 +244,7 @@ inline void nf4_warps_sweep_aligned(float* acc, const __global uchar* x, const l
   for (int c = lane; c < chunks; c += SG) {
     if (c != lane)
       nf4_warps_load(xa, ra, sa, x, x_row, K, c, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
-                     row_blocks);
+                     row_blocks, xs, staged);
 #pragma unroll
     for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, ra[b], xa, sa[b], live, pairs, lane_off);
   }
@@ -200,8 +256,15 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
     const __global uchar* packed, const long packed_offset, const __global float* scales, const long scales_offset,
     const __global float* codebook, const __global uchar* x, const int type, const __global uint* offsets,
     __global uchar* y) {
-  __local float cb[16 * NF4_CB_REPLICAS];
   __local float2 pairs[256 * 16];
+#if XL
+  // The staged x rows; until the first tile is staged, the codebook (general decode).
+  __local float4 xs[XL / 4 * TR];
+  __local float* cb = (__local float*)xs;
+#else
+  __local float cb[16 * NF4_CB_REPLICAS];
+  __local const float4* xs = 0;  // not read: staged is 0
+#endif
 #ifndef OCLTK_PTX
   // Outputs o0 .. o0 + NF4_ROUND - 1 meet per round: lane l of warp w's partial of output
   // o0 + i at partial[(w·32 + l)·(NF4_ROUND + 1) + i]. Rounds of at most 8 outputs keep the
@@ -213,7 +276,11 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const int e = expert_base + get_group_id(1);
   int seg_begin, seg_end;
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
+#if XL
+  nf4_fill_pair_table_from(pairs, codebook, lid, WGS);  // cb is overwritten by x below
+#else
   nf4_fill_pair_table(pairs, cb, lid, WGS);
+#endif
   barrier(CLK_LOCAL_MEM_FENCE);
   const uint lane_off = nf4_pair_lane_off(lid);
 
@@ -229,10 +296,18 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   // Uniform: every chunk is CW/2-byte aligned and inside one block (blocks hold >= 32).
   const int aligned = nf4_chunks_aligned(K, element_offset, packed_offset, CW);
   const int row_blocks = nf4_row_blocks(K, log2_block);
+  const int staged = XL > 0 && aligned && K <= XL;  // uniform
 
   for (int r0 = seg_begin; r0 < seg_end; r0 += TR) {
     const int live = min(TR, seg_end - r0);
     const long x_row = (long)r0 * K;
+#if XL
+    if (staged) {
+      if (r0 != seg_begin) barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the last tile's x
+      nf4_warps_stage_x(xs, x, x_row, K, live, type, lid);
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#endif
     // Every warp of the workgroup runs the same iterations (uniform bound), those past the
     // last batch without work, so the barriers of the local-memory reduction match.
     for (int j = 0; j < NB && first_warp + j * warps < batches; ++j) {
@@ -244,9 +319,12 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
       for (int o = 0; o < NOUT; ++o) acc[o] = 0.0f;
       if (nrows > 0) {
         const long row_pos = expert_pos + (long)n0 * K;
-        if (aligned) {
+        if (staged) {
           nf4_warps_sweep_aligned(acc, x, x_row, K, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
-                                  row_blocks, lane, pairs, lane_off);
+                                  row_blocks, lane, pairs, lane_off, xs, 1);
+        } else if (aligned) {
+          nf4_warps_sweep_aligned(acc, x, x_row, K, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
+                                  row_blocks, lane, pairs, lane_off, xs, 0);
         } else {
           for (int c = lane; c < chunks; c += SG)
             nf4_rows_general_chunk(acc, x, x_row, K, c * CW, live, type, packed, packed_offset, scales, row_pos, nrows,

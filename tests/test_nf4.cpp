@@ -214,8 +214,8 @@ class Nf4Device : public RuntimeTest {
   // stream (their aligned paths need K, element_offset and the byte offset aligned to CW:
   // K = 75 or 101 take the general decode, the 66-expert window at offset 40 is aligned for
   // CW = 8 only; K < 32 chunks leaves warps' lanes without a chunk), plus blocks of 4096
-  // holding several W rows, a window 1056 into such a block, zero rows, and both half
-  // types, at every point.
+  // holding several W rows, a window 1056 into such a block, zero rows, K = 2112 (past
+  // warps' staged x), and both half types, at every point.
   void run_points(const char* algorithm, const std::vector<Params>& points);  // after stream_cases()
 
   // Builds a window (the stream has `element_offset` leading coefficients of another
@@ -396,13 +396,17 @@ const std::vector<Params> kLanesPoints = {
     {{"WGS", 256}, {"CW", 16}, {"RB", 2}, {"TR", 8}, {"NB", 16}},
 };
 // Warps points (forward only): the defaults (8-byte chunks, 8 W rows per warp, 4
-// batches); 64 work-items (2 warps), 16-byte chunks, 4 tile rows, one batch per warp and
-// the next pass loaded ahead (PF); 256 work-items, 16 batches per warp (the last
-// workgroup's later warps have none) with PF. Each fits 48 KiB of local memory.
+// batches, x from global memory); 64 work-items (2 warps), 16-byte chunks, 4 tile rows, one
+// batch per warp and the next pass loaded ahead (PF); 256 work-items, 16 batches per warp
+// (the last workgroup's later warps have none) with PF, one tile row staged in local memory
+// (XL 4096); 16-byte chunks, 2 tile rows staged (XL 2048: each tile of a longer segment
+// staged again; K = 2112 loads x from global memory in the same build), 4 batches per warp.
+// Each fits NVIDIA's 48 KiB of local memory.
 const std::vector<Params> kWarpsPoints = {
     {},
     {{"WGS", 64}, {"CW", 32}, {"RB", 4}, {"TR", 4}, {"NB", 1}, {"PF", 1}},
-    {{"WGS", 256}, {"CW", 16}, {"RB", 8}, {"TR", 1}, {"NB", 16}, {"PF", 1}},
+    {{"WGS", 256}, {"CW", 16}, {"RB", 8}, {"TR", 1}, {"NB", 16}, {"PF", 1}, {"XL", 4096}},
+    {{"WGS", 128}, {"CW", 32}, {"RB", 8}, {"TR", 2}, {"NB", 4}, {"XL", 2048}},
 };
 // Tc points (forward only): 64 work-items as one team of 2 warps splitting K, one tile of
 // 16 W rows per batch, 4 batches per team, two groups of steps loaded ahead; the defaults (a
@@ -473,6 +477,7 @@ void Nf4Device::run_points(const char* algorithm, const std::vector<Params>& poi
   cases.push_back({2, 24, 2048, 4096, 0, {3, 1}});
   cases.push_back({1, 7, 1024, 4096, 1056, {5}});
   cases.push_back({4, 16, 64, 64, 0, {0, 0, 0, 0}});
+  cases.push_back({1, 8, 2112, 64, 0, {3}});  // K past warps' XL 2048: x from global memory
   const Choice no_backward;
   for (const Params& p : points)
     for (const Case& c : cases) run_case(c, choice("nf4_forward", algorithm, p), no_backward);

@@ -55,7 +55,7 @@ AlgorithmSpec tiled_algorithm() {
       constraint("MDIMC * NDIMC >= 32 (a warp or wavefront)",
                  [](const Params& p) { return param(p, "MDIMC") * param(p, "NDIMC") >= 32; }),
   };
-  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
     if (!param(p, "USE_LOCAL")) return 0;
     const int stride = param(p, "KWG") + (param(p, "VW") == 1 ? 1 : 0);
     return 4ull * stride * (param(p, "MWG") + param(p, "NWG"));
@@ -93,7 +93,7 @@ AlgorithmSpec reduce_algorithm() {
       constraint("TR <= 8 and VW <= 8", [](const Params& p) { return param(p, "TR") <= 8 && param(p, "VW") <= 8; }),
       constraint("KWG == 512", [](const Params& p) { return param(p, "KWG") == 512; }),
   };
-  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
     return 4ull * param(p, "TR") * (param(p, "WGS") + (param(p, "USE_LOCAL") ? param(p, "KWG") : 0));
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
@@ -169,7 +169,7 @@ AlgorithmSpec xgemm_algorithm() {
           "VWN = 1's coalesced scalar stores matter only for short K)",
           [](const Params& p) { return param(p, "PREFETCH") == 0 || (param(p, "VWM") == 4 && param(p, "VWN") == 4); }),
   };
-  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
     const int buffers = param(p, "PREFETCH") == 2 ? 2 : 1;
     return 4ull * buffers * param(p, "KWG") * (param(p, "MWG") + param(p, "NWG"));
   };

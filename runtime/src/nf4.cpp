@@ -55,7 +55,7 @@ AlgorithmSpec forward_fused_algorithm() {
           "WGS == 256, RW == 4 and UNROLL == 4",
           [](const Params& p) { return param(p, "WGS") == 256 && param(p, "RW") == 4 && param(p, "UNROLL") == 4; }),
   };
-  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
     return 4ull * (16 * param(p, "CBR") + param(p, "TR") * (param(p, "KWG") + param(p, "WGS")));
   };
   a.local_size = wgs_local_size;
@@ -88,7 +88,7 @@ AlgorithmSpec backward_fused_algorithm() {
       constraint("WGS == 256 and RW == 4",
                  [](const Params& p) { return param(p, "WGS") == 256 && param(p, "RW") == 4; }),
   };
-  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
     return 4ull * (16 * param(p, "CBR") + param(p, "TR") * param(p, "NWG") + param(p, "WGS") * param(p, "VW"));
   };
   a.local_size = wgs_local_size;
@@ -109,7 +109,7 @@ AlgorithmSpec forward_stream_algorithm() {
       constraint("TR * UNROLL <= 16 (registers)",
                  [](const Params& p) { return param(p, "TR") * param(p, "UNROLL") <= 16; }),
   };
-  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
     return 4ull * (16 + (param(p, "RL") > 1 ? param(p, "TR") * param(p, "WGS") : 0));
   };
   a.local_size = wgs_local_size;
@@ -140,7 +140,7 @@ AlgorithmSpec forward_lanes_algorithm() {
       constraint("RB * CW <= 256 (code registers)",
                  [](const Params& p) { return param(p, "RB") * param(p, "CW") <= 256; }),
   };
-  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
     const std::uint64_t wgs = param(p, "WGS"), outputs = param(p, "RB") * param(p, "TR");
     const std::uint64_t pair_table = param(p, "LUT") == 2 ? 256 * 16 * 8 : 0;
     return 4ull * (16 + wgs * (outputs + 1) + (outputs < wgs ? wgs : 0)) + pair_table;
@@ -163,6 +163,10 @@ AlgorithmSpec forward_warps_algorithm() {
       {"TR", 1, {1, 2, 4}, "tile rows: segment rows whose x chunks each lane keeps in registers"},
       {"NB", 4, {1, 4, 16}, "W row batches per warp, strided over all warps"},
       {"PF", 0, {0, 1}, "1: each pass's loads issued before the previous pass is decoded (two register sets)"},
+      {"XL",
+       0,
+       {0, 2048, 4096},
+       "x of the tile rows staged in local memory as f32 where K <= XL (0: every warp loads x in every pass)"},
       register_target_param(),
   };
   a.constraints = {
@@ -171,11 +175,15 @@ AlgorithmSpec forward_warps_algorithm() {
       constraint("RB * CW <= 256 (code registers)",
                  [](const Params& p) { return param(p, "RB") * param(p, "CW") <= 256; }),
   };
-  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
-    // Codebook, pair table, and the partials of the reduction without warp shuffles (rounds
-    // of up to 8 outputs; the shuffle build declares none, so on NVIDIA this overcounts).
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) -> std::uint64_t {
+    // Pair table; the staged x (XL codes of each tile row), which holds the codebook too,
+    // or else the codebook; and the partials of the reduction, declared only without warp
+    // shuffles (NVIDIA's platform reduces by shuffles: ptx_binaries), in rounds of up to 8
+    // outputs.
     const std::uint64_t round = std::min<std::int64_t>(8, param(p, "RB") * param(p, "TR"));
-    return 4ull * 16 + 256 * 16 * 8 + 4ull * param(p, "WGS") * (round + 1);
+    const std::uint64_t staged = param(p, "XL") > 0 ? 4ull * param(p, "XL") * param(p, "TR") : 4ull * 16;
+    const std::uint64_t partials = limits.ptx_binaries ? 0 : 4ull * param(p, "WGS") * (round + 1);
+    return 256 * 16 * 8 + staged + partials;
   };
   a.local_size = wgs_local_size;
   return a;
@@ -233,7 +241,7 @@ AlgorithmSpec forward_tc_algorithm() {
   // One program per element type (NF4_TYPE = ElementType's value): only that type's path is
   // compiled, which saves registers. The tuner measures f32.
   a.tuned_variant = type_variant(ElementType::f32);
-  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
     // Codebook, pair table, the sums of a tile (KS > 1), and the emulated product's words
     // (declared only without OCLTK_PTX, so on NVIDIA this overcounts).
     return 4ull * 16 + 256 * 32 * 4 + (param(p, "KS") > 1 ? 16ull * param(p, "WGS") : 0) + 4ull * 6 * param(p, "WGS");
@@ -266,7 +274,7 @@ AlgorithmSpec backward_tc_algorithm() {
   };
   a.search_needs_tensor_mma = true;
   a.tuned_variant = type_variant(ElementType::f32);
-  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
     // Codebook, pair table, the split flag, the warps' reduction rounds (8 sums a lane),
     // and the emulated product's words (declared only without OCLTK_PTX).
     const std::uint64_t wgs = param(p, "WGS");
@@ -295,7 +303,7 @@ AlgorithmSpec backward_stream_algorithm() {
       constraint("UNROLL * VW <= 128 (load registers)",
                  [](const Params& p) { return param(p, "UNROLL") * param(p, "VW") <= 128; }),
   };
-  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
     return 4ull * (16 + 1 + (param(p, "NL") - 1) * 32 * param(p, "VW")) + (param(p, "LUT") == 2 ? 256 * 16 * 8 : 0);
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(32 * param(p, "NL")), 1}; };
@@ -321,7 +329,7 @@ AlgorithmSpec tiled_algorithm() {
                    return (param(p, "MWG") / param(p, "MDIMC")) * (param(p, "NWG") / param(p, "NDIMC")) <= 64;
                  }),
   };
-  a.local_mem_bytes = [](const Params& p) -> std::uint64_t {
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
     return 4ull * (16 + (param(p, "MWG") + param(p, "NWG")) * (param(p, "KWG") + 1));
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> {

@@ -15,7 +15,7 @@ const AlgorithmSpec& route_algorithm() {
     AlgorithmSpec a;
     a.name = "route";
     a.source_name = "nf4_route.cl";
-    a.local_mem_bytes = [](const Params&) -> std::uint64_t { return 0; };
+    a.local_mem_bytes = [](const Params&, const DeviceLimits&) -> std::uint64_t { return 0; };
     a.local_size = [](const Params&) -> std::array<std::size_t, 2> { return {1, 1}; };
     return a;
   }();

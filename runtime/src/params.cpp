@@ -89,8 +89,8 @@ std::optional<std::string> AlgorithmSpec::violation(const Params& p, const Devic
       return "workgroup dimension " + std::to_string(d) + " of " + std::to_string(local[d]) + " exceeds the device's " +
              std::to_string(max_d);
   }
-  if (local_mem_bytes && local_mem_bytes(p) > limits->local_mem_bytes)
-    return "local memory of " + std::to_string(local_mem_bytes(p)) + " bytes exceeds the device's " +
+  if (local_mem_bytes && local_mem_bytes(p, *limits) > limits->local_mem_bytes)
+    return "local memory of " + std::to_string(local_mem_bytes(p, *limits)) + " bytes exceeds the device's " +
            std::to_string(limits->local_mem_bytes);
   return std::nullopt;
 }

@@ -92,7 +92,10 @@ struct AlgorithmSpec {
   // The tuner searches this algorithm only where DeviceLimits::tensor_mma holds: elsewhere
   // it still runs (an emulation of the product), slowly, or does not build.
   bool search_needs_tensor_mma = false;
-  std::function<std::uint64_t(const Params&)> local_mem_bytes;
+  // Local memory of the build for a device: a kernel may declare some buffers only on some
+  // platforms (e.g. a reduction's partials only where warp shuffles are not used, see
+  // DeviceLimits::ptx_binaries).
+  std::function<std::uint64_t(const Params&, const DeviceLimits&)> local_mem_bytes;
   // Build options a launch adds for what it runs on (Runtime::launch's `variant`, e.g. an
   // element type that selects the only code path compiled); the tuner builds and measures
   // with this one. Empty for algorithms built once for every launch.
