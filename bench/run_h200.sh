@@ -1136,6 +1136,87 @@ final-n)
   rm -rf "$out/cache"
   mark "all done"
   ;;
+xl-lab)
+  # On one H200 (2026-12-01b): warps with x staged in local memory (XL) pinned beside the
+  # shipped entries at one row per expert (Mixtral-like 8 rows, fine-grained 64; f32 and
+  # bf16), the shipped profile benched before and after; then Nsight Compute on the
+  # Mixtral-like f32 point with XL 4096 (ptx_lab.py, as ncu-decode).
+  export OCLTK_CACHE_DIR="$out/cache"
+  xl_filter='nf4_forward/(mixtral[^/]*/rows8|fine[^/]*/rows64)/decode/(ours|ours_bf16)/'
+  nf4_bench "" shipped1 "$here/nvidia-h200.yaml" 60 "$xl_filter" --ocltk_rows=8,64 --benchmark_min_time=0.03
+  w="warps|NB: 1, RB: 16, TR: 1"
+  pin_rows xl mix8 8 14336 4096 8 32 'nf4_forward/mixtral[^/]*/rows8/decode/ours/' \
+    "${XL_MIX8:-"$w, CW: 16, PF: 0, REGS: 128, WGS: 128, XL: 4096;$w, CW: 16, PF: 1, REGS: 168, WGS: 128, XL: 4096;$w, CW: 16, PF: 0, REGS: 128, WGS: 256, XL: 4096;warps|NB: 1, RB: 8, TR: 1, CW: 32, PF: 0, REGS: 128, WGS: 128, XL: 4096;warps|NB: 4, RB: 16, TR: 1, CW: 16, PF: 0, REGS: 128, WGS: 128, XL: 4096"}"
+  pin_rows xl mix8bf16 8 14336 4096 8 16 'nf4_forward/mixtral[^/]*/rows8/decode/ours_bf16/' \
+    "${XL_MIX8BF16:-"$w, CW: 16, PF: 0, REGS: 128, WGS: 128, XL: 4096;$w, CW: 16, PF: 1, REGS: 168, WGS: 128, XL: 4096"}"
+  pin_rows xl fine64 64 1408 2048 64 32 'nf4_forward/fine[^/]*/rows64/decode/ours/' \
+    "${XL_FINE64:-"$w, CW: 16, PF: 0, REGS: 128, WGS: 128, XL: 2048;warps|NB: 4, RB: 16, TR: 1, CW: 16, PF: 0, REGS: 128, WGS: 128, XL: 2048"}"
+  pin_rows xl fine64bf16 64 1408 2048 64 16 'nf4_forward/fine[^/]*/rows64/decode/ours_bf16/' \
+    "${XL_FINE64BF16:-"$w, CW: 16, PF: 0, REGS: 128, WGS: 128, XL: 2048;$w, CW: 16, PF: 1, REGS: 168, WGS: 128, XL: 2048"}"
+  mark "candidates done"
+  nf4_bench "" shipped2 "$here/nvidia-h200.yaml" 60 "$xl_filter" --ocltk_rows=8,64 --benchmark_min_time=0.03
+  ncu_lab xl8 "--algo warps --params WGS=128,CW=16,RB=16,TR=1,NB=1,PF=0,XL=4096 --regs 128 --dtype f32 --rows 8"
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+xl-confirm)
+  # On one H200 (2026-12-01b): warps candidates at Mixtral-like 8 rows f32 with and without
+  # staged x (XL 4096) at WGS 256, alternated with the shipped profile (XL_ROUNDS rounds).
+  export OCLTK_CACHE_DIR="$out/cache"
+  w="warps|NB: 1, RB: 16, TR: 1, CW: 16"
+  for round in $(seq "${XL_ROUNDS:-2}"); do
+    nf4_bench "" "shipped$round" "$here/nvidia-h200.yaml" 60 'nf4_forward/mixtral[^/]*/rows8/decode/(ours|ours_bf16)/' \
+      --ocltk_rows=8 --benchmark_min_time=0.05
+    pin_rows "r$round" mix8 8 14336 4096 8 32 'nf4_forward/mixtral[^/]*/rows8/decode/ours/' \
+      "${XL_MIX8:-"$w, PF: 0, REGS: 128, WGS: 256, XL: 4096;$w, PF: 0, REGS: 128, WGS: 256, XL: 0;$w, PF: 0, REGS: 0, WGS: 256, XL: 4096;$w, PF: 1, REGS: 168, WGS: 256, XL: 4096;warps|NB: 1, RB: 8, TR: 1, CW: 32, PF: 0, REGS: 128, WGS: 256, XL: 4096"}"
+    pin_rows "r$round" mix8bf16 8 14336 4096 8 16 'nf4_forward/mixtral[^/]*/rows8/decode/ours_bf16/' \
+      "${XL_MIX8BF16:-"$w, PF: 0, REGS: 128, WGS: 256, XL: 4096;$w, PF: 0, REGS: 128, WGS: 128, XL: 4096"}"
+  done
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+xl-points)
+  # On one H200 (2026-12-01b): warps points with staged x (XL) around xl-confirm's best, at
+  # one row per expert of both shapes, f32 and bf16, alternated with the shipped profile
+  # (XL_ROUNDS rounds).
+  export OCLTK_CACHE_DIR="$out/cache"
+  a="warps|NB: 1, TR: 1, CW: 32, RB: 8"
+  b="warps|NB: 1, TR: 1, CW: 16, RB: 16"
+  for round in $(seq "${XL_ROUNDS:-2}"); do
+    nf4_bench "" "shipped$round" "$here/nvidia-h200.yaml" 60 \
+      'nf4_forward/(mixtral[^/]*/rows8|fine[^/]*/rows64)/decode/(ours|ours_bf16)/' --ocltk_rows=8,64 \
+      --benchmark_min_time=0.05
+    pin_rows "r$round" mix8 8 14336 4096 8 32 'nf4_forward/mixtral[^/]*/rows8/decode/ours/' \
+      "$a, PF: 0, REGS: 128, WGS: 256, XL: 4096;$a, PF: 0, REGS: 0, WGS: 256, XL: 4096;$a, PF: 0, REGS: 128, WGS: 128, XL: 4096;warps|NB: 1, TR: 1, CW: 32, RB: 4, PF: 0, REGS: 128, WGS: 256, XL: 4096;warps|NB: 4, TR: 1, CW: 32, RB: 8, PF: 0, REGS: 128, WGS: 256, XL: 4096"
+    pin_rows "r$round" mix8bf16 8 14336 4096 8 16 'nf4_forward/mixtral[^/]*/rows8/decode/ours_bf16/' \
+      "$a, PF: 0, REGS: 128, WGS: 256, XL: 4096;$b, PF: 0, REGS: 128, WGS: 256, XL: 4096;warps|NB: 1, TR: 1, CW: 32, RB: 4, PF: 0, REGS: 128, WGS: 256, XL: 4096"
+    pin_rows "r$round" fine64 64 1408 2048 64 32 'nf4_forward/fine[^/]*/rows64/decode/ours/' \
+      "$a, PF: 0, REGS: 128, WGS: 256, XL: 2048;$b, PF: 0, REGS: 128, WGS: 256, XL: 2048"
+    pin_rows "r$round" fine64bf16 64 1408 2048 64 16 'nf4_forward/fine[^/]*/rows64/decode/ours_bf16/' \
+      "$a, PF: 0, REGS: 128, WGS: 256, XL: 2048;$b, PF: 0, REGS: 128, WGS: 256, XL: 2048"
+  done
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+xl-final)
+  # On one H200 (2026-12-01b): test_nf4's warps and built-in-choice tests (stage test_nf4;
+  # TEST_LIMIT s); the NF4 forward decode bench with the profile before XL (stage HEAD's as
+  # old.yaml) and the shipped one, alternated (AB_ROUNDS), then cuBLAS on the same shapes;
+  # then Nsight Compute (ptx_lab.py) on the shipped Mixtral-like one-row point and on the
+  # staged point at PF 1 (REGS 168), 2.5x slower in xl-confirm.
+  export OCLTK_CACHE_DIR="$out/cache"
+  staged_test_nf4 200 '*Warps*:*HalfTypesAndBuiltin*'
+  mark "test_nf4 done"
+  AB_FILTER='nf4_forward/.*/decode/(ours|ours_bf16)/' AB_ROWS=8,16,64 AB_CUBLAS_MIXTRAL=8,16,64 AB_CUBLAS_FINE=64 \
+    ab_decode
+  mark "ab done"
+  pin_rows pf mix8 8 14336 4096 8 32 'nf4_forward/mixtral[^/]*/rows8/decode/ours/' \
+    "warps|NB: 1, TR: 1, CW: 16, RB: 16, PF: 1, REGS: 168, WGS: 256, XL: 4096"
+  ncu_lab xl8w "--algo warps --params WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,XL=4096 --regs 128 --dtype f32 --rows 8"
+  ncu_lab xl8pf "--algo warps --params WGS=256,CW=16,RB=16,TR=1,NB=1,PF=1,XL=4096 --regs 168 --dtype f32 --rows 8"
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
 final-tests)
   # On one H200 (2026-12-01): the whole test_nf4 (stage it; TEST_LIMIT s); then `tune --shapes`
   # of the Mixtral-like decode problem with bf16 input (rows 8, input_bits 16; TUNE_BUDGET s)
