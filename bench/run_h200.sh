@@ -1217,6 +1217,91 @@ xl-final)
   rm -rf "$out/cache"
   mark "all done"
   ;;
+xl-pf)
+  # On one H200 (2026-12-01b, call 5, with an intermediate build whose staged sweep loaded x
+  # from local memory just before use, so that PF 1 loaded only the next pass's codes and
+  # scales ahead; not kept): warps with staged x and PF 1 pinned at
+  # Mixtral-like 8 rows (f32; bf16 for the notes) and a bf16 point at fine-grained 64 rows,
+  # alternated with the shipped profile (XL_ROUNDS rounds); then, through ptx_lab.py on the
+  # programs those runs built, the Mixtral-like down projection (N 4096, K 14336, 8 rows, f32:
+  # x staged in 4 segments) at the point before XL and the shipped one; then Nsight Compute
+  # on the WGS 128, REGS 168 point. First test_nf4's warps test (stage test_nf4; TEST_LIMIT s).
+  export OCLTK_CACHE_DIR="$out/cache"
+  staged_test_nf4 120 '*Warps*'
+  a="warps|NB: 1, TR: 1, CW: 32, RB: 8, XL: 4096"
+  for round in $(seq "${XL_ROUNDS:-2}"); do
+    nf4_bench "" "shipped$round" "$here/nvidia-h200.yaml" 60 \
+      'nf4_forward/(mixtral[^/]*/rows8|fine[^/]*/rows64)/decode/(ours|ours_bf16)/' --ocltk_rows=8,64 \
+      --benchmark_min_time=0.05
+    pin_rows "r$round" mix8 8 14336 4096 8 32 'nf4_forward/mixtral[^/]*/rows8/decode/ours/' \
+      "${XL_PF:-"$a, PF: 1, REGS: 168, WGS: 256;$a, PF: 1, REGS: 168, WGS: 128;$a, PF: 1, REGS: 128, WGS: 256;warps|NB: 1, TR: 1, CW: 16, RB: 16, XL: 4096, PF: 1, REGS: 168, WGS: 128;$a, PF: 1, REGS: 0, WGS: 128;warps|NB: 1, TR: 1, CW: 16, RB: 16, XL: 0, PF: 0, REGS: 128, WGS: 128"}"
+    pin_rows "r$round" mix8bf16 8 14336 4096 8 16 'nf4_forward/mixtral[^/]*/rows8/decode/ours_bf16/' \
+      "${XL_PF_BF16:-"$a, PF: 1, REGS: 168, WGS: 128;$a, PF: 0, REGS: 128, WGS: 256"}"
+    pin_rows "r$round" fine64bf16 64 1408 2048 64 16 'nf4_forward/fine[^/]*/rows64/decode/ours_bf16/' \
+      "warps|NB: 1, TR: 1, CW: 16, RB: 16, XL: 2048, PF: 0, REGS: 128, WGS: 128;warps|NB: 1, TR: 1, CW: 32, RB: 8, XL: 2048, PF: 1, REGS: 168, WGS: 128"
+  done
+  mark "candidates done"
+  for spec in "before|WGS=128,CW=16,RB=16,TR=1,NB=1,PF=0,XL=0" "shipped|WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,XL=4096"; do
+    timeout 90 python3 "$here/ptx_lab.py" --cache "$out/cache" --algo warps --params "${spec#*|}" --regs 128 \
+      --dtype f32 --rows 8 --experts 8 --n 4096 --k 14336 --json "$out/down.jsonl" > "$out/down-${spec%%|*}.txt" 2>&1
+    echo "down ${spec%%|*} rc=$?" >> "$out/device.txt"
+  done
+  ncu_lab xlpf128 "--algo warps --params WGS=128,CW=32,RB=8,TR=1,NB=1,PF=1,XL=4096 --regs 168 --dtype f32 --rows 8"
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+xl-ab)
+  # On one H200 (2026-12-01b): the committed XL build (stage its bench as
+  # ocltk_bench_nf4_old; x staged where K <= XL only) against the working tree's (x staged in
+  # segments of XL codes), both with the shipped profile, alternated (AB_ROUNDS), at the
+  # Mixtral-like and fine-grained decode rows; each binary with its own program cache.
+  export OCLTK_CACHE_DIR="$out/cache"
+  for round in $(seq "${AB_ROUNDS:-3}"); do
+    OCLTK_CACHE_DIR="$out/cache-old" bench_bin="$here/ocltk_bench_nf4_old" nf4_bench "" "old$round" \
+      "$here/nvidia-h200.yaml" 60 'nf4_forward/(mixtral[^/]*/rows8|fine[^/]*/rows64)/decode/(ours|ours_bf16)/' \
+      --ocltk_rows=8,64 --benchmark_min_time=0.05
+    nf4_bench "" "new$round" "$here/nvidia-h200.yaml" 60 \
+      'nf4_forward/(mixtral[^/]*/rows8|fine[^/]*/rows64)/decode/(ours|ours_bf16)/' --ocltk_rows=8,64 \
+      --benchmark_min_time=0.05
+  done
+  mark "ab done"
+  # test_nf4's warps test (stage test_nf4; TEST_LIMIT s); then the Mixtral-like down
+  # projection (N 4096, K 14336, 8 rows, f32) through ptx_lab.py: the shipped point in both
+  # builds (the older loads x from global memory past K = XL, the newer stages it in
+  # segments) and the point before XL (pinned first, to build it).
+  staged_test_nf4 120 '*Warps*'
+  pin_rows before mix8 8 14336 4096 8 32 'nf4_forward/mixtral[^/]*/rows8/decode/ours/' \
+    "warps|NB: 1, TR: 1, CW: 16, RB: 16, XL: 0, PF: 0, REGS: 128, WGS: 128"
+  for spec in "before|cache|WGS=128,CW=16,RB=16,TR=1,NB=1,PF=0,XL=0" \
+    "shipped|cache|WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,XL=4096" \
+    "shipped-old|cache-old|WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,XL=4096"; do
+    IFS='|' read -r name cache params <<< "$spec"
+    timeout 90 python3 "$here/ptx_lab.py" --cache "$out/$cache" --algo warps --params "$params" --regs 128 \
+      --dtype f32 --rows 8 --experts 8 --n 4096 --k 14336 --json "$out/down.jsonl" > "$out/down-$name.txt" 2>&1
+    echo "down $name rc=$?" >> "$out/device.txt"
+  done
+  rm -rf "$out/cache" "$out/cache-old"
+  mark "all done"
+  ;;
+xl-tr2)
+  # On one H200 (2026-12-01b): warps with two tile rows staged (TR 2, XL 2048: K 4096 in two
+  # segments) at Mixtral-like 8 and 16 rows (one and two per expert), f32 and bf16, beside
+  # the shipped profile (its rows-8 f32 entry has TR 1: two rows of an expert take two passes
+  # over its weights), XL_ROUNDS rounds.
+  export OCLTK_CACHE_DIR="$out/cache"
+  t="warps|NB: 1, TR: 2, XL: 2048"
+  cands="$t, CW: 32, RB: 8, PF: 0, REGS: 128, WGS: 256;$t, CW: 32, RB: 8, PF: 0, REGS: 168, WGS: 128;$t, CW: 16, RB: 16, PF: 0, REGS: 128, WGS: 256;$t, CW: 16, RB: 16, PF: 0, REGS: 0, WGS: 128;$t, CW: 16, RB: 8, PF: 0, REGS: 128, WGS: 256"
+  for round in $(seq "${XL_ROUNDS:-1}"); do
+    nf4_bench "" "shipped$round" "$here/nvidia-h200.yaml" 60 'nf4_forward/mixtral[^/]*/rows(8|16)/decode/(ours|ours_bf16)/' \
+      --ocltk_rows=8,16 --benchmark_min_time=0.05
+    for r in 8 16; do
+      pin_rows "r$round" "mix${r}" 8 14336 4096 "$r" 32 "nf4_forward/mixtral[^/]*/rows$r/decode/ours/" "$cands"
+      pin_rows "r$round" "mix${r}bf16" 8 14336 4096 "$r" 16 "nf4_forward/mixtral[^/]*/rows$r/decode/ours_bf16/" "$cands"
+    done
+  done
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
 final-tests)
   # On one H200 (2026-12-01): the whole test_nf4 (stage it; TEST_LIMIT s); then `tune --shapes`
   # of the Mixtral-like decode problem with bf16 input (rows 8, input_bits 16; TUNE_BUDGET s)

@@ -2,7 +2,8 @@
 // segment, written for decode on GPUs (1 to a few rows per expert). Unlike
 // nf4_forward_lanes, whose whole workgroup lies along K and meets at barriers after every
 // batch of W rows, each warp of 32 work-items here owns whole W rows: it sweeps K on its
-// own and reduces its sums by itself, so warps never wait for each other.
+// own and reduces its sums by itself, so warps never wait for each other (but at the
+// barriers that stage x, with XL > 0, below).
 //
 // Memory layout as in nf4_forward_lanes.cl. W rows come in batches of RB consecutive rows;
 // the workgroup's WGS / 32 warps are numbered globally (warp w of workgroup g is warp
@@ -26,17 +27,20 @@
 // longer than TR loop over row tiles. Unaligned K, windows or byte offsets take the general
 // decode (nf4_rows_general_chunk) for every chunk, without PF.
 //
-// With XL > 0 and K <= XL (aligned problems), the workgroup first stages the x rows of the
-// tile in local memory as f32, and the lanes read their x chunks from there: each warp
-// loading x from global memory in every pass touches a 128-byte line per two lanes (as many
-// L1 wavefronts as its code loads), where a 16-byte local read of 8 lanes is one. Chunk c's
-// 16-byte units u are stored at unit c·CW/4 + (u ^ s(c)), s(c) = (c·CW/32) % (CW/4), so the
-// 8 lanes of each quarter-warp read 8 different bank groups:
+// With XL > 0 (aligned problems) the workgroup stages the tile's x rows in local memory as
+// f32, XL codes at a time, and the lanes read their x chunks from there. Loading x from
+// global memory, every warp reads it again in every pass, and a warp's 16-byte load of it
+// touches 16 (CW 16) or 32 (CW 32) 128-byte lines, each an L1 wavefront; a 16-byte local
+// read of 8 lanes is one. Chunk c of a staged segment has its 16-byte units u at unit
+// c·CW/4 + (u ^ s(c)), s(c) = (c·CW/32) % (CW/4), so the 8 lanes of each quarter-warp read 8
+// different bank groups:
 //
 //   x tile row t:  | chunk 0: units 0 1 2 3 | chunk 1: 0 1 2 3 | chunk 2: 1 0 3 2 | ...  (CW 16)
 //
-// The staged rows hold the codebook before (the pair table is filled from global memory),
-// so XL 4096 at TR 1 takes 16 KiB beside the 32 KiB table: 48 KiB, NVIDIA's limit.
+// Where K <= XL the rows are staged once per tile; otherwise each batch sweeps K in segments
+// of XL codes, each staged between two barriers of the workgroup. The staged rows hold the
+// codebook until the first staging (the pair table is filled from global memory), so XL
+// 4096 at TR 1 takes 16 KiB beside the 32 KiB table: 48 KiB, NVIDIA's limit.
 
 #ifndef WGS
 #define WGS 128  // work-items per workgroup: WGS / 32 warps, each with its own W rows
@@ -57,7 +61,7 @@
 #define PF 0  // 1: the next pass's loads are issued before the current pass is decoded
 #endif
 #ifndef XL
-#define XL 0  // x of the tile rows staged in local memory as f32 where K <= XL (0: loaded by every warp, every pass)
+#define XL 0  // x of the tile rows staged in local memory as f32, XL codes at a time (0: loaded by each warp)
 #endif
 #ifndef REGS
 #define REGS 0  // register target of NVIDIA's PTX assembler, applied by the runtime (params.hpp); not read here
@@ -158,19 +162,22 @@ inline int nf4_warp_sums(float* acc, const int lane) {
 }
 #endif
 
-// One pass of the aligned sweep: x of chunk c into xv (TR rows), codes and scales of the
-// RB rows into raw and sc. A chunk past K (the first load of a lane with nothing to sweep,
-// when K has fewer than 32 chunks) reads chunk 0 instead, and is never multiplied.
+// One pass of the aligned sweep over chunks c0 .. c0 + n - 1 of the W rows: x of chunk
+// c0 + c into xv (TR rows; with `staged`, chunk c of the staged segment), codes and scales of
+// the RB rows into raw and sc. A chunk past the last (the first load of a lane with nothing
+// to sweep, when there are fewer than 32) reads the first instead, and is never multiplied.
+// Each call site passes `staged` and, but for a staged segment, c0 (0) as constants.
 inline void nf4_warps_load(float* xv, NF4_RUN* raw, float* sc, const __global uchar* x, const long x_row, const int K,
-                           const int c, const int chunks, const int live, const int type, const __global uchar* packed,
-                           const __global float* scales, const long row_pos, const int nrows, const int log2_block,
-                           const int row_blocks, __local const float4* xs, const int staged) {
-  const int cc = c < chunks ? c : 0;
+                           const int c0, const int c, const int n, const int live, const int type,
+                           const __global uchar* packed, const __global float* scales, const long row_pos,
+                           const int nrows, const int log2_block, const int row_blocks, __local const float4* xs,
+                           const int staged) {
+  const int cc = c < n ? c : 0;
 #if XL
-  if (staged) {  // uniform over the launch; each call site passes a constant
+  if (staged) {
 #pragma unroll
     for (int t = 0; t < TR; ++t) {
-      if (t < live) {
+      if (t < live) {  // uniform over the workgroup
         // s(c) of the staged layout (the kernel's comment); c and the lane agree on it.
         const int s = (cc * CW / 32) % XU;
 #pragma unroll
@@ -184,33 +191,34 @@ inline void nf4_warps_load(float* xv, NF4_RUN* raw, float* sc, const __global uc
       }
     }
   } else {
-    nf4_rows_load_x(xv, x, x_row, K, cc, live, type);
+    nf4_rows_load_x(xv, x, x_row, K, c0 + cc, live, type);
   }
 #else
-  nf4_rows_load_x(xv, x, x_row, K, cc, live, type);
+  nf4_rows_load_x(xv, x, x_row, K, c0 + cc, live, type);
 #endif
-  nf4_rows_load_w(raw, sc, packed, scales, row_pos, K, nrows, cc, log2_block, row_blocks);
+  nf4_rows_load_w(raw, sc, packed, scales, row_pos, K, nrows, c0 + cc, log2_block, row_blocks);
 }
 
 #if XL
-// Rows r0 .. r0 + live - 1 of x (K <= XL codes each, K a multiple of CW) into xs as f32, in
-// the staged layout; the caller's barriers fence it.
-inline void nf4_warps_stage_x(__local float4* xs, const __global uchar* x, const long x_row, const int K,
-                              const int live, const int type, const int lid) {
+// Codes k0 .. k1 - 1 (at most XL, both multiples of CW) of the tile's rows r0 .. r0 + live - 1
+// of x into xs as f32, in the staged layout (chunk c of the segment is chunk k0 / CW + c of
+// the row); the caller's barriers fence it.
+inline void nf4_warps_stage_x(__local float4* xs, const __global uchar* x, const long x_row, const int K, const int k0,
+                              const int k1, const int live, const int type, const int lid) {
   for (int t = 0; t < live; ++t) {
-    for (int i = lid; i < K / 4; i += WGS) {
+    for (int i = lid; i < (k1 - k0) / 4; i += WGS) {
       const int c = i / XU, u = i % XU;
-      xs[t * (XL / 4) + c * XU + (u ^ ((c * CW / 32) % XU))] = nf4_load4(x, x_row + (long)t * K + 4 * i, type);
+      xs[t * (XL / 4) + c * XU + (u ^ ((c * CW / 32) % XU))] = nf4_load4(x, x_row + (long)t * K + k0 + 4 * i, type);
     }
   }
 }
 #endif
 
-// This lane's share of the RB × TR sums of one batch, every chunk aligned (see the kernel):
-// passes over the chunks lane, lane + 32, ... One instance for all element types (a
-// uniform branch per x load): three would cost registers.
-inline void nf4_warps_sweep_aligned(float* acc, const __global uchar* x, const long x_row, const int K,
-                                    const int chunks, const int live, const int type, const __global uchar* packed,
+// This lane's share of the RB × TR sums of one batch over chunks c0 .. c0 + n - 1, every
+// chunk aligned (see the kernel): passes over the chunks c0 + lane, c0 + lane + 32, ... One
+// instance for all element types (a uniform branch per x load): three would cost registers.
+inline void nf4_warps_sweep_aligned(float* acc, const __global uchar* x, const long x_row, const int K, const int c0,
+                                    const int n, const int live, const int type, const __global uchar* packed,
                                     const __global float* scales, const long row_pos, const int nrows,
                                     const int log2_block, const int row_blocks, const int lane,
                                     __local const float2* pairs, const uint lane_off, __local const float4* xs,
@@ -218,32 +226,32 @@ inline void nf4_warps_sweep_aligned(float* acc, const __global uchar* x, const l
   float xa[TR * CW];
   NF4_RUN ra[RB];
   float sa[RB];
-  nf4_warps_load(xa, ra, sa, x, x_row, K, lane, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
+  nf4_warps_load(xa, ra, sa, x, x_row, K, c0, lane, n, live, type, packed, scales, row_pos, nrows, log2_block,
                  row_blocks, xs, staged);
 #if PF
   float xb[TR * CW];
   NF4_RUN rb[RB];
   float sb[RB];
 #pragma unroll 1
-  for (int c = lane; c < chunks; c += 2 * SG) {
-    const int has_b = c + SG < chunks;  // uniform but for the last pass
+  for (int c = lane; c < n; c += 2 * SG) {
+    const int has_b = c + SG < n;  // uniform but for the last pass
     if (has_b)
-      nf4_warps_load(xb, rb, sb, x, x_row, K, c + SG, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
+      nf4_warps_load(xb, rb, sb, x, x_row, K, c0, c + SG, n, live, type, packed, scales, row_pos, nrows, log2_block,
                      row_blocks, xs, staged);
 #pragma unroll
     for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, ra[b], xa, sa[b], live, pairs, lane_off);
     if (!has_b) break;
-    if (c + 2 * SG < chunks)
-      nf4_warps_load(xa, ra, sa, x, x_row, K, c + 2 * SG, chunks, live, type, packed, scales, row_pos, nrows,
-                     log2_block, row_blocks, xs, staged);
+    if (c + 2 * SG < n)
+      nf4_warps_load(xa, ra, sa, x, x_row, K, c0, c + 2 * SG, n, live, type, packed, scales, row_pos, nrows, log2_block,
+                     row_blocks, xs, staged);
 #pragma unroll
     for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, rb[b], xb, sb[b], live, pairs, lane_off);
   }
 #else
 #pragma unroll 1
-  for (int c = lane; c < chunks; c += SG) {
+  for (int c = lane; c < n; c += SG) {
     if (c != lane)
-      nf4_warps_load(xa, ra, sa, x, x_row, K, c, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
+      nf4_warps_load(xa, ra, sa, x, x_row, K, c0, c, n, live, type, packed, scales, row_pos, nrows, log2_block,
                      row_blocks, xs, staged);
 #pragma unroll
     for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, ra[b], xa, sa[b], live, pairs, lane_off);
@@ -263,7 +271,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   __local float* cb = (__local float*)xs;
 #else
   __local float cb[16 * NF4_CB_REPLICAS];
-  __local const float4* xs = 0;  // not read: staged is 0
+  __local const float4* xs = 0;  // not read: nothing is staged
 #endif
 #ifndef OCLTK_PTX
   // Outputs o0 .. o0 + NF4_ROUND - 1 meet per round: lane l of warp w's partial of output
@@ -296,15 +304,17 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   // Uniform: every chunk is CW/2-byte aligned and inside one block (blocks hold >= 32).
   const int aligned = nf4_chunks_aligned(K, element_offset, packed_offset, CW);
   const int row_blocks = nf4_row_blocks(K, log2_block);
-  const int staged = XL > 0 && aligned && K <= XL;  // uniform
+  // Uniform: x staged in segments of XL codes; once per tile where K fits one (whole).
+  const int staged = XL > 0 && aligned;
+  const int whole = staged && K <= XL;
 
   for (int r0 = seg_begin; r0 < seg_end; r0 += TR) {
     const int live = min(TR, seg_end - r0);
     const long x_row = (long)r0 * K;
 #if XL
-    if (staged) {
+    if (whole) {
       if (r0 != seg_begin) barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with the last tile's x
-      nf4_warps_stage_x(xs, x, x_row, K, live, type, lid);
+      nf4_warps_stage_x(xs, x, x_row, K, 0, K, live, type, lid);
       barrier(CLK_LOCAL_MEM_FENCE);
     }
 #endif
@@ -317,13 +327,31 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
       float acc[NOUT];
 #pragma unroll
       for (int o = 0; o < NOUT; ++o) acc[o] = 0.0f;
-      if (nrows > 0) {
-        const long row_pos = expert_pos + (long)n0 * K;
-        if (staged) {
-          nf4_warps_sweep_aligned(acc, x, x_row, K, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
-                                  row_blocks, lane, pairs, lane_off, xs, 1);
-        } else if (aligned) {
-          nf4_warps_sweep_aligned(acc, x, x_row, K, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
+      const long row_pos = expert_pos + (long)n0 * K;
+      if (staged) {
+#if XL
+        // Where K > XL, segments of XL codes, each staged by the whole workgroup between
+        // barriers (every warp is done with the last one); else the tile's rows staged above.
+        for (int k0 = 0; k0 < K; k0 += XL) {
+          const int k1 = min(K, k0 + XL);
+          if (!whole) {
+            barrier(CLK_LOCAL_MEM_FENCE);
+            nf4_warps_stage_x(xs, x, x_row, K, k0, k1, live, type, lid);
+            barrier(CLK_LOCAL_MEM_FENCE);
+          }
+          if (nrows > 0) {
+            if (whole)
+              nf4_warps_sweep_aligned(acc, x, x_row, K, 0, chunks, live, type, packed, scales, row_pos, nrows,
+                                      log2_block, row_blocks, lane, pairs, lane_off, xs, 1);
+            else
+              nf4_warps_sweep_aligned(acc, x, x_row, K, k0 / CW, (k1 - k0) / CW, live, type, packed, scales, row_pos,
+                                      nrows, log2_block, row_blocks, lane, pairs, lane_off, xs, 1);
+          }
+        }
+#endif
+      } else if (nrows > 0) {
+        if (aligned) {
+          nf4_warps_sweep_aligned(acc, x, x_row, K, 0, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
                                   row_blocks, lane, pairs, lane_off, xs, 0);
         } else {
           for (int c = lane; c < chunks; c += SG)

@@ -214,8 +214,9 @@ class Nf4Device : public RuntimeTest {
   // stream (their aligned paths need K, element_offset and the byte offset aligned to CW:
   // K = 75 or 101 take the general decode, the 66-expert window at offset 40 is aligned for
   // CW = 8 only; K < 32 chunks leaves warps' lanes without a chunk), plus blocks of 4096
-  // holding several W rows, a window 1056 into such a block, zero rows, K = 2112 (past
-  // warps' staged x), and both half types, at every point.
+  // holding several W rows, a window 1056 into such a block, zero rows, K = 2112 (two of
+  // warps' staged segments at XL 2048), and both half types, at every point the device
+  // can hold.
   void run_points(const char* algorithm, const std::vector<Params>& points);  // after stream_cases()
 
   // Builds a window (the stream has `element_offset` leading coefficients of another
@@ -400,8 +401,11 @@ const std::vector<Params> kLanesPoints = {
 // batch per warp and the next pass loaded ahead (PF); 256 work-items, 16 batches per warp
 // (the last workgroup's later warps have none) with PF, one tile row staged in local memory
 // (XL 4096); 16-byte chunks, 2 tile rows staged (XL 2048: each tile of a longer segment
-// staged again; K = 2112 loads x from global memory in the same build), 4 batches per warp.
-// Each fits NVIDIA's 48 KiB of local memory.
+// staged again, and K = 2112 in segments of 2048 and 64 codes per batch), 4 batches per warp.
+// Each fits NVIDIA's 48 KiB of local memory; the last two need more elsewhere (the
+// reduction's partials; run_points skips a point the device cannot hold). The barrier that
+// restages x for the next tile matters only without the local-memory reduction's barriers,
+// i.e. on NVIDIA (its tests there: results/h200-2026-12-01b/).
 const std::vector<Params> kWarpsPoints = {
     {},
     {{"WGS", 64}, {"CW", 32}, {"RB", 4}, {"TR", 4}, {"NB", 1}, {"PF", 1}},
@@ -477,15 +481,27 @@ void Nf4Device::run_points(const char* algorithm, const std::vector<Params>& poi
   cases.push_back({2, 24, 2048, 4096, 0, {3, 1}});
   cases.push_back({1, 7, 1024, 4096, 1056, {5}});
   cases.push_back({4, 16, 64, 64, 0, {0, 0, 0, 0}});
-  cases.push_back({1, 8, 2112, 64, 0, {3}});  // K past warps' XL 2048: x from global memory
+  cases.push_back({1, 8, 2112, 64, 0, {3}});  // K past warps' XL 2048: two staged segments
   const Choice no_backward;
-  for (const Params& p : points)
+  const AlgorithmSpec* spec = nf4_forward_family().find_algorithm(algorithm);
+  ASSERT_NE(spec, nullptr);
+  const DeviceLimits limits = DeviceLimits::of(runtime().device());
+  std::vector<Params> held;
+  for (const Params& p : points) {
+    if (const std::optional<std::string> why = spec->violation(spec->complete(p), &limits)) {
+      std::cout << "[ SKIPPED  ] " << algorithm << " " << format_params(spec->complete(p)) << ": " << *why << "\n";
+      continue;
+    }
+    held.push_back(p);
+  }
+  ASSERT_FALSE(held.empty());
+  for (const Params& p : held)
     for (const Case& c : cases) run_case(c, choice("nf4_forward", algorithm, p), no_backward);
   for (ElementType t : {ElementType::f16, ElementType::bf16}) {
     for (const Case& base : {Case{3, 24, 160, 64, 32, {2, 0, 5}}, Case{2, 19, 101, 32, 7, {1, 4}}}) {
       Case c = base;
       c.type = t;
-      for (const Params& p : points) run_case(c, choice("nf4_forward", algorithm, p), no_backward);
+      for (const Params& p : held) run_case(c, choice("nf4_forward", algorithm, p), no_backward);
     }
   }
 }

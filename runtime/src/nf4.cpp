@@ -149,9 +149,9 @@ AlgorithmSpec forward_lanes_algorithm() {
   return a;
 }
 
-// Decode on GPUs without barriers between warps: each 32-wide warp owns whole W rows,
-// sweeps K by itself and reduces its own sums (warp shuffles where OCLTK_PTX is defined),
-// codes decoded through the pair table (docs/nf4.md).
+// Decode on GPUs without barriers between warps (but those that stage x, XL): each 32-wide
+// warp owns whole W rows, sweeps K by itself and reduces its own sums (warp shuffles where
+// OCLTK_PTX is defined), codes decoded through the pair table (docs/nf4.md).
 AlgorithmSpec forward_warps_algorithm() {
   AlgorithmSpec a;
   a.name = "warps";
@@ -166,7 +166,7 @@ AlgorithmSpec forward_warps_algorithm() {
       {"XL",
        0,
        {0, 2048, 4096},
-       "x of the tile rows staged in local memory as f32 where K <= XL (0: every warp loads x in every pass)"},
+       "x of the tile rows staged in local memory as f32, XL codes at a time (0: every warp loads x in every pass)"},
       register_target_param(),
   };
   a.constraints = {

@@ -46,7 +46,9 @@ struct DeviceLimits {
   // m16n8k16 exists (AlgorithmSpec::search_needs_tensor_mma).
   bool tensor_mma = false;
   // NVIDIA's platform: program binaries are PTX, which the runtime can rebuild with a
-  // register target (the REGS parameter, register_target_param).
+  // register target (the REGS parameter, register_target_param). The same test as
+  // device_build_options' (runtime.hpp), so it also says that kernels build with OCLTK_PTX
+  // (warp shuffles instead of local-memory reductions: AlgorithmSpec::local_mem_bytes).
   bool ptx_binaries = false;
   static DeviceLimits of(const DeviceInfo& device);
 };
