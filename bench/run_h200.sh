@@ -188,6 +188,14 @@ ncu_lab() {
   "$ncu" -i "/tmp/ncu-$name.ncu-rep" --page raw --csv > "$out/ncu-$name-raw.csv" 2>&1
   mark "lab $name done"
 }
+# down_lab NAME CACHE PARAMS: ptx_lab.py on the warps program of PARAMS (REGS 128) in
+# OUT/CACHE, timed at the Mixtral-like down projection (8 experts, N 4096, K 14336, one f32 row
+# each), into OUT/down-NAME.txt and OUT/down.jsonl.
+down_lab() {
+  timeout 90 python3 "$here/ptx_lab.py" --cache "$out/$2" --algo warps --params "$3" --regs 128 --dtype f32 \
+    --rows 8 --experts 8 --n 4096 --k 14336 --json "$out/down.jsonl" > "$out/down-$1.txt" 2>&1
+  echo "down $1 rc=$?" >> "$out/device.txt"
+}
 # ab_decode: the runs of the ab-decode phase (see there).
 ab_decode() {
   local round
@@ -1241,11 +1249,8 @@ xl-pf)
       "warps|NB: 1, TR: 1, CW: 16, RB: 16, XL: 2048, PF: 0, REGS: 128, WGS: 128;warps|NB: 1, TR: 1, CW: 32, RB: 8, XL: 2048, PF: 1, REGS: 168, WGS: 128"
   done
   mark "candidates done"
-  for spec in "before|WGS=128,CW=16,RB=16,TR=1,NB=1,PF=0,XL=0" "shipped|WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,XL=4096"; do
-    timeout 90 python3 "$here/ptx_lab.py" --cache "$out/cache" --algo warps --params "${spec#*|}" --regs 128 \
-      --dtype f32 --rows 8 --experts 8 --n 4096 --k 14336 --json "$out/down.jsonl" > "$out/down-${spec%%|*}.txt" 2>&1
-    echo "down ${spec%%|*} rc=$?" >> "$out/device.txt"
-  done
+  down_lab before cache WGS=128,CW=16,RB=16,TR=1,NB=1,PF=0,XL=0
+  down_lab shipped cache WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,XL=4096
   ncu_lab xlpf128 "--algo warps --params WGS=128,CW=32,RB=8,TR=1,NB=1,PF=1,XL=4096 --regs 168 --dtype f32 --rows 8"
   rm -rf "$out/cache"
   mark "all done"
@@ -1272,14 +1277,9 @@ xl-ab)
   staged_test_nf4 120 '*Warps*'
   pin_rows before mix8 8 14336 4096 8 32 'nf4_forward/mixtral[^/]*/rows8/decode/ours/' \
     "warps|NB: 1, TR: 1, CW: 16, RB: 16, XL: 0, PF: 0, REGS: 128, WGS: 128"
-  for spec in "before|cache|WGS=128,CW=16,RB=16,TR=1,NB=1,PF=0,XL=0" \
-    "shipped|cache|WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,XL=4096" \
-    "shipped-old|cache-old|WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,XL=4096"; do
-    IFS='|' read -r name cache params <<< "$spec"
-    timeout 90 python3 "$here/ptx_lab.py" --cache "$out/$cache" --algo warps --params "$params" --regs 128 \
-      --dtype f32 --rows 8 --experts 8 --n 4096 --k 14336 --json "$out/down.jsonl" > "$out/down-$name.txt" 2>&1
-    echo "down $name rc=$?" >> "$out/device.txt"
-  done
+  down_lab before cache WGS=128,CW=16,RB=16,TR=1,NB=1,PF=0,XL=0
+  down_lab shipped cache WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,XL=4096
+  down_lab shipped-old cache-old WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,XL=4096
   rm -rf "$out/cache" "$out/cache-old"
   mark "all done"
   ;;

@@ -159,7 +159,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
   int seg_begin, seg_end;
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
 #if LUT == 2
-  nf4_fill_pair_table(pairs, cb, lid, WGS);
+  nf4_fill_pair_table(pairs, codebook, lid, WGS);
   barrier(CLK_LOCAL_MEM_FENCE);
 #endif
   const uint lane_off = nf4_pair_lane_off(lid);

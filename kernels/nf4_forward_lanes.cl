@@ -160,7 +160,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
 #if LUT == 2
   // The pair table (see nf4_rows_pair_fma).
   __local float2 pairs[256 * 16];
-  nf4_fill_pair_table(pairs, cb, lid, WGS);
+  nf4_fill_pair_table(pairs, codebook, lid, WGS);
   barrier(CLK_LOCAL_MEM_FENCE);
 #else
   __local const float2* pairs = 0;

@@ -173,8 +173,7 @@ inline void nf4_warps_load(float* xv, NF4_RUN* raw, float* sc, const __global uc
                            const int nrows, const int log2_block, const int row_blocks, __local const float4* xs,
                            const int staged) {
   const int cc = c < n ? c : 0;
-#if XL
-  if (staged) {
+  if (XL > 0 && staged) {
 #pragma unroll
     for (int t = 0; t < TR; ++t) {
       if (t < live) {  // uniform over the workgroup
@@ -193,9 +192,6 @@ inline void nf4_warps_load(float* xv, NF4_RUN* raw, float* sc, const __global uc
   } else {
     nf4_rows_load_x(xv, x, x_row, K, c0 + cc, live, type);
   }
-#else
-  nf4_rows_load_x(xv, x, x_row, K, c0 + cc, live, type);
-#endif
   nf4_rows_load_w(raw, sc, packed, scales, row_pos, K, nrows, c0 + cc, log2_block, row_blocks);
 }
 
@@ -284,11 +280,7 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const int e = expert_base + get_group_id(1);
   int seg_begin, seg_end;
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
-#if XL
-  nf4_fill_pair_table_from(pairs, codebook, lid, WGS);  // cb is overwritten by x below
-#else
-  nf4_fill_pair_table(pairs, cb, lid, WGS);
-#endif
+  nf4_fill_pair_table(pairs, codebook, lid, WGS);  // not from cb, which staged x overwrites (XL)
   barrier(CLK_LOCAL_MEM_FENCE);
   const uint lane_off = nf4_pair_lane_off(lid);
 
