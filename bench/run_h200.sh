@@ -76,7 +76,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|final-tests|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|final-tests|pl-final|bulk-lab|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -1299,6 +1299,66 @@ xl-tr2)
       pin_rows "r$round" "mix${r}bf16" 8 14336 4096 "$r" 16 "nf4_forward/mixtral[^/]*/rows$r/decode/ours_bf16/" "$cands"
     done
   done
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+pl-final)
+  # On one H200 (2026-12-01c): test_nf4's warps, built-in and profile-choice tests (stage
+  # test_nf4; TEST_LIMIT s); warps with codes and scales prefetched into L2 PL passes ahead
+  # (PL 1, 2, 4) at the shipped one-row points, f32 and bf16, beside the shipped profile
+  # (PL_ROUNDS rounds); the forward decode bench with HEAD's profile (stage it as old.yaml:
+  # bf16 Mixtral-like 8 rows on tc) and this one alternated, then cuBLAS; then the Mixtral-like
+  # down projection through ptx_lab.py without and with PL. PL was a build with
+  # results/h200-2026-12-01c/call1/pl-per-lane-prefetch.diff applied (not kept).
+  export OCLTK_CACHE_DIR="$out/cache"
+  staged_test_nf4 240 '*Warps*:*HalfTypesAndBuiltin*:*ProfileEntryFollows*'
+  mark "test_nf4 done"
+  a="warps|NB: 1, TR: 1, CW: 32, RB: 8, PF: 0, REGS: 128, WGS: 256, XL: 4096"
+  b="warps|NB: 1, TR: 1, CW: 16, RB: 16, PF: 0, REGS: 128, WGS: 128"
+  for round in $(seq "${PL_ROUNDS:-2}"); do
+    nf4_bench "" "shipped$round" "$here/nvidia-h200.yaml" 60 \
+      'nf4_forward/(mixtral[^/]*/rows8|fine[^/]*/rows64)/decode/(ours|ours_bf16)/' --ocltk_rows=8,64 \
+      --benchmark_min_time=0.05
+    pin_rows "r$round" mix8 8 14336 4096 8 32 'nf4_forward/mixtral[^/]*/rows8/decode/ours/' "$a, PL: 1;$a, PL: 2;$a, PL: 4"
+    pin_rows "r$round" mix8bf16 8 14336 4096 8 16 'nf4_forward/mixtral[^/]*/rows8/decode/ours_bf16/' "$a, PL: 1;$a, PL: 2"
+    pin_rows "r$round" fine64 64 1408 2048 64 32 'nf4_forward/fine[^/]*/rows64/decode/ours/' "$b, PL: 1;$b, PL: 2"
+  done
+  mark "pl done"
+  AB_FILTER='nf4_forward/.*/decode/(ours|ours_bf16)/' AB_ROWS=8,16,64 AB_CUBLAS_MIXTRAL=8,16,64 AB_CUBLAS_FINE=64 \
+    ab_decode
+  mark "ab done"
+  down_lab shipped cache WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,PL=0,XL=4096
+  down_lab pl1 cache WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,PL=1,XL=4096
+  down_lab pl2 cache WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,PL=2,XL=4096
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+bulk-lab)
+  # On one H200 (2026-12-01c, call 2): warps with a sweep's codes and scales past its first
+  # pass prefetched into L2 by one cp.async.bulk.prefetch a row (PL 1), and the first batch's
+  # whole rows before the tables are filled (PL 2), at the shipped Mixtral-like 8 and 16 rows
+  # and fine-grained 64 rows points, beside the shipped profile (PL_ROUNDS rounds); test_nf4's
+  # warps test first (stage test_nf4); the down projection through ptx_lab.py last. PL was a
+  # build with results/h200-2026-12-01c/call2/pl-bulk-prefetch.diff applied (not kept).
+  export OCLTK_CACHE_DIR="$out/cache"
+  staged_test_nf4 120 '*Warps*'
+  mark "test_nf4 done"
+  a="warps|NB: 1, TR: 1, CW: 32, RB: 8, PF: 0, REGS: 128, WGS: 256, XL: 4096"
+  b="warps|NB: 1, TR: 1, CW: 16, RB: 16, PF: 0, REGS: 128, WGS: 128"
+  c="warps|NB: 1, TR: 2, CW: 16, RB: 16, PF: 0, REGS: 0, WGS: 128"
+  for round in $(seq "${PL_ROUNDS:-2}"); do
+    nf4_bench "" "shipped$round" "$here/nvidia-h200.yaml" 60 \
+      'nf4_forward/(mixtral[^/]*/rows(8|16)|fine[^/]*/rows64)/decode/(ours|ours_bf16)/' --ocltk_rows=8,16,64 \
+      --benchmark_min_time=0.05
+    pin_rows "r$round" mix8 8 14336 4096 8 32 'nf4_forward/mixtral[^/]*/rows8/decode/ours/' "$a, PL: 1;$a, PL: 2"
+    pin_rows "r$round" mix8bf16 8 14336 4096 8 16 'nf4_forward/mixtral[^/]*/rows8/decode/ours_bf16/' "$a, PL: 2"
+    pin_rows "r$round" mix16 8 14336 4096 16 32 'nf4_forward/mixtral[^/]*/rows16/decode/ours/' "$c, PL: 1;$c, PL: 2"
+    pin_rows "r$round" fine64 64 1408 2048 64 32 'nf4_forward/fine[^/]*/rows64/decode/ours/' "$b, PL: 1;$b, PL: 2"
+  done
+  mark "pl done"
+  down_lab shipped cache WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,PL=0,XL=4096
+  down_lab pl1 cache WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,PL=1,XL=4096
+  down_lab pl2 cache WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,PL=2,XL=4096
   rm -rf "$out/cache"
   mark "all done"
   ;;

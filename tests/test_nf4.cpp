@@ -824,6 +824,20 @@ TEST_F(Nf4Device, BadInputsAreRejectedNamingTheFault) {
   set_offsets({0, 2, 3});
   expect_bad(good, "end at rows");
   set_offsets({0, 2, 4});
+  // The caller's count of experts with rows: in [1, min(rows, experts)], and as the offsets
+  // read back say.
+  a = good;
+  a.active_experts = 3;
+  expect_bad(a, "active_experts = 3 is not -1 (unknown) nor in [1, 2]");
+  a.active_experts = 0;
+  expect_bad(a, "active_experts = 0");
+  a.active_experts = 1;
+  expect_bad(a, "active_experts = 1 but the offsets give rows to 2 experts");
+  a.validate_offsets = false;
+  EXPECT_TRUE(check_nf4_forward(rt, a).ok()) << "offsets not read: nothing to contradict";
+  a.active_experts = 2;
+  a.validate_offsets = true;
+  EXPECT_TRUE(check_nf4_forward(rt, a).ok());
   a = good;
   a.w.geometry.experts = 3;  // offsets buffer has 3 entries, needs 4 (and more payload)
   expect_bad(a, "packed");
@@ -840,6 +854,83 @@ TEST_F(Nf4Device, BadInputsAreRejectedNamingTheFault) {
   a = good;
   a.input = foreign.get();
   expect_bad(a, "another OpenCL context");
+}
+
+// The profile entry of a launch is chosen by its experts with rows and the rows per such
+// expert (problem_distance): rows crowded on a few experts (top-k routing) take the entry
+// measured at their segments' length, counted from the offsets read back or given by the
+// caller (active_experts); without either, the rows count as spread evenly. Two fused points
+// other tests build, each the entry of one spread of 8 rows over 8 experts.
+TEST_F(Nf4Device, ProfileEntryFollowsTheRowsPerExpertWithRows) {
+  const ocltk::AlgorithmSpec* fused = nf4_forward_family().find_algorithm("fused");
+  ASSERT_NE(fused, nullptr);
+  const Params one_row = fused->complete(kFusedPoints[0].first), two_rows = fused->complete(kFusedPoints[2].first),
+               batch = fused->complete(kFusedPoints[1].first);
+  const Nf4Geometry geo{8, 16, 64, 64, 0};
+  auto entry = [&](const Params& p, std::int64_t rows, const char* shape_class = "decode") {
+    ProfileEntry e;
+    e.kernel = "nf4_forward";
+    e.shape_class = shape_class;
+    e.algorithm = "fused";
+    e.params = p;
+    e.problem = nf4_problem_of(rows, geo);
+    e.problem.erase("input_bits");  // as the tuner writes f32 problems
+    return e;
+  };
+  Profile profile;
+  profile.device = profile_device_of(runtime().device());
+  profile.tuner_version = "test";
+  profile.date = "2026-12-01";
+  profile.entries = {entry(one_row, 8), entry(two_rows, 16), entry(batch, 512, "small_batch")};
+  const std::string dir = ocltk_test::make_temp_dir("nf4_routing_profile");
+  const std::string path = dir + "/routing.yaml";
+  write_profile_atomically(path, profile);
+  RuntimeOptions options = ocltk_test::test_runtime_options(cache_dir());
+  options.use_profiles = true;
+  options.profile_path = path;
+  Result<Runtime> opened = Runtime::open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  Runtime& rt = opened.value();
+
+  auto packed = rt.allocate(std::size_t(geo.packed_bytes())).value();
+  auto scales = rt.allocate(std::size_t(geo.scale_count()) * 4).value();
+  auto cb = rt.allocate(64).value();
+  rt.queue().enqueue_write_buffer(cb, 0, 64, kNf4Codebook.data());
+  auto x = rt.allocate(8 * 64 * 4).value(), y = rt.allocate(8 * 16 * 4).value();
+  auto offs = rt.allocate(9 * 4).value();
+  const std::vector<std::uint32_t> even{0, 1, 2, 3, 4, 5, 6, 7, 8}, crowded{0, 2, 4, 6, 8, 8, 8, 8, 8};
+  const Nf4ForwardArgs base{
+      {geo, packed.get(), 0, scales.get(), 0, cb.get()}, x.get(), ElementType::f32, 8, offs.get(), y.get()};
+  auto params_of = [&](const std::vector<std::uint32_t>& offsets, bool validate, std::int64_t active) {
+    rt.queue().enqueue_write_buffer(offs, 0, 9 * 4, offsets.data());
+    Nf4ForwardArgs a = base;
+    a.validate_offsets = validate;
+    a.active_experts = active;
+    const Status s = nf4_forward_segmented(rt, a);
+    EXPECT_TRUE(s.ok()) << s.message();
+    const Choice c = rt.last_choice();
+    EXPECT_EQ(c.source, path) << c.describe();
+    return c.params;
+  };
+  EXPECT_EQ(params_of(even, true, -1), one_row);
+  EXPECT_EQ(params_of(crowded, true, -1), two_rows) << "2 rows on each of 4 experts, read back";
+  EXPECT_EQ(params_of(crowded, true, 4), two_rows);
+  EXPECT_EQ(params_of(crowded, false, 4), two_rows) << "the caller's count, offsets not read";
+  EXPECT_EQ(params_of(crowded, false, -1), one_row) << "neither: taken as an even spread";
+  // The shape class follows the rows per expert with rows: 64 rows on one of 8 experts is
+  // small_batch, not decode.
+  auto big_x = rt.allocate(64 * 64 * 4).value(), big_y = rt.allocate(64 * 16 * 4).value();
+  const std::vector<std::uint32_t> one_expert{0, 64, 64, 64, 64, 64, 64, 64, 64};
+  rt.queue().enqueue_write_buffer(offs, 0, 9 * 4, one_expert.data());
+  Nf4ForwardArgs a = base;
+  a.rows = 64;
+  a.input = big_x.get();
+  a.output = big_y.get();
+  ASSERT_TRUE(nf4_forward_segmented(rt, a).ok());
+  EXPECT_EQ(rt.last_choice().shape_class, "small_batch") << rt.last_choice().describe();
+  EXPECT_EQ(rt.last_choice().params, batch);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 TEST_F(Nf4Device, RoutingGroupsScattersAndFeedsTheForward) {

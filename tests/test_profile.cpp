@@ -2,6 +2,7 @@
 // levels, and the fallback chain from explicit path to built-in defaults; profile
 // databases: merge, derived entries, the chain through one database file, diff.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -1079,6 +1080,45 @@ TEST(ProfileDatabase, MalformedDatabasesNameFileLineAndColumn) {
 
 // tune --shapes stores several entries per class, each with the problem it was tuned on;
 // the runtime serves a launch from the one whose problem is nearest in log space.
+// Counting nf4's rows as experts with rows and rows per such expert changes no choice of the
+// shipped profiles for rows spread evenly (as the benches and the tuner spread them): at each
+// entry's geometry, 1 to 65536 rows and both input widths, every class's entry is one the
+// rows' distance alone makes nearest.
+TEST(ProfileChoice, ShippedNf4ChoicesForEvenSpreadsAreThoseOfTotalRows) {
+  const auto lg = [](double v) { return std::log2(std::max(1.0, v)); };
+  auto by_rows = [&](const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b) {
+    double d = 4.0 * std::fabs(lg(double(ocltk::input_bits_of(a))) - lg(double(ocltk::input_bits_of(b))));
+    for (const auto& [name, value] : a)
+      if (const auto it = b.find(name); name != "input_bits" && it != b.end())
+        d += std::fabs(lg(double(value)) - lg(double(it->second)));
+    return d;
+  };
+  int launches = 0;
+  for (const char* name : {"nvidia-h200.yaml", "pocl-skylake-avx512.yaml"}) {
+    const Profile p = ocltk::read_profile(std::string(OCLTK_CONFIGS_DIR) + "/" + name);
+    for (const ProfileEntry& geometry : p.entries) {
+      if (geometry.kernel.rfind("nf4_", 0) != 0 || geometry.problem.count("experts") == 0) continue;
+      for (std::int64_t rows : {1, 2, 3, 5, 8, 12, 16, 24, 32, 64, 100, 128, 256, 512, 1000, 4096, 32768, 65536}) {
+        for (std::int64_t bits : {16, 32}) {
+          std::map<std::string, std::int64_t> launch = geometry.problem;
+          launch["rows"] = rows;
+          launch["input_bits"] = bits;
+          const ProfileEntry* chosen = p.find(geometry.kernel, geometry.shape_class, &launch);
+          ASSERT_NE(chosen, nullptr);
+          double best = 1e300;
+          for (const ProfileEntry& e : p.entries)
+            if (e.kernel == geometry.kernel && e.shape_class == geometry.shape_class)
+              best = std::min(best, by_rows(launch, e.problem));
+          EXPECT_NEAR(by_rows(launch, chosen->problem), best, 1e-9)
+              << name << " " << geometry.kernel << "/" << geometry.shape_class << " rows " << rows << " bits " << bits;
+          ++launches;
+        }
+      }
+    }
+  }
+  EXPECT_GT(launches, 500);
+}
+
 TEST_F(ProfileTest, SeveralEntriesPerClassServeTheNearestProblem) {
   ScopedEnv env_path("OCLTK_PROFILE_PATH", dir_);
   ScopedEnv xdg("XDG_CONFIG_HOME", file("empty_xdg"));
@@ -1106,6 +1146,21 @@ TEST_F(ProfileTest, SeveralEntriesPerClassServeTheNearestProblem) {
   EXPECT_DOUBLE_EQ(ocltk::problem_distance(f32_launch, tuned), 0.0);
   EXPECT_DOUBLE_EQ(ocltk::problem_distance(f32_launch, pinned16), 6.0);
   EXPECT_DOUBLE_EQ(ocltk::problem_distance(tuned, pinned16), 6.0) << "a launch without it counts as f32";
+  // nf4's rows: the experts with rows (`active`, else min(rows, experts)) and the rows per
+  // such expert. 8 rows crowded on 4 of 8 experts are nearer 16 rows spread evenly (2 per
+  // expert) than 8 (1 per expert), which total rows alone would have chosen.
+  const std::map<std::string, std::int64_t> even8{{"experts", 8}, {"rows", 8}}, even16{{"experts", 8}, {"rows", 16}},
+      crowded8{{"experts", 8}, {"rows", 8}, {"active", 4}}, sparse8{{"experts", 64}, {"rows", 8}},
+      even64{{"experts", 64}, {"rows", 64}};
+  EXPECT_EQ(ocltk::active_experts_of(even16), 8);
+  EXPECT_EQ(ocltk::active_experts_of(sparse8), 8);
+  EXPECT_EQ(ocltk::active_experts_of(crowded8), 4);
+  EXPECT_EQ(ocltk::active_experts_of({{"m", 8}}), -1);
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(even8, even16), 1.0);
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(sparse8, even64), 3.0);
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(crowded8, even8), 2.0);
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(crowded8, even16), 1.0);
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(even8, {{"rows", 2}}), 2.0) << "no experts on one side: rows alone";
 
   ocltk::Result<ocltk::Runtime> rt = open_with_profiles("", /*verbose=*/0);
   ASSERT_TRUE(rt.ok()) << rt.status().message();

@@ -340,9 +340,9 @@ AlgorithmSpec tiled_algorithm() {
 
 const std::vector<ShapeClassSpec>& nf4_classes() {
   static const std::vector<ShapeClassSpec> classes = {
-      {"decode", "rows / experts <= 16"},
-      {"small_batch", "16 < rows / experts <= 128"},
-      {"prefill", "rows / experts > 128"},
+      {"decode", "rows per expert with rows <= 16"},
+      {"small_batch", "16 < rows per expert with rows <= 128"},
+      {"prefill", "rows per expert with rows > 128"},
   };
   return classes;
 }
@@ -385,10 +385,14 @@ void check_weights(Runtime& rt, const std::string& who, const Nf4Weights& w) {
   check_buffer(rt, who, "codebook", w.codebook, 64);
 }
 
-// Shared by both directions: rows, activations in (width in_width), out (width out_width).
-void check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, std::int64_t rows, cl_mem in,
-                     const char* in_name, std::size_t in_esize, std::int64_t in_width, cl_mem out, const char* out_name,
-                     std::size_t out_esize, std::int64_t out_width, cl_mem offsets, bool validate_offsets) {
+// Shared by both directions: rows, activations in (width in_width), out (width out_width),
+// the offsets and the caller's count of experts with rows (`active`, -1 where unknown).
+// Returns the experts with rows: counted from the offsets where they are read back, else the
+// caller's count, else min(rows, experts) (an even spread).
+std::int64_t check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, std::int64_t rows, cl_mem in,
+                             const char* in_name, std::size_t in_esize, std::int64_t in_width, cl_mem out,
+                             const char* out_name, std::size_t out_esize, std::int64_t out_width, cl_mem offsets,
+                             bool validate_offsets, std::int64_t active) {
   check_weights(rt, who, w);
   const Nf4Geometry& g = w.geometry;
   if (rows < 0) throw invalid(who + ": rows = " + std::to_string(rows) + " is negative");
@@ -396,17 +400,27 @@ void check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, s
     throw invalid(who + ": rows = " + std::to_string(rows) + " exceeds the kernel limit of 2^30 - 1 rows");
   if (g.experts == 0 && rows > 0)
     throw invalid(who + ": " + std::to_string(rows) + " rows given to an empty owner (0 experts)");
+  const std::int64_t most = std::min(rows, g.experts), least = rows > 0 ? 1 : 0;
+  if (active != -1 && (active < least || active > most))
+    throw invalid(who + ": active_experts = " + std::to_string(active) + " is not -1 (unknown) nor in [" +
+                  std::to_string(least) + ", " + std::to_string(most) + "] (" + std::to_string(rows) + " rows over " +
+                  std::to_string(g.experts) + " experts)");
   if (offsets == nullptr) throw invalid(who + ": buffer offsets is null");
   check_buffer(rt, who, "offsets", offsets, 4.0 * double(g.experts + 1));
   check_buffer(rt, who, in_name, in, double(rows) * in_width * in_esize);
   check_buffer(rt, who, out_name, out, double(rows) * out_width * out_esize);
-  if (validate_offsets) {
-    std::vector<std::uint32_t> host(std::size_t(g.experts + 1));
-    detail::check_cl(
-        clEnqueueReadBuffer(rt.queue().get(), offsets, CL_TRUE, 0, host.size() * 4, host.data(), 0, nullptr, nullptr),
-        who + ": reading the offsets back");
-    validate_nf4_offsets(host.data(), host.size(), g.experts, rows, who);
-  }
+  if (!validate_offsets) return active >= 0 ? active : most;
+  std::vector<std::uint32_t> host(std::size_t(g.experts + 1));
+  detail::check_cl(
+      clEnqueueReadBuffer(rt.queue().get(), offsets, CL_TRUE, 0, host.size() * 4, host.data(), 0, nullptr, nullptr),
+      who + ": reading the offsets back");
+  validate_nf4_offsets(host.data(), host.size(), g.experts, rows, who);
+  std::int64_t counted = 0;
+  for (std::size_t e = 0; e + 1 < host.size(); ++e) counted += host[e + 1] > host[e];
+  if (active >= 0 && active != counted)
+    throw invalid(who + ": active_experts = " + std::to_string(active) + " but the offsets give rows to " +
+                  std::to_string(counted) + " experts");
+  return counted;
 }
 
 // Scratch of the launches on one command queue: the split backwards' partial sums and one
@@ -631,8 +645,8 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
       nf4_launch_variant(*algorithm, d.type));
 }
 
-double rows_per_expert(std::int64_t rows, std::int64_t experts) {
-  return experts > 0 ? double(rows) / double(experts) : 0.0;
+double rows_per_active(std::int64_t rows, std::int64_t active) {
+  return active > 0 ? double(rows) / double(active) : 0.0;
 }
 
 }  // namespace
@@ -683,9 +697,13 @@ std::string nf4_shape_class(double rpe) {
   return "prefill";
 }
 
-std::map<std::string, std::int64_t> nf4_problem_of(std::int64_t rows, const Nf4Geometry& g, ElementType type) {
-  return {{"experts", g.experts}, {"n", g.out_features},        {"k", g.in_features},
-          {"rows", rows},         {"block_size", g.block_size}, {"input_bits", type == ElementType::f32 ? 32 : 16}};
+std::map<std::string, std::int64_t> nf4_problem_of(std::int64_t rows, const Nf4Geometry& g, ElementType type,
+                                                   std::int64_t active_experts) {
+  std::map<std::string, std::int64_t> p{
+      {"experts", g.experts}, {"n", g.out_features},        {"k", g.in_features},
+      {"rows", rows},         {"block_size", g.block_size}, {"input_bits", type == ElementType::f32 ? 32 : 16}};
+  if (active_experts >= 0) p["active"] = active_experts;
+  return p;
 }
 
 Nf4Problem nf4_class_problem(const std::string& shape_class, bool cpu_device) {
@@ -708,56 +726,73 @@ Nf4Problem nf4_class_problem(const std::string& shape_class, bool cpu_device) {
   throw Error(ErrorCode::kNotFound, "nf4 has no shape class '" + shape_class + "'");
 }
 
+namespace {
+
+std::int64_t check_forward(Runtime& rt, const Nf4ForwardArgs& a) {
+  return check_segmented(rt, "nf4_forward", a.w, a.rows, a.input, "input", element_size(a.type),
+                         a.w.geometry.in_features, a.output, "output", element_size(a.type), a.w.geometry.out_features,
+                         a.offsets, a.validate_offsets, a.active_experts);
+}
+
+std::int64_t check_backward(Runtime& rt, const Nf4BackwardArgs& a) {
+  return check_segmented(rt, "nf4_backward", a.w, a.rows, a.grad, "grad", element_size(a.type),
+                         a.w.geometry.out_features, a.grad_input, "grad_input", 4, a.w.geometry.in_features, a.offsets,
+                         a.validate_offsets, a.active_experts);
+}
+
+void enqueue_forward(Runtime& rt, const Choice& choice, const Nf4ForwardArgs& a, const Launch& launch) {
+  enqueue_segmented(rt, nf4_forward_family(), choice, a.w, a.rows, a.offsets,
+                    {"nf4_forward", true, a.input, a.output, a.type}, launch);
+}
+
+void enqueue_backward(Runtime& rt, const Choice& choice, const Nf4BackwardArgs& a, const Launch& launch) {
+  enqueue_segmented(rt, nf4_backward_family(), choice, a.w, a.rows, a.offsets,
+                    {"nf4_backward", false, a.grad, a.grad_input, a.type}, launch);
+}
+
+// The profile's choice for a launch of `rows` over `active` experts with rows.
+Choice choose_segmented(Runtime& rt, const char* kernel, const Nf4Weights& w, std::int64_t rows, ElementType type,
+                        std::int64_t active) {
+  return rt.choose(kernel, nf4_shape_class(rows_per_active(rows, active)),
+                   nf4_problem_of(rows, w.geometry, type, active));
+}
+
+}  // namespace
+
 Status check_nf4_forward(Runtime& rt, const Nf4ForwardArgs& a) {
-  return guard([&] {
-    check_segmented(rt, "nf4_forward", a.w, a.rows, a.input, "input", element_size(a.type), a.w.geometry.in_features,
-                    a.output, "output", element_size(a.type), a.w.geometry.out_features, a.offsets, a.validate_offsets);
-  });
+  return guard([&] { check_forward(rt, a); });
 }
 
 Status check_nf4_backward(Runtime& rt, const Nf4BackwardArgs& a) {
-  return guard([&] {
-    check_segmented(rt, "nf4_backward", a.w, a.rows, a.grad, "grad", element_size(a.type), a.w.geometry.out_features,
-                    a.grad_input, "grad_input", 4, a.w.geometry.in_features, a.offsets, a.validate_offsets);
-  });
+  return guard([&] { check_backward(rt, a); });
 }
 
 Status nf4_forward_with(Runtime& rt, const Choice& choice, const Nf4ForwardArgs& a, const Launch& launch) {
-  if (Status s = check_nf4_forward(rt, a); !s) return s;
   return guard([&] {
-    enqueue_segmented(rt, nf4_forward_family(), choice, a.w, a.rows, a.offsets,
-                      {"nf4_forward", true, a.input, a.output, a.type}, launch);
+    check_forward(rt, a);
+    enqueue_forward(rt, choice, a, launch);
   });
 }
 
 Status nf4_backward_with(Runtime& rt, const Choice& choice, const Nf4BackwardArgs& a, const Launch& launch) {
-  if (Status s = check_nf4_backward(rt, a); !s) return s;
   return guard([&] {
-    enqueue_segmented(rt, nf4_backward_family(), choice, a.w, a.rows, a.offsets,
-                      {"nf4_backward", false, a.grad, a.grad_input, a.type}, launch);
+    check_backward(rt, a);
+    enqueue_backward(rt, choice, a, launch);
   });
 }
 
 Status nf4_forward_segmented(Runtime& rt, const Nf4ForwardArgs& a, const Launch& launch) {
-  Choice choice;
-  try {
-    choice = rt.choose("nf4_forward", nf4_shape_class(rows_per_expert(a.rows, a.w.geometry.experts)),
-                       nf4_problem_of(a.rows, a.w.geometry, a.type));
-  } catch (const Error& e) {
-    return Status::from(e);
-  }
-  return nf4_forward_with(rt, choice, a, launch);
+  return guard([&] {
+    const std::int64_t active = check_forward(rt, a);
+    enqueue_forward(rt, choose_segmented(rt, "nf4_forward", a.w, a.rows, a.type, active), a, launch);
+  });
 }
 
 Status nf4_input_backward_segmented(Runtime& rt, const Nf4BackwardArgs& a, const Launch& launch) {
-  Choice choice;
-  try {
-    choice = rt.choose("nf4_backward", nf4_shape_class(rows_per_expert(a.rows, a.w.geometry.experts)),
-                       nf4_problem_of(a.rows, a.w.geometry, a.type));
-  } catch (const Error& e) {
-    return Status::from(e);
-  }
-  return nf4_backward_with(rt, choice, a, launch);
+  return guard([&] {
+    const std::int64_t active = check_backward(rt, a);
+    enqueue_backward(rt, choose_segmented(rt, "nf4_backward", a.w, a.rows, a.type, active), a, launch);
+  });
 }
 
 namespace detail {

@@ -253,12 +253,32 @@ std::int64_t input_bits_of(const std::map<std::string, std::int64_t>& problem) {
   return it == problem.end() ? std::int64_t(32) : it->second;
 }
 
+std::int64_t active_experts_of(const std::map<std::string, std::int64_t>& problem) {
+  if (const auto it = problem.find("active"); it != problem.end()) return it->second;
+  const auto rows = problem.find("rows"), experts = problem.find("experts");
+  if (rows == problem.end() || experts == problem.end()) return -1;
+  return std::min(rows->second, experts->second);
+}
+
 double problem_distance(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b) {
-  const auto lg = [](std::int64_t v) { return std::log2(double(std::max<std::int64_t>(1, v))); };
+  const auto lg = [](double v) { return std::log2(std::max(1.0, v)); };
   double d = 0;
   for (const auto& [name, value] : a) {
     const auto it = b.find(name);
-    if (name != "input_bits" && it != b.end()) d += std::fabs(lg(value) - lg(it->second));
+    if (name != "input_bits" && name != "rows" && name != "active" && it != b.end())
+      d += std::fabs(lg(double(value)) - lg(double(it->second)));
+  }
+  const auto ra = a.find("rows"), rb = b.find("rows");
+  if (ra != a.end() && rb != b.end()) {
+    const std::int64_t aa = active_experts_of(a), ab = active_experts_of(b);
+    if (aa > 0 && ab > 0) {
+      // nf4's segments: experts with rows and rows per such expert (the same as the rows'
+      // distance for two even spreads of as many experts).
+      d += std::fabs(lg(double(aa)) - lg(double(ab)));
+      d += std::fabs(lg(double(ra->second) / double(aa)) - lg(double(rb->second) / double(ab)));
+    } else {
+      d += std::fabs(lg(double(ra->second)) - lg(double(rb->second)));
+    }
   }
   // Another input width (nf4's: 32 or 16) takes another code path: it weighs as much as a
   // 16-fold difference of a size.

@@ -66,6 +66,11 @@ struct Nf4ForwardArgs {
   // false: no host round trip; the kernels clamp every segment to [0, rows), so bad
   // offsets give wrong rows but never an out-of-bounds access.
   bool validate_offsets = true;
+  // The experts with rows (non-empty segments), where the caller knows them: the profile's
+  // entry is chosen by them and the rows per such expert (problem_distance). -1: counted
+  // from the offsets where they are read back, else taken as min(rows, experts) (rows spread
+  // evenly). A count the offsets read back contradict is an error.
+  std::int64_t active_experts = -1;
 };
 
 // dx[r, k] = Σ_n g[r, n] · W[e, n, k] (input gradient only; no weight gradient).
@@ -77,19 +82,23 @@ struct Nf4BackwardArgs {
   cl_mem offsets = nullptr;
   cl_mem grad_input = nullptr;  // rows × K, always f32
   bool validate_offsets = true;
+  std::int64_t active_experts = -1;  // as Nf4ForwardArgs'
 };
 
 const KernelFamily& nf4_forward_family();
 const KernelFamily& nf4_backward_family();
 
-// decode (≤ 16 rows per expert on average), small_batch (≤ 128), prefill (more).
-std::string nf4_shape_class(double rows_per_expert);
+// decode (≤ 16 rows per expert with rows, on average), small_batch (≤ 128), prefill (more).
+std::string nf4_shape_class(double rows_per_active_expert);
 // A launch's problem as profile entries store it: {experts, n, k, rows, block_size,
 // input_bits} (input_bits 32 for f32 input, 16 for f16 and bf16: entries that name it serve
 // their input width first; the tuner measures f32 and writes no input_bits, unless a --shapes
-// problem asks for input_bits: 16, which it measures with bf16 input).
+// problem asks for input_bits: 16, which it measures with bf16 input), and `active` where
+// `active_experts` >= 0 (a launch that knows its experts with rows; entries, measured on
+// even spreads, have none: see problem_distance).
 std::map<std::string, std::int64_t> nf4_problem_of(std::int64_t rows, const Nf4Geometry& geometry,
-                                                   ElementType type = ElementType::f32);
+                                                   ElementType type = ElementType::f32,
+                                                   std::int64_t active_experts = -1);
 // The problem `tune` measures: a class's representative one, or one from --shapes.
 struct Nf4Problem {
   std::int64_t experts = 8, n = 1024, k = 1024, rows = 8, block_size = 64;
@@ -104,7 +113,8 @@ std::string nf4_launch_variant(const AlgorithmSpec& algorithm, ElementType type)
 Status check_nf4_forward(Runtime& rt, const Nf4ForwardArgs& args);
 Status check_nf4_backward(Runtime& rt, const Nf4BackwardArgs& args);
 // Status-returning boundary; the choice comes from the profile (shape class by rows per
-// expert) unless the *_with variants are given one (tuner, tests, benches).
+// expert with rows, entry by problem_distance) unless the *_with variants are given one
+// (tuner, tests, benches).
 Status nf4_forward_segmented(Runtime& rt, const Nf4ForwardArgs& args, const Launch& launch = {});
 Status nf4_input_backward_segmented(Runtime& rt, const Nf4BackwardArgs& args, const Launch& launch = {});
 Status nf4_forward_with(Runtime& rt, const Choice& choice, const Nf4ForwardArgs& args, const Launch& launch = {});

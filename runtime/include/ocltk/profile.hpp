@@ -53,11 +53,20 @@ ProfileDevice profile_device_of(const DeviceInfo& device);
 // on, or launches, f32 input: the tuner's).
 std::int64_t input_bits_of(const std::map<std::string, std::int64_t>& problem);
 
+// nf4's experts with rows in a problem: its `active` where it says (a launch that counted
+// them from its offsets), else min(rows, experts), the rows spread evenly as the tuner and
+// the benches spread them; -1 for a problem without rows and experts.
+std::int64_t active_experts_of(const std::map<std::string, std::int64_t>& problem);
+
 // How far apart two problems are: the sum over their shared dimensions of
 // |log2(a) - log2(b)| (a dimension one side lacks does not count; nf4's input_bits counts
 // four times, since another input width takes another code path, and is 32 where a side
-// lacks it: the tuner measures f32). A launch is served by the entry of its class whose
-// problem is nearest.
+// lacks it: the tuner measures f32). nf4's rows count as two dimensions, the experts with
+// rows (active_experts_of) and the rows per such expert: for two even spreads over as many
+// experts that is |log2| of the rows' ratio, as for any dimension, while a launch whose rows
+// crowd on a few experts (top-k routing) goes to entries measured at its segments' length
+// and its amount of work rather than at its total rows. A launch is served by the entry of
+// its class whose problem is nearest.
 double problem_distance(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b);
 
 // Whether two problems are the same: every dimension equal, nf4's input_bits 32 and a side
