@@ -76,7 +76,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|final-tests|pl-final|bulk-lab|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|final-tests|pl-final|bulk-lab|chains-ab|lt-final|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -195,6 +195,23 @@ down_lab() {
   timeout 90 python3 "$here/ptx_lab.py" --cache "$out/$2" --algo warps --params "$3" --regs 128 --dtype f32 \
     --rows 8 --experts 8 --n 4096 --k 14336 --json "$out/down.jsonl" > "$out/down-$1.txt" 2>&1
   echo "down $1 rc=$?" >> "$out/device.txt"
+}
+# one_row_shipped NAME: the shipped profile's forward at one row per expert (Mixtral-like 8
+# rows, fine-grained 64), f32 and bf16, into OUT/h200-nf4-NAME.json.
+one_row_shipped() {
+  nf4_bench "" "$1" "$here/nvidia-h200.yaml" 60 \
+    'nf4_forward/(mixtral[^/]*/rows8|fine[^/]*/rows64)/decode/(ours|ours_bf16)/' --ocltk_rows=8,64 \
+    --benchmark_min_time=0.05
+}
+# pl_down_labs: down_lab of the Mixtral-like one-row point in OUT/cache at PL 0 (shipped), 1
+# and 2 (pl-final and bulk-lab: builds with an experimental PL parameter, not kept).
+pl_down_labs() {
+  local pl name
+  for pl in 0 1 2; do
+    name=pl$pl
+    [ "$pl" = 0 ] && name=shipped
+    down_lab "$name" cache "WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,PL=$pl,XL=4096"
+  done
 }
 # ab_decode: the runs of the ab-decode phase (see there).
 ab_decode() {
@@ -1191,9 +1208,7 @@ xl-points)
   a="warps|NB: 1, TR: 1, CW: 32, RB: 8"
   b="warps|NB: 1, TR: 1, CW: 16, RB: 16"
   for round in $(seq "${XL_ROUNDS:-2}"); do
-    nf4_bench "" "shipped$round" "$here/nvidia-h200.yaml" 60 \
-      'nf4_forward/(mixtral[^/]*/rows8|fine[^/]*/rows64)/decode/(ours|ours_bf16)/' --ocltk_rows=8,64 \
-      --benchmark_min_time=0.05
+    one_row_shipped "shipped$round"
     pin_rows "r$round" mix8 8 14336 4096 8 32 'nf4_forward/mixtral[^/]*/rows8/decode/ours/' \
       "$a, PF: 0, REGS: 128, WGS: 256, XL: 4096;$a, PF: 0, REGS: 0, WGS: 256, XL: 4096;$a, PF: 0, REGS: 128, WGS: 128, XL: 4096;warps|NB: 1, TR: 1, CW: 32, RB: 4, PF: 0, REGS: 128, WGS: 256, XL: 4096;warps|NB: 4, TR: 1, CW: 32, RB: 8, PF: 0, REGS: 128, WGS: 256, XL: 4096"
     pin_rows "r$round" mix8bf16 8 14336 4096 8 16 'nf4_forward/mixtral[^/]*/rows8/decode/ours_bf16/' \
@@ -1238,9 +1253,7 @@ xl-pf)
   staged_test_nf4 120 '*Warps*'
   a="warps|NB: 1, TR: 1, CW: 32, RB: 8, XL: 4096"
   for round in $(seq "${XL_ROUNDS:-2}"); do
-    nf4_bench "" "shipped$round" "$here/nvidia-h200.yaml" 60 \
-      'nf4_forward/(mixtral[^/]*/rows8|fine[^/]*/rows64)/decode/(ours|ours_bf16)/' --ocltk_rows=8,64 \
-      --benchmark_min_time=0.05
+    one_row_shipped "shipped$round"
     pin_rows "r$round" mix8 8 14336 4096 8 32 'nf4_forward/mixtral[^/]*/rows8/decode/ours/' \
       "${XL_PF:-"$a, PF: 1, REGS: 168, WGS: 256;$a, PF: 1, REGS: 168, WGS: 128;$a, PF: 1, REGS: 128, WGS: 256;warps|NB: 1, TR: 1, CW: 16, RB: 16, XL: 4096, PF: 1, REGS: 168, WGS: 128;$a, PF: 1, REGS: 0, WGS: 128;warps|NB: 1, TR: 1, CW: 16, RB: 16, XL: 0, PF: 0, REGS: 128, WGS: 128"}"
     pin_rows "r$round" mix8bf16 8 14336 4096 8 16 'nf4_forward/mixtral[^/]*/rows8/decode/ours_bf16/' \
@@ -1316,9 +1329,7 @@ pl-final)
   a="warps|NB: 1, TR: 1, CW: 32, RB: 8, PF: 0, REGS: 128, WGS: 256, XL: 4096"
   b="warps|NB: 1, TR: 1, CW: 16, RB: 16, PF: 0, REGS: 128, WGS: 128"
   for round in $(seq "${PL_ROUNDS:-2}"); do
-    nf4_bench "" "shipped$round" "$here/nvidia-h200.yaml" 60 \
-      'nf4_forward/(mixtral[^/]*/rows8|fine[^/]*/rows64)/decode/(ours|ours_bf16)/' --ocltk_rows=8,64 \
-      --benchmark_min_time=0.05
+    one_row_shipped "shipped$round"
     pin_rows "r$round" mix8 8 14336 4096 8 32 'nf4_forward/mixtral[^/]*/rows8/decode/ours/' "$a, PL: 1;$a, PL: 2;$a, PL: 4"
     pin_rows "r$round" mix8bf16 8 14336 4096 8 16 'nf4_forward/mixtral[^/]*/rows8/decode/ours_bf16/' "$a, PL: 1;$a, PL: 2"
     pin_rows "r$round" fine64 64 1408 2048 64 32 'nf4_forward/fine[^/]*/rows64/decode/ours/' "$b, PL: 1;$b, PL: 2"
@@ -1327,9 +1338,7 @@ pl-final)
   AB_FILTER='nf4_forward/.*/decode/(ours|ours_bf16)/' AB_ROWS=8,16,64 AB_CUBLAS_MIXTRAL=8,16,64 AB_CUBLAS_FINE=64 \
     ab_decode
   mark "ab done"
-  down_lab shipped cache WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,PL=0,XL=4096
-  down_lab pl1 cache WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,PL=1,XL=4096
-  down_lab pl2 cache WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,PL=2,XL=4096
+  pl_down_labs
   rm -rf "$out/cache"
   mark "all done"
   ;;
@@ -1356,9 +1365,47 @@ bulk-lab)
     pin_rows "r$round" fine64 64 1408 2048 64 32 'nf4_forward/fine[^/]*/rows64/decode/ours/' "$b, PL: 1;$b, PL: 2"
   done
   mark "pl done"
-  down_lab shipped cache WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,PL=0,XL=4096
-  down_lab pl1 cache WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,PL=1,XL=4096
-  down_lab pl2 cache WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,PL=2,XL=4096
+  pl_down_labs
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+chains-ab)
+  # On one H200 (2026-12-01c, call 3): three builds of ocltk_bench_nf4 with the shipped profile,
+  # alternated (AB_ROUNDS), each with its own program cache, at the forward decode rows that
+  # take warps or lanes: HEAD's (stage it as ocltk_bench_nf4_old), one whose row kernels know
+  # that a tile's row 0 is always there (stage as ocltk_bench_nf4_A: no test a row at TR 1),
+  # and this build, which also sums a W row's products in four chains instead of two. Then
+  # ptx_lab.py at the down projection on each build's shipped Mixtral-like one-row program
+  # (registers, spills), and Nsight Compute on this build's.
+  filt='nf4_forward/(mixtral[^/]*/rows(1|8|16)|fine[^/]*/rows(8|64))/decode/(ours|ours_bf16)/'
+  for round in $(seq "${AB_ROUNDS:-3}"); do
+    OCLTK_CACHE_DIR="$out/cache-old" bench_bin="$here/ocltk_bench_nf4_old" nf4_bench "" "old$round" \
+      "$here/nvidia-h200.yaml" 90 "$filt" --ocltk_rows=1,8,16,64 --benchmark_min_time=0.05
+    OCLTK_CACHE_DIR="$out/cache-A" bench_bin="$here/ocltk_bench_nf4_A" nf4_bench "" "A$round" \
+      "$here/nvidia-h200.yaml" 90 "$filt" --ocltk_rows=1,8,16,64 --benchmark_min_time=0.05
+    OCLTK_CACHE_DIR="$out/cache" nf4_bench "" "B$round" "$here/nvidia-h200.yaml" 90 "$filt" \
+      --ocltk_rows=1,8,16,64 --benchmark_min_time=0.05
+    mark "round $round done"
+  done
+  for build in old:cache-old A:cache-A B:cache; do
+    down_lab "${build%%:*}" "${build#*:}" WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,XL=4096
+  done
+  ncu_lab b8 "--algo warps --params WGS=256,CW=32,RB=8,TR=1,NB=1,PF=0,XL=4096 --regs 128 --dtype f32 --rows 8"
+  python3 "$here/ncu_hot.py" "$out/ncu-b8-sass.csv" > "$out/ncu-b8-hot.txt" 2>&1
+  rm -rf "$out/cache" "$out/cache-A" "$out/cache-old" "$out"/ncu-b8-raw.csv
+  gzip -f "$out/ncu-b8-details.txt" "$out/ncu-b8-sass.csv" 2>/dev/null
+  mark "all done"
+  ;;
+lt-final)
+  # On one H200 (2026-12-01c, call 4): test_nf4's warps, lanes, built-in and profile-choice
+  # tests (stage test_nf4; TEST_LIMIT s); then the forward decode bench with the profile before
+  # (stage 44e1aa1's as old.yaml) and the one whose warps entries at TR 2 and at the
+  # fine-grained one-row point take LT 1, alternated (AB_ROUNDS), and cuBLAS.
+  export OCLTK_CACHE_DIR="$out/cache"
+  staged_test_nf4 240 '*Warps*:*Lanes*:*HalfTypesAndBuiltin*:*ProfileEntryFollows*'
+  mark "test_nf4 done"
+  AB_FILTER='nf4_forward/.*/decode/(ours|ours_bf16)/' AB_ROWS=1,8,16,64,128 AB_CUBLAS_MIXTRAL=8,16,64 \
+    AB_CUBLAS_FINE=64,128 ab_decode
   rm -rf "$out/cache"
   mark "all done"
   ;;

@@ -60,6 +60,9 @@
 #ifndef PF
 #define PF 0  // 1: the next pass's loads are issued before the current pass is decoded
 #endif
+#ifndef LT
+#define LT 0  // 1: a tile's row 0 multiplied without a test (it always exists; nf4_rows.clh)
+#endif
 #ifndef XL
 #define XL 0  // x of the tile rows staged in local memory as f32, XL codes at a time (0: loaded by each warp)
 #endif
@@ -92,6 +95,9 @@
 #endif
 #if NOUT > 32
 #error "RB * TR must be at most 32 (accumulator registers)"
+#endif
+#if LT != 0 && LT != 1
+#error "LT must be 0 or 1"
 #endif
 #if XL != 0 && XL != 2048 && XL != 4096
 #error "XL must be 0, 2048 or 4096"
@@ -176,7 +182,7 @@ inline void nf4_warps_load(float* xv, NF4_RUN* raw, float* sc, const __global uc
   if (XL > 0 && staged) {
 #pragma unroll
     for (int t = 0; t < TR; ++t) {
-      if (t < live) {  // uniform over the workgroup
+      if (NF4_LIVE(t, live)) {  // uniform over the workgroup
         // s(c) of the staged layout (the kernel's comment); c and the lane agree on it.
         const int s = (cc * CW / 32) % XU;
 #pragma unroll

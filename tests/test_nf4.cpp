@@ -398,19 +398,21 @@ const std::vector<Params> kLanesPoints = {
 };
 // Warps points (forward only): the defaults (8-byte chunks, 8 W rows per warp, 4
 // batches, x from global memory); 64 work-items (2 warps), 16-byte chunks, 4 tile rows, one
-// batch per warp and the next pass loaded ahead (PF); 256 work-items, 16 batches per warp
+// batch per warp and the next pass loaded ahead (PF), row 0 of a tile untested (LT 1); 256
+// work-items, 16 batches per warp
 // (the last workgroup's later warps have none) with PF, one tile row staged in local memory
 // (XL 4096); 16-byte chunks, 2 tile rows staged (XL 2048: each tile of a longer segment
-// staged again, and K = 2112 in segments of 2048 and 64 codes per batch), 4 batches per warp.
+// staged again, and K = 2112 in segments of 2048 and 64 codes per batch), 4 batches per warp,
+// LT 1.
 // Each fits NVIDIA's 48 KiB of local memory; the last two need more elsewhere (the
 // reduction's partials; run_points skips a point the device cannot hold). The barrier that
 // restages x for the next tile matters only without the local-memory reduction's barriers,
 // i.e. on NVIDIA (its tests there: results/h200-2026-12-01b/).
 const std::vector<Params> kWarpsPoints = {
     {},
-    {{"WGS", 64}, {"CW", 32}, {"RB", 4}, {"TR", 4}, {"NB", 1}, {"PF", 1}},
+    {{"WGS", 64}, {"CW", 32}, {"RB", 4}, {"TR", 4}, {"NB", 1}, {"PF", 1}, {"LT", 1}},
     {{"WGS", 256}, {"CW", 16}, {"RB", 8}, {"TR", 1}, {"NB", 16}, {"PF", 1}, {"XL", 4096}},
-    {{"WGS", 128}, {"CW", 32}, {"RB", 8}, {"TR", 2}, {"NB", 4}, {"XL", 2048}},
+    {{"WGS", 128}, {"CW", 32}, {"RB", 8}, {"TR", 2}, {"NB", 4}, {"XL", 2048}, {"LT", 1}},
 };
 // Tc points (forward only): 64 work-items as one team of 2 warps splitting K, one tile of
 // 16 W rows per batch, 4 batches per team, two groups of steps loaded ahead; the defaults (a

@@ -163,6 +163,7 @@ AlgorithmSpec forward_warps_algorithm() {
       {"TR", 1, {1, 2, 4}, "tile rows: segment rows whose x chunks each lane keeps in registers"},
       {"NB", 4, {1, 4, 16}, "W row batches per warp, strided over all warps"},
       {"PF", 0, {0, 1}, "1: each pass's loads issued before the previous pass is decoded (two register sets)"},
+      {"LT", 0, {0, 1}, "1: a tile's row 0 multiplied without a test (it always exists)"},
       {"XL",
        0,
        {0, 2048, 4096},
