@@ -76,7 +76,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|final-tests|pl-final|bulk-lab|chains-ab|lt-final|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|final-tests|pl-final|bulk-lab|chains-ab|lt-final|decode-final|bwd-lt|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -1406,6 +1406,49 @@ lt-final)
   mark "test_nf4 done"
   AB_FILTER='nf4_forward/.*/decode/(ours|ours_bf16)/' AB_ROWS=1,8,16,64,128 AB_CUBLAS_MIXTRAL=8,16,64 \
     AB_CUBLAS_FINE=64,128 ab_decode
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+decode-final)
+  # On one H200 (2026-12-01c, call 5): the shipped profile's forward and backward at the
+  # decode rows of both shapes (1, 8, 64 and 512 rows), f32 and bf16, beside dequantize +
+  # CLBlast, then cuBLAS bf16 on dequantized weights at the same rows and the copy bandwidth.
+  export OCLTK_CACHE_DIR="$out/cache"
+  nf4_bench "" decode "$here/nvidia-h200.yaml" 400 \
+    'nf4_(forward|backward)/.*/rows(1|8|64|512)/decode/(ours|ours_bf16|baseline_dequant_clblast)/' \
+    --ocltk_rows=1,8,64,512
+  mark "bench done"
+  timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64 \
+    --json "$out/cublas-nf4-mixtral.json" > /dev/null
+  timeout 60 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64,512 \
+    --json "$out/cublas-nf4-fine.json" > /dev/null
+  timeout 30 $ref copy > "$out/copy.json"
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+bwd-lt)
+  # On one H200 (2026-12-01c, call 6): the backward stream with a tile's row 0 untested (LT 1)
+  # in every shipped stream entry (all at TR 1) against the shipped ones, alternated
+  # (AB_ROUNDS), at the backward decode rows of both shapes; test_nf4's stream tests first
+  # (stage test_nf4). LT on the stream backward was a build with
+  # results/h200-2026-12-01c/call6/stream-lt.diff applied (no change measured, not kept).
+  export OCLTK_CACHE_DIR="$out/cache"
+  staged_test_nf4 120 '*Stream*'
+  mark "test_nf4 done"
+  python3 - "$here/nvidia-h200.yaml" "$out/lt.yaml" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+head = text.index("\n  nf4_backward:\n")
+body = re.sub(r"(- algorithm: stream\n\s+params: \{)", r"\1LT: 1, ", text[head:])
+open(sys.argv[2], "w").write(text[:head] + body)
+PY
+  for round in $(seq "${AB_ROUNDS:-3}"); do
+    for variant in shipped:"$here/nvidia-h200.yaml" lt:"$out/lt.yaml"; do
+      nf4_bench "" "${variant%%:*}$round" "${variant#*:}" 90 'nf4_backward/.*/decode/(ours|ours_bf16)/' \
+        --ocltk_rows=1,8,64 --benchmark_min_time=0.05
+    done
+    mark "round $round done"
+  done
   rm -rf "$out/cache"
   mark "all done"
   ;;
