@@ -397,8 +397,8 @@ const std::vector<Params> kLanesPoints = {
     {{"WGS", 256}, {"CW", 16}, {"RB", 2}, {"TR", 8}, {"NB", 16}},
 };
 // Warps points (forward only): the defaults (8-byte chunks, 8 W rows per warp, 4
-// batches, x from global memory); 64 work-items (2 warps), 16-byte chunks, 4 tile rows, one
-// batch per warp and the next pass loaded ahead (PF), row 0 of a tile untested (LT 1); 256
+// batches, x from global memory) but with a tile's one row untested (LT 1, TR 1); 64 work-items (2 warps), 16-byte
+// chunks, 4 tile rows, one batch per warp and the next pass loaded ahead (PF), row 0 of a tile untested (LT 1); 256
 // work-items, 16 batches per warp
 // (the last workgroup's later warps have none) with PF, one tile row staged in local memory
 // (XL 4096); 16-byte chunks, 2 tile rows staged (XL 2048: each tile of a longer segment
@@ -409,7 +409,7 @@ const std::vector<Params> kLanesPoints = {
 // restages x for the next tile matters only without the local-memory reduction's barriers,
 // i.e. on NVIDIA (its tests there: results/h200-2026-12-01b/).
 const std::vector<Params> kWarpsPoints = {
-    {},
+    {{"LT", 1}},
     {{"WGS", 64}, {"CW", 32}, {"RB", 4}, {"TR", 4}, {"NB", 1}, {"PF", 1}, {"LT", 1}},
     {{"WGS", 256}, {"CW", 16}, {"RB", 8}, {"TR", 1}, {"NB", 16}, {"PF", 1}, {"XL", 4096}},
     {{"WGS", 128}, {"CW", 32}, {"RB", 8}, {"TR", 2}, {"NB", 4}, {"XL", 2048}, {"LT", 1}},
@@ -830,9 +830,11 @@ TEST_F(Nf4Device, BadInputsAreRejectedNamingTheFault) {
   // read back say.
   a = good;
   a.active_experts = 3;
-  expect_bad(a, "active_experts = 3 is not -1 (unknown) nor in [1, 2]");
+  expect_bad(a, "active_experts = 3 is neither -1 (unknown) nor in [1, 2]");
   a.active_experts = 0;
   expect_bad(a, "active_experts = 0");
+  a.active_experts = -2;
+  expect_bad(a, "active_experts = -2");
   a.active_experts = 1;
   expect_bad(a, "active_experts = 1 but the offsets give rows to 2 experts");
   a.validate_offsets = false;
@@ -884,6 +886,16 @@ TEST_F(Nf4Device, ProfileEntryFollowsTheRowsPerExpertWithRows) {
   profile.tuner_version = "test";
   profile.date = "2026-12-01";
   profile.entries = {entry(one_row, 8), entry(two_rows, 16), entry(batch, 512, "small_batch")};
+  // The backward's two entries, at the same problems: the fused points' backward halves.
+  const ocltk::AlgorithmSpec* fused_bwd = nf4_backward_family().find_algorithm("fused");
+  ASSERT_NE(fused_bwd, nullptr);
+  const Params one_row_bwd = fused_bwd->complete(kFusedPoints[0].second),
+               two_rows_bwd = fused_bwd->complete(kFusedPoints[2].second);
+  for (const auto& [p, rows] : {std::make_pair(one_row_bwd, 8), std::make_pair(two_rows_bwd, 16)}) {
+    ProfileEntry e = entry(p, rows);
+    e.kernel = "nf4_backward";
+    profile.entries.push_back(e);
+  }
   const std::string dir = ocltk_test::make_temp_dir("nf4_routing_profile");
   const std::string path = dir + "/routing.yaml";
   write_profile_atomically(path, profile);
@@ -903,22 +915,31 @@ TEST_F(Nf4Device, ProfileEntryFollowsTheRowsPerExpertWithRows) {
   const std::vector<std::uint32_t> even{0, 1, 2, 3, 4, 5, 6, 7, 8}, crowded{0, 2, 4, 6, 8, 8, 8, 8, 8};
   const Nf4ForwardArgs base{
       {geo, packed.get(), 0, scales.get(), 0, cb.get()}, x.get(), ElementType::f32, 8, offs.get(), y.get()};
-  auto params_of = [&](const std::vector<std::uint32_t>& offsets, bool validate, std::int64_t active) {
+  // The entry a launch of `args` through `launch` takes, its offsets set to `offsets`.
+  auto chosen = [&](auto args, auto launch, const std::vector<std::uint32_t>& offsets, bool validate,
+                    std::int64_t active) {
     rt.queue().enqueue_write_buffer(offs, 0, 9 * 4, offsets.data());
-    Nf4ForwardArgs a = base;
-    a.validate_offsets = validate;
-    a.active_experts = active;
-    const Status s = nf4_forward_segmented(rt, a);
+    args.validate_offsets = validate;
+    args.active_experts = active;
+    const Status s = launch(rt, args, Launch{});
     EXPECT_TRUE(s.ok()) << s.message();
     const Choice c = rt.last_choice();
     EXPECT_EQ(c.source, path) << c.describe();
     return c.params;
+  };
+  auto params_of = [&](const std::vector<std::uint32_t>& offsets, bool validate, std::int64_t active) {
+    return chosen(base, nf4_forward_segmented, offsets, validate, active);
   };
   EXPECT_EQ(params_of(even, true, -1), one_row);
   EXPECT_EQ(params_of(crowded, true, -1), two_rows) << "2 rows on each of 4 experts, read back";
   EXPECT_EQ(params_of(crowded, true, 4), two_rows);
   EXPECT_EQ(params_of(crowded, false, 4), two_rows) << "the caller's count, offsets not read";
   EXPECT_EQ(params_of(crowded, false, -1), one_row) << "neither: taken as an even spread";
+  // The backward chooses alike (g: rows × N, dx: rows × K, as big as x here).
+  const Nf4BackwardArgs bwd{base.w, y.get(), ElementType::f32, 8, offs.get(), x.get()};
+  EXPECT_EQ(chosen(bwd, nf4_input_backward_segmented, even, true, -1), one_row_bwd);
+  EXPECT_EQ(chosen(bwd, nf4_input_backward_segmented, crowded, true, -1), two_rows_bwd);
+  EXPECT_EQ(chosen(bwd, nf4_input_backward_segmented, crowded, false, 4), two_rows_bwd);
   // The shape class follows the rows per expert with rows: 64 rows on one of 8 experts is
   // small_batch, not decode.
   auto big_x = rt.allocate(64 * 64 * 4).value(), big_y = rt.allocate(64 * 16 * 4).value();

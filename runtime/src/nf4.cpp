@@ -403,7 +403,7 @@ std::int64_t check_segmented(Runtime& rt, const std::string& who, const Nf4Weigh
     throw invalid(who + ": " + std::to_string(rows) + " rows given to an empty owner (0 experts)");
   const std::int64_t most = std::min(rows, g.experts), least = rows > 0 ? 1 : 0;
   if (active != -1 && (active < least || active > most))
-    throw invalid(who + ": active_experts = " + std::to_string(active) + " is not -1 (unknown) nor in [" +
+    throw invalid(who + ": active_experts = " + std::to_string(active) + " is neither -1 (unknown) nor in [" +
                   std::to_string(least) + ", " + std::to_string(most) + "] (" + std::to_string(rows) + " rows over " +
                   std::to_string(g.experts) + " experts)");
   if (offsets == nullptr) throw invalid(who + ": buffer offsets is null");

@@ -68,8 +68,12 @@ struct Nf4ForwardArgs {
   bool validate_offsets = true;
   // The experts with rows (non-empty segments), where the caller knows them: the profile's
   // entry is chosen by them and the rows per such expert (problem_distance). -1: counted
-  // from the offsets where they are read back, else taken as min(rows, experts) (rows spread
-  // evenly). A count the offsets read back contradict is an error.
+  // from the offsets where they are read back (validate_offsets), else taken as
+  // min(rows, experts), rows spread evenly: so without a count, whether the offsets are read
+  // back can change the entry chosen for rows crowded on a few experts (route_tokens' offsets
+  // stay on the device; an engine that skips the read-back gives the count it has, if any).
+  // Errors: a count outside [1, min(rows, experts)] (0 for zero rows) other than -1, and one
+  // the offsets read back contradict.
   std::int64_t active_experts = -1;
 };
 
