@@ -366,9 +366,7 @@ std::vector<std::uint32_t> spread_rows(std::int64_t rows, std::int64_t experts) 
 }
 
 std::int64_t active_experts(const std::vector<std::uint32_t>& offsets) {
-  std::int64_t n = 0;
-  for (std::size_t e = 0; e + 1 < offsets.size(); ++e) n += offsets[e + 1] > offsets[e];
-  return n;
+  return nf4_active_experts(offsets.data(), offsets.size());
 }
 
 // The bytes a launch needs at least once (see the top of the file).

@@ -245,9 +245,7 @@ int run_product(const std::string& sub, const std::vector<std::string>& args) {
   Nf4Weights weights{g, empty ? nullptr : packed.get(), 0, empty ? nullptr : scales.get(), 0, codebook.get()};
   // Validated above on the host: no read-back, and the runtime is given the experts with rows
   // it would have counted (its profile choice depends on them).
-  const std::uint32_t* prefix = off.as<std::uint32_t>();
-  std::int64_t active = 0;
-  for (std::size_t e = 0; e + 1 < off.count(); ++e) active += prefix[e + 1] > prefix[e];
+  const std::int64_t active = nf4_active_experts(off.as<std::uint32_t>(), off.count());
   Status s;
   if (forward)
     s = nf4_forward_segmented(rt, {weights, input.get(), type, rows, offsets.get(), out.get(), false, active});

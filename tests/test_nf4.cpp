@@ -913,6 +913,8 @@ TEST_F(Nf4Device, ProfileEntryFollowsTheRowsPerExpertWithRows) {
   auto x = rt.allocate(8 * 64 * 4).value(), y = rt.allocate(8 * 16 * 4).value();
   auto offs = rt.allocate(9 * 4).value();
   const std::vector<std::uint32_t> even{0, 1, 2, 3, 4, 5, 6, 7, 8}, crowded{0, 2, 4, 6, 8, 8, 8, 8, 8};
+  EXPECT_EQ(nf4_active_experts(even.data(), even.size()), 8);
+  EXPECT_EQ(nf4_active_experts(crowded.data(), crowded.size()), 4);
   const Nf4ForwardArgs base{
       {geo, packed.get(), 0, scales.get(), 0, cb.get()}, x.get(), ElementType::f32, 8, offs.get(), y.get()};
   // The entry a launch of `args` through `launch` takes, its offsets set to `offsets`.

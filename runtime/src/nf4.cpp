@@ -416,8 +416,7 @@ std::int64_t check_segmented(Runtime& rt, const std::string& who, const Nf4Weigh
       clEnqueueReadBuffer(rt.queue().get(), offsets, CL_TRUE, 0, host.size() * 4, host.data(), 0, nullptr, nullptr),
       who + ": reading the offsets back");
   validate_nf4_offsets(host.data(), host.size(), g.experts, rows, who);
-  std::int64_t counted = 0;
-  for (std::size_t e = 0; e + 1 < host.size(); ++e) counted += host[e + 1] > host[e];
+  const std::int64_t counted = nf4_active_experts(host.data(), host.size());
   if (active >= 0 && active != counted)
     throw invalid(who + ": active_experts = " + std::to_string(active) + " but the offsets give rows to " +
                   std::to_string(counted) + " experts");

@@ -269,6 +269,12 @@ void validate_nf4_offsets(const std::uint32_t* offsets, std::size_t count, std::
     fail("must end at rows = " + std::to_string(rows) + ", got " + std::to_string(offsets[count - 1]));
 }
 
+std::int64_t nf4_active_experts(const std::uint32_t* offsets, std::size_t count) {
+  std::int64_t n = 0;
+  for (std::size_t e = 0; e + 1 < count; ++e) n += offsets[e + 1] > offsets[e];
+  return n;
+}
+
 void nf4_forward_reference(const Nf4Geometry& g, const float* w, const float* x, const std::uint32_t* offsets,
                            std::int64_t rows, double* y) {
   const std::int64_t N = g.out_features, K = g.in_features;

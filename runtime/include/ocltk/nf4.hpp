@@ -163,6 +163,10 @@ void nf4_backward_reference(const Nf4Geometry& g, const float* w, const float* g
 // Validates a host copy of the offsets; throws Error(kInvalidArgument) naming the fault.
 void validate_nf4_offsets(const std::uint32_t* offsets, std::size_t count, std::int64_t experts, std::int64_t rows,
                           const std::string& who);
+// The experts with rows (non-empty segments) of a prefix of `count` entries: what a launch
+// that reads its offsets back counts, and the active_experts a caller that keeps them on the
+// host gives.
+std::int64_t nf4_active_experts(const std::uint32_t* offsets, std::size_t count);
 
 // ---- Routing: group tokens by expert on the device ----
 
