@@ -182,7 +182,12 @@ def main():
     else:
         per_group = (wgs // 32 // p.get("KS", 1)) * p["NB"]
         groups0 = -(-(-(-N // (16 * p["RT"]))) // per_group)
-    args = [("i", N), ("i", K), ("i", R), ("i", 0), ("l", 0), ("i", 6), ("p", packed.data_ptr()), ("l", 0),
+    # warps: a slot per expert that can have rows, as the runtime's launches without a
+    # read-back: a compact grid (the kernel's `compact` = E) where that is fewer than the
+    # experts. tc has no `compact` argument: a slot per expert.
+    slots = min(R, E) if a.algo == "warps" else E
+    compact = [("i", E if slots < E else 0)] if a.algo == "warps" else []
+    args = [("i", N), ("i", K), ("i", R), ("i", 0)] + compact + [("l", 0), ("i", 6), ("p", packed.data_ptr()), ("l", 0),
             ("p", scales.data_ptr()), ("l", 0), ("p", codebook.data_ptr()), ("p", x.data_ptr()), ("i", type_code),
             ("p", offsets.data_ptr()), ("p", y.data_ptr())]
     if a.algo == "tc":
@@ -195,7 +200,7 @@ def main():
             items = R * (K // 64) * 4
             cuda.launch(split_fn, ((items + wgs - 1) // wgs, 1), wgs,
                         [("i", R), ("i", K), ("p", x.data_ptr()), ("p", xs.data_ptr()), ("p", shifts.data_ptr())], stream)
-        cuda.launch(fn, (groups0, E), wgs, args, stream)
+        cuda.launch(fn, (groups0, max(slots, 1)), wgs, args, stream)
 
     run()
     torch.cuda.synchronize()

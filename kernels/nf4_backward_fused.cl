@@ -10,7 +10,7 @@
 //        +-----------------+           +--------------------+          +---------------+
 //
 // The reduction runs down W's columns, across rows. A workgroup serves one expert
-// (group id 1, + expert_base) and WGS/RW groups of VW consecutive k (group id 0).
+// (its slot: group id 1 + expert_base, nf4_slot_expert) and WGS/RW groups of VW consecutive k (group id 0).
 // Neighbouring work-items own neighbouring k groups, so a warp reads a W row's bytes
 // contiguously; the RW work-items sharing a k group ("reduction width") take the W rows
 // n = lane, lane + RW, ... Each keeps TR × VW sums (TR segment rows staged from g in
@@ -56,7 +56,7 @@
 #include "nf4_common.clh"
 
 __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
-    const int N, const int K, const int rows, const int expert_base, const long element_offset,
+    const int N, const int K, const int rows, const int expert_base, const int compact, const long element_offset,
     const int log2_block, const __global uchar* packed, const long packed_offset, const __global float* scales,
     const long scales_offset, const __global float* codebook, const __global uchar* g, const int type,
     const __global uint* offsets, __global float* dx) {
@@ -68,7 +68,8 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
   const int col = lid % CPW;
   const int lane = lid / CPW;
   const int k_first = (get_group_id(0) * CPW + col) * VW;
-  const int e = expert_base + get_group_id(1);
+  const int e = nf4_slot_expert(offsets, compact, rows, expert_base + get_group_id(1));
+  if (e < 0) return;  // a compact launch's slot past the experts with rows (nf4_common.clh)
   int seg_begin, seg_end;
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
 

@@ -21,8 +21,8 @@
 // looks each code up in the 16-entry codebook, 2 each byte (two codes) in the 32 KiB table
 // of code pairs (nf4_fill_pair_table), one 8-byte lookup per byte. After the sweep (outside
 // it) slices 1..NL-1 hand their sums to slice 0 through local memory.
-// Group id 0 numbers (k tile, split): tile + ktiles · s; group id 1 the expert
-// (+ expert_base). With one split the sums go to dx. With `splits` > 1 (the host's
+// Group id 0 numbers (k tile, split): tile + ktiles · s; group id 1 + expert_base the
+// expert's slot (nf4_slot_expert). With one split the sums go to dx. With `splits` > 1 (the host's
 // choice: NSPLIT, raised to fill the compute units, capped by N and the scratch), split s
 // covers n in [N·s/splits, N·(s+1)/splits) and writes its sums to partials[s][r][k]; the
 // last workgroup of an (expert, k tile) to finish (a counter per pair, atomic_inc after a
@@ -133,10 +133,11 @@ inline void nf4_sweep_rows_aligned(float acc[TR][VW], const __global uchar* pack
 }
 
 __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
-    const int N, const int K, const int rows, const int expert_base, const long element_offset, const int log2_block,
-    const __global uchar* packed, const long packed_offset, const __global float* scales, const long scales_offset,
-    const __global float* codebook, const __global uchar* g, const int type, const __global uint* offsets,
-    __global float* dx, const int splits, __global float* partials, __global uint* counters) {
+    const int N, const int K, const int rows, const int expert_base, const int compact, const long element_offset,
+    const int log2_block, const __global uchar* packed, const long packed_offset, const __global float* scales,
+    const long scales_offset, const __global float* codebook, const __global uchar* g, const int type,
+    const __global uint* offsets, __global float* dx, const int splits, __global float* partials,
+    __global uint* counters) {
   __local float cb[16 * NF4_CB_REPLICAS];
   __local int last;
 #if NL > 1
@@ -155,7 +156,8 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
   const int tile = get_group_id(0) % ktiles;
   const int s = get_group_id(0) / ktiles;
   const int k_first = tile * KTILE + lane * VW;
-  const int e = expert_base + get_group_id(1);
+  const int e = nf4_slot_expert(offsets, compact, rows, expert_base + get_group_id(1));
+  if (e < 0) return;  // a compact launch's slot past the experts with rows (nf4_common.clh)
   int seg_begin, seg_end;
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
 #if LUT == 2

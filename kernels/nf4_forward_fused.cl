@@ -8,7 +8,7 @@
 //  rows  | x[r*K + k]      |   E×N     | W[(e*N + n)*K + k] |   rows   | y[r*N + n]    |
 //        +-----------------+           +--------------------+          +---------------+
 //
-// A workgroup serves one expert (group id 1, + expert_base) and WGS/RW output columns
+// A workgroup serves one expert (its slot: group id 1 + expert_base, nf4_slot_expert) and WGS/RW output columns
 // (group id 0). It reads offsets[e], offsets[e+1] itself, so no host round trip decides
 // its rows. RW work-items ("reduction width") sweep one W row: lane l decodes VW codes at
 // k = l*VW, l*VW + RW*VW, ... (one u32 per 8 codes) and multiplies them into TR input
@@ -63,7 +63,7 @@
 
 // Offsets into the buffers are in bytes (packed) and elements (scales).
 __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
-    const int N, const int K, const int rows, const int expert_base, const long element_offset,
+    const int N, const int K, const int rows, const int expert_base, const int compact, const long element_offset,
     const int log2_block, const __global uchar* packed, const long packed_offset, const __global float* scales,
     const long scales_offset, const __global float* codebook, const __global uchar* x, const int type,
     const __global uint* offsets, __global uchar* y) {
@@ -74,7 +74,8 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const int lid = get_local_id(0);
   const int lane = lid % RW;
   const int n = get_group_id(0) * CPW + lid / RW;
-  const int e = expert_base + get_group_id(1);
+  const int e = nf4_slot_expert(offsets, compact, rows, expert_base + get_group_id(1));
+  if (e < 0) return;  // a compact launch's slot past the experts with rows (nf4_common.clh)
   int seg_begin, seg_end;
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
 

@@ -12,7 +12,7 @@
 //
 // A W row is cut into chunks of CW codes (CW/2 bytes: one uint, uint2 or uint4). W rows
 // come in batches of RB consecutive rows (batch i: rows i·RB .. i·RB+RB-1). A workgroup
-// serves one expert (group id 1, + expert_base) and up to NB batches, strided by the
+// serves one expert (its slot: group id 1 + expert_base, nf4_slot_expert) and up to NB batches, strided by the
 // number of workgroups G along dimension 0 (G = ceil(ceil(N / RB) / NB)): workgroup g
 // takes batches g, g + G, g + 2·G, ... below ceil(N / RB), so workgroups running side by
 // side read neighbouring batches. Lane l owns chunk positions c = l, l + WGS, l + 2·WGS,
@@ -90,7 +90,6 @@
 #endif
 
 #include "nf4_common.clh"
-
 #include "nf4_rows.clh"
 
 // The aligned sweep of this lane's chunks of one batch (W rows at stream positions
@@ -140,10 +139,10 @@ inline void nf4_lanes_sweep_aligned(float* acc, float* xv, NF4_RUN* raw, float* 
 }
 
 __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
-    const int N, const int K, const int rows, const int expert_base, const long element_offset, const int log2_block,
-    const __global uchar* packed, const long packed_offset, const __global float* scales, const long scales_offset,
-    const __global float* codebook, const __global uchar* x, const int type, const __global uint* offsets,
-    __global uchar* y) {
+    const int N, const int K, const int rows, const int expert_base, const int compact, const long element_offset,
+    const int log2_block, const __global uchar* packed, const long packed_offset, const __global float* scales,
+    const long scales_offset, const __global float* codebook, const __global uchar* x, const int type,
+    const __global uint* offsets, __global uchar* y) {
   __local float cb[16 * NF4_CB_REPLICAS];
   // Lane l's partial of output o at partial[l·(NOUT+1) + o]: the odd stride keeps both the
   // writes (one lane per bank) and the first-level reads on distinct banks.
@@ -153,7 +152,8 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
 #endif
 
   const int lid = get_local_id(0);
-  const int e = expert_base + get_group_id(1);
+  const int e = nf4_slot_expert(offsets, compact, rows, expert_base + get_group_id(1));
+  if (e < 0) return;  // a compact launch's slot past the experts with rows (nf4_common.clh)
   int seg_begin, seg_end;
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
 
@@ -205,16 +205,16 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
         const long next_pos = expert_pos + (long)(has_next ? next_n0 : n0) * K;
         if (type == NF4_F32)
           nf4_lanes_sweep_aligned(acc, xv, raw, sc, packed, scales, row_pos, nrows, j == 0, has_next, next_pos,
-                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_F32, cb,
-                                  row_blocks, pairs, lane_off);
+                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_F32, cb, row_blocks,
+                                  pairs, lane_off);
         else if (type == NF4_F16)
           nf4_lanes_sweep_aligned(acc, xv, raw, sc, packed, scales, row_pos, nrows, j == 0, has_next, next_pos,
-                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_F16, cb,
-                                  row_blocks, pairs, lane_off);
+                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_F16, cb, row_blocks,
+                                  pairs, lane_off);
         else
           nf4_lanes_sweep_aligned(acc, xv, raw, sc, packed, scales, row_pos, nrows, j == 0, has_next, next_pos,
-                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_BF16, cb,
-                                  row_blocks, pairs, lane_off);
+                                  next_nrows, K, log2_block, lid, chunks, x, x_row, live, NF4_BF16, cb, row_blocks,
+                                  pairs, lane_off);
       } else {
         for (int c = lid; c < chunks; c += WGS)
           nf4_rows_general_chunk(acc, x, x_row, K, c * CW, live, type, packed, packed_offset, scales, row_pos, nrows,

@@ -10,7 +10,7 @@
 //        +-----------------+           +--------------------+          +---------------+
 //
 // A W row is cut into chunks of 32 codes (16 bytes, one uint4). A workgroup serves one
-// expert (group id 1, + expert_base) and WGS/RL consecutive W rows n (group id 0); RL
+// expert (its slot: group id 1 + expert_base, nf4_slot_expert) and WGS/RL consecutive W rows n (group id 0); RL
 // work-items ("row lanes") share a row and take its chunks side by side:
 //
 //   W row n:  | chunk 0 | chunk 1 | ... | chunk RL-1 | chunk RL | ...      (16 bytes each)
@@ -101,10 +101,10 @@ inline void nf4_sweep_aligned(float* acc, const __global uchar* packed, const __
 }
 
 __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
-    const int N, const int K, const int rows, const int expert_base, const long element_offset, const int log2_block,
-    const __global uchar* packed, const long packed_offset, const __global float* scales, const long scales_offset,
-    const __global float* codebook, const __global uchar* x, const int type, const __global uint* offsets,
-    __global uchar* y) {
+    const int N, const int K, const int rows, const int expert_base, const int compact, const long element_offset,
+    const int log2_block, const __global uchar* packed, const long packed_offset, const __global float* scales,
+    const long scales_offset, const __global float* codebook, const __global uchar* x, const int type,
+    const __global uint* offsets, __global uchar* y) {
   __local float cb[16 * NF4_CB_REPLICAS];
 #if RL > 1
   __local float partial[TR * WGS];
@@ -113,7 +113,8 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   const int lid = get_local_id(0);
   const int lane = lid % RL;
   const int n = get_group_id(0) * RPG + lid / RL;
-  const int e = expert_base + get_group_id(1);
+  const int e = nf4_slot_expert(offsets, compact, rows, expert_base + get_group_id(1));
+  if (e < 0) return;  // a compact launch's slot past the experts with rows (nf4_common.clh)
   int seg_begin, seg_end;
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
 

@@ -7,7 +7,8 @@
 //
 // Memory layout as in nf4_forward_lanes.cl. W rows come in batches of RB consecutive rows;
 // the workgroup's WGS / 32 warps are numbered globally (warp w of workgroup g is warp
-// g·WGS/32 + w of G·WGS/32, G workgroups along dimension 0, experts along dimension 1) and
+// g·WGS/32 + w of G·WGS/32, G workgroups along dimension 0, expert slots along dimension 1:
+// nf4_slot_expert) and
 // warp u takes batches u, u + U, u + 2·U, ... (U warps in all, at most NB batches each), so
 // warps running side by side read neighbouring batches. For a batch, lane l of a warp
 // owns chunk positions c = l, l + 32, l + 64, ... of its RB rows (a pass per 32 chunks):
@@ -262,10 +263,10 @@ inline void nf4_warps_sweep_aligned(float* acc, const __global uchar* x, const l
 }
 
 __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
-    const int N, const int K, const int rows, const int expert_base, const long element_offset, const int log2_block,
-    const __global uchar* packed, const long packed_offset, const __global float* scales, const long scales_offset,
-    const __global float* codebook, const __global uchar* x, const int type, const __global uint* offsets,
-    __global uchar* y) {
+    const int N, const int K, const int rows, const int expert_base, const int compact, const long element_offset,
+    const int log2_block, const __global uchar* packed, const long packed_offset, const __global float* scales,
+    const long scales_offset, const __global float* codebook, const __global uchar* x, const int type,
+    const __global uint* offsets, __global uchar* y) {
   __local float2 pairs[256 * 16];
 #if XL
   // The staged x rows; until the first tile is staged, the codebook (general decode).
@@ -283,7 +284,8 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
 #endif
 
   const int lid = get_local_id(0);
-  const int e = expert_base + get_group_id(1);
+  const int e = nf4_slot_expert(offsets, compact, rows, expert_base + get_group_id(1));
+  if (e < 0) return;  // a compact launch's slot past the experts with rows (nf4_common.clh)
   int seg_begin, seg_end;
   if (!nf4_open_segment(cb, codebook, lid, WGS, offsets, e, rows, &seg_begin, &seg_end)) return;
   nf4_fill_pair_table(pairs, codebook, lid, WGS);  // not from cb, which staged x overwrites (XL)

@@ -203,6 +203,10 @@ struct Case {
   // Row r of x and of g is scaled by 2^(row_exponent_step · (r % 8) - 3·row_exponent_step):
   // rows of different magnitudes, for kernels that scale or split them per row (tc's f32).
   int row_exponent_step = 0;
+  // Whether the runtime reads the offsets back (Nf4ForwardArgs::validate_offsets): it then
+  // counts the experts with rows, and a launch with fewer than all is compact on as many
+  // slots; without it, compact on min(rows, experts) where that is fewer.
+  bool read_back = true;
 };
 
 std::uint16_t to_bits(float v, ElementType t) { return t == ElementType::f16 ? float_to_half(v) : float_to_bf16(v); }
@@ -286,8 +290,8 @@ class Nf4Device : public RuntimeTest {
     auto ybuf = up(nan_y.data(), nan_y.size()), dxbuf = up(nan_dx.data(), nan_dx.size());
 
     Nf4Weights wts{geo, packed.get(), 0, scales.get(), 0, codebook.get()};
-    Nf4ForwardArgs fa{wts, xbuf.get(), c.type, rows, obuf.get(), ybuf.get()};
-    Nf4BackwardArgs ba{wts, gbuf.get(), c.type, rows, obuf.get(), dxbuf.get()};
+    Nf4ForwardArgs fa{wts, xbuf.get(), c.type, rows, obuf.get(), ybuf.get(), c.read_back};
+    Nf4BackwardArgs ba{wts, gbuf.get(), c.type, rows, obuf.get(), dxbuf.get(), c.read_back};
     Status s = nf4_forward_with(rt, fwd, fa);
     ASSERT_TRUE(s.ok()) << s.message();
     const bool backward = !bwd.algorithm.empty();
@@ -728,7 +732,8 @@ TEST_F(Nf4Device, RegisterTargetsMatchTheReferenceOrAreRefused) {
   }
 }
 
-// 70 experts over dispatches of at most 7 workgroups along dimension 1: each dispatch's
+// 70 experts over dispatches of at most 7 workgroups along dimension 1 (compact ones: the
+// runtime reads the offsets back and finds 48 experts with rows): each dispatch's
 // expert_base must reach the segment bounds, the split counters and the partial sums
 // (and the lanes and warps forwards' segment bounds).
 TEST_F(Nf4Device, StreamSplitsOverSeveralDispatches) {
@@ -743,6 +748,42 @@ TEST_F(Nf4Device, StreamSplitsOverSeveralDispatches) {
   run_case(c, choice("nf4_forward", "lanes", kLanesPoints[1]), Choice(), &capped.value());
   run_case(c, choice("nf4_forward", "warps", kWarpsPoints[1]), Choice(), &capped.value());
   run_case({70, 16, 64, 64, 0, c.counts}, choice("nf4_forward", "tc", kTcPoints[0]), Choice(), &capped.value());
+  // A compact launch without the read-back: 15 rows on 8 of the 70 experts, 15 slots in
+  // dispatches of 7 (each dispatch's base reaches the scan; slots 8 to 14 find no expert).
+  Case sparse{70, 13, 96, 64, 32, std::vector<std::uint32_t>(70, 0)};
+  for (int e = 0; e < 70; e += 9) sparse.counts[std::size_t(e)] = std::uint32_t(1 + e / 9 % 3);
+  sparse.read_back = false;
+  run_case(sparse, choice("nf4_forward", "stream", kStreamPoints[2].first),
+           choice("nf4_backward", "stream", kStreamPoints[2].second), &capped.value());
+  run_case(sparse, choice("nf4_forward", "warps", kWarpsPoints[1]), Choice(), &capped.value());
+}
+
+// Compact launches (a grid slot per expert with rows, nf4_slot_expert): rows on 3 of 64
+// experts, the first and the last among them, with the offsets read back (3 slots) and not
+// (6 slots: min(rows, experts), the last 3 find no expert and return); 10 rows on 2 of 8
+// experts, compact only where read back (2 slots; else dense on 8). Every algorithm at a
+// point the other tests build, forward and backward (tc, which has no compact form, on its
+// dense grid; StreamSplitsOverSeveralDispatches splits compact launches over dispatches).
+TEST_F(Nf4Device, CompactLaunchesServeOnlyTheExpertsWithRows) {
+  std::vector<std::uint32_t> three(64, 0), two(8, 0);
+  three[0] = 2, three[17] = 1, three[63] = 3;
+  two[2] = 9, two[6] = 1;
+  std::vector<Case> cases;
+  for (const bool read_back : {false, true}) {
+    Case a{64, 16, 64, 64, 0, three}, b{8, 24, 160, 64, 32, two};
+    a.read_back = b.read_back = read_back;
+    cases.push_back(a);
+    cases.push_back(b);
+  }
+  const std::vector<std::pair<Choice, Choice>> choices = {
+      {choice("nf4_forward", "fused", {}), choice("nf4_backward", "fused", {})},
+      {choice("nf4_forward", "stream", {}), choice("nf4_backward", "stream", kStreamPoints[2].second)},
+      {choice("nf4_forward", "lanes", kLanesPoints[1]), choice("nf4_backward", "tc", kTcBackwardPoints[0])},
+      {choice("nf4_forward", "warps", kWarpsPoints[0]), Choice()},
+      {choice("nf4_forward", "tc", {}), Choice()},
+  };
+  for (const auto& [fwd, bwd] : choices)
+    for (const Case& c : cases) run_case(c, fwd, bwd);
 }
 
 TEST_F(Nf4Device, HalfTypesAndBuiltinChoices) {
@@ -1033,18 +1074,23 @@ TEST(Nf4Splits, FillTheComputeUnitsWithinNAndTheScratch) {
   using ocltk::detail::stream_splits;
   Nf4Geometry mixtral{8, 14336, 4096, 64, 0}, fine{64, 1408, 2048, 64, 0};
   // Mixtral-like, 8 experts x 8 k tiles = 64 workgroups a split: raised to 3 on 132 units.
-  EXPECT_EQ(stream_splits(1, mixtral, 8, 8, 132), 3);
-  EXPECT_EQ(stream_splits(8, mixtral, 8, 8, 132), 8);  // tuned above the floor: kept
-  EXPECT_EQ(stream_splits(32, mixtral, 64, 8, 132), 32);
-  EXPECT_EQ(stream_splits(1, fine, 256, 4, 132), 1);  // 256 workgroups fill 132 units
-  EXPECT_EQ(stream_splits(1, fine, 256, 4, 0), 1);    // units unknown: the tuned count
+  EXPECT_EQ(stream_splits(1, mixtral, 8, 8, 8, 132), 3);
+  EXPECT_EQ(stream_splits(8, mixtral, 8, 8, 8, 132), 8);  // tuned above the floor: kept
+  EXPECT_EQ(stream_splits(32, mixtral, 64, 8, 8, 132), 32);
+  EXPECT_EQ(stream_splits(1, fine, 256, 64, 4, 132), 1);  // 256 workgroups fill 132 units
+  EXPECT_EQ(stream_splits(1, fine, 256, 64, 4, 0), 1);    // units unknown: the tuned count
+  // A compact launch counts the slots, not the experts: one row of the Mixtral-like shape is
+  // 1 x 8 pairs (17 splits on 132 units), 8 rows on the fine-grained one 8 x 4 (5).
+  EXPECT_EQ(stream_splits(1, mixtral, 1, 1, 8, 132), 17);
+  EXPECT_EQ(stream_splits(1, fine, 8, 8, 4, 132), 5);
+  EXPECT_EQ(stream_splits(1, fine, 8, 100, 4, 132), 1);  // slots past the experts count as the experts
   // At most N: one expert of 2 W rows and one k tile, raised towards 132 but capped at 2.
-  EXPECT_EQ(stream_splits(1, Nf4Geometry{1, 2, 512, 64, 0}, 1, 1, 132), 2);
+  EXPECT_EQ(stream_splits(1, Nf4Geometry{1, 2, 512, 64, 0}, 1, 1, 1, 132), 2);
   // The partial sums (splits x rows x K x 4 bytes) stay within 256 MiB: 64 MiB a split here.
-  EXPECT_EQ(stream_splits(32, mixtral, 4096, 8, 132), 4);
+  EXPECT_EQ(stream_splits(32, mixtral, 4096, 8, 8, 132), 4);
   EXPECT_EQ(ocltk::detail::kMaxSplitScratchBytes, std::int64_t(256) << 20);
   // One split even where its partial sums alone would pass the cap (it writes dx directly).
-  EXPECT_EQ(stream_splits(8, mixtral, std::int64_t(1) << 15, 8, 132), 1);
+  EXPECT_EQ(stream_splits(8, mixtral, std::int64_t(1) << 15, 8, 8, 132), 1);
 }
 
 TEST(Nf4Family, TablesMatchTheSources) {
@@ -1059,6 +1105,9 @@ TEST(Nf4Family, TablesMatchTheSources) {
       }
       EXPECT_FALSE(a.violation(a.defaults(), nullptr)) << f->name << "/" << a.name;
       EXPECT_FALSE(a.legal_space(nullptr).empty());
+      // The runtime passes `compact` exactly to the kernels that take it (nf4_slot_expert).
+      EXPECT_EQ(a.compact_experts, src.find("const int expert_base, const int compact,") != std::string::npos)
+          << f->name << "/" << a.name;
     }
     for (std::size_t i = 0; i < f->classes.size(); ++i) {
       const AlgorithmSpec* a = f->find_algorithm(f->builtin[i].algorithm);

@@ -8,12 +8,21 @@ void check_cl(cl_int status, const std::string& what) {
 }
 
 void set_kernel_args(cl_kernel kernel, const KernelArgs& args, const std::string& kernel_name) {
-  for (cl_uint i = 0; i < args.size(); ++i)
-    check_cl(clSetKernelArg(kernel, i, args[i].first, args[i].second), "clSetKernelArg(" + kernel_name + ")");
+  for (cl_uint i = 0; i < args.size(); ++i) {
+    const cl_int status = clSetKernelArg(kernel, i, args[i].first, args[i].second);
+    if (status != CL_SUCCESS) check_cl(status, "clSetKernelArg(" + kernel_name + ", " + std::to_string(i) + ")");
+  }
 }
 
-DispatchChain::DispatchChain(cl_command_queue default_queue, const Launch& launch)
-    : launch_(launch), queue_(launch.queue ? launch.queue : default_queue) {}
+DispatchChain::DispatchChain(cl_command_queue default_queue, bool default_out_of_order, const Launch& launch)
+    : launch_(launch), queue_(launch.queue ? launch.queue : default_queue), out_of_order_(default_out_of_order) {
+  if (launch.queue && launch.queue != default_queue) {
+    cl_command_queue_properties properties = 0;
+    check_cl(clGetCommandQueueInfo(queue_, CL_QUEUE_PROPERTIES, sizeof properties, &properties, nullptr),
+             "clGetCommandQueueInfo(CL_QUEUE_PROPERTIES)");
+    out_of_order_ = (properties & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
+  }
+}
 
 DispatchChain::~DispatchChain() {
   if (last_) clReleaseEvent(last_);
@@ -22,19 +31,24 @@ DispatchChain::~DispatchChain() {
 
 void DispatchChain::enqueue(cl_kernel kernel, cl_uint dims, const std::size_t* global, const std::size_t* local,
                             const std::string& kernel_name) {
-  const cl_uint waits = last_ ? 1 : cl_uint(launch_.wait_for.size());
-  const cl_event* list = last_ ? &last_ : (launch_.wait_for.empty() ? nullptr : launch_.wait_for.data());
+  const bool first = dispatches_ == 0;
+  // On an in-order queue the earlier dispatches of the chain are waited for by the queue.
+  const cl_uint waits = first ? cl_uint(launch_.wait_for.size()) : (out_of_order_ && last_ ? 1 : 0);
+  const cl_event* list = first ? (launch_.wait_for.empty() ? nullptr : launch_.wait_for.data()) : &last_;
+  const bool wanted = launch_.event != nullptr || out_of_order_ || (first && launch_.first_event != nullptr);
   cl_event event = nullptr;
-  const cl_int status = clEnqueueNDRangeKernel(queue_, kernel, dims, nullptr, global, local, waits, list, &event);
+  const cl_int status = clEnqueueNDRangeKernel(queue_, kernel, dims, nullptr, global, local, waits,
+                                               waits ? list : nullptr, wanted ? &event : nullptr);
   if (status == CL_SUCCESS) {
+    ++dispatches_;
     if (last_) clReleaseEvent(last_);
     last_ = event;
-    if (first_ == nullptr && launch_.first_event) {
+    if (first && launch_.first_event) {
       clRetainEvent(event);
       first_ = event;
     }
   }
-  check_cl(status, "clEnqueueNDRangeKernel(" + kernel_name + ")");
+  if (status != CL_SUCCESS) check_cl(status, "clEnqueueNDRangeKernel(" + kernel_name + ")");
 }
 
 void DispatchChain::finish() {

@@ -24,6 +24,7 @@ std::array<std::size_t, 2> wgs_local_size(const Params& p) { return {std::size_t
 AlgorithmSpec forward_fused_algorithm() {
   AlgorithmSpec a;
   a.name = "fused";
+  a.compact_experts = true;
   a.source_name = "nf4_forward_fused.cl";
   a.params = {
       {"WGS", 128, {32, 64, 128, 256}, "work-items per workgroup"},
@@ -65,6 +66,7 @@ AlgorithmSpec forward_fused_algorithm() {
 AlgorithmSpec backward_fused_algorithm() {
   AlgorithmSpec a;
   a.name = "fused";
+  a.compact_experts = true;
   a.source_name = "nf4_backward_fused.cl";
   a.params = {
       {"WGS", 128, {32, 64, 128, 256}, "work-items per workgroup"},
@@ -98,6 +100,7 @@ AlgorithmSpec backward_fused_algorithm() {
 AlgorithmSpec forward_stream_algorithm() {
   AlgorithmSpec a;
   a.name = "stream";
+  a.compact_experts = true;
   a.source_name = "nf4_forward_stream.cl";
   a.params = {
       {"WGS", 128, {64, 128, 256}, "work-items per workgroup"},
@@ -122,6 +125,7 @@ AlgorithmSpec forward_stream_algorithm() {
 AlgorithmSpec forward_lanes_algorithm() {
   AlgorithmSpec a;
   a.name = "lanes";
+  a.compact_experts = true;
   a.source_name = "nf4_forward_lanes.cl";
   a.params = {
       {"WGS", 128, {32, 64, 128, 256}, "work-items per workgroup, side by side along K"},
@@ -155,6 +159,7 @@ AlgorithmSpec forward_lanes_algorithm() {
 AlgorithmSpec forward_warps_algorithm() {
   AlgorithmSpec a;
   a.name = "warps";
+  a.compact_experts = true;
   a.source_name = "nf4_forward_warps.cl";
   a.params = {
       {"WGS", 128, {64, 128, 256}, "work-items per workgroup: WGS / 32 warps sharing one pair table"},
@@ -288,6 +293,7 @@ AlgorithmSpec backward_tc_algorithm() {
 AlgorithmSpec backward_stream_algorithm() {
   AlgorithmSpec a;
   a.name = "stream";
+  a.compact_experts = true;
   a.source_name = "nf4_backward_stream.cl";
   a.params = {
       {"NL", 2, {1, 2, 4, 8}, "slices of 32 work-items per workgroup, each sweeping every NL-th W row"},
@@ -386,14 +392,22 @@ void check_weights(Runtime& rt, const std::string& who, const Nf4Weights& w) {
   check_buffer(rt, who, "codebook", w.codebook, 64);
 }
 
+// The experts with rows of a checked launch: `choose`, the count the profile's entry is chosen
+// by (counted from the offsets where they are read back, else the caller's, else min(rows,
+// experts): an even spread); `slots`, those the grid makes room for (the count read back, else
+// min(rows, experts), which no valid offsets exceed: the caller's count is not trusted with
+// that). Fewer slots than experts make the launch compact (nf4_slot_expert in
+// kernels/nf4_common.clh).
+struct ActiveExperts {
+  std::int64_t choose, slots;
+};
+
 // Shared by both directions: rows, activations in (width in_width), out (width out_width),
 // the offsets and the caller's count of experts with rows (`active`, -1 where unknown).
-// Returns the experts with rows: counted from the offsets where they are read back, else the
-// caller's count, else min(rows, experts) (an even spread).
-std::int64_t check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, std::int64_t rows, cl_mem in,
-                             const char* in_name, std::size_t in_esize, std::int64_t in_width, cl_mem out,
-                             const char* out_name, std::size_t out_esize, std::int64_t out_width, cl_mem offsets,
-                             bool validate_offsets, std::int64_t active) {
+ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, std::int64_t rows, cl_mem in,
+                              const char* in_name, std::size_t in_esize, std::int64_t in_width, cl_mem out,
+                              const char* out_name, std::size_t out_esize, std::int64_t out_width, cl_mem offsets,
+                              bool validate_offsets, std::int64_t active) {
   check_weights(rt, who, w);
   const Nf4Geometry& g = w.geometry;
   if (rows < 0) throw invalid(who + ": rows = " + std::to_string(rows) + " is negative");
@@ -410,7 +424,7 @@ std::int64_t check_segmented(Runtime& rt, const std::string& who, const Nf4Weigh
   check_buffer(rt, who, "offsets", offsets, 4.0 * double(g.experts + 1));
   check_buffer(rt, who, in_name, in, double(rows) * in_width * in_esize);
   check_buffer(rt, who, out_name, out, double(rows) * out_width * out_esize);
-  if (!validate_offsets) return active >= 0 ? active : most;
+  if (!validate_offsets) return {active >= 0 ? active : most, most};
   std::vector<std::uint32_t> host(std::size_t(g.experts + 1));
   detail::check_cl(
       clEnqueueReadBuffer(rt.queue().get(), offsets, CL_TRUE, 0, host.size() * 4, host.data(), 0, nullptr, nullptr),
@@ -420,7 +434,7 @@ std::int64_t check_segmented(Runtime& rt, const std::string& who, const Nf4Weigh
   if (active >= 0 && active != counted)
     throw invalid(who + ": active_experts = " + std::to_string(active) + " but the offsets give rows to " +
                   std::to_string(counted) + " experts");
-  return counted;
+  return {counted, counted};
 }
 
 // Scratch of the launches on one command queue: the split backwards' partial sums and one
@@ -496,10 +510,12 @@ struct Direction {
   ElementType type;
 };
 
-// Enqueues one segmented product with an explicit choice. Problems are split into
+// Enqueues one segmented product with an explicit choice, on a grid of `slots` experts with
+// rows (ActiveExperts): compact where that is fewer than the experts. Problems are split into
 // dispatches of at most max_groups_per_dispatch workgroups along dimension 1.
 void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& choice, const Nf4Weights& w,
-                       std::int64_t rows, cl_mem offsets, const Direction& d, const Launch& launch_options) {
+                       std::int64_t rows, std::int64_t slots, cl_mem offsets, const Direction& d,
+                       const Launch& launch_options) {
   const AlgorithmSpec* algorithm = family.find_algorithm(choice.algorithm);
   if (algorithm == nullptr) throw invalid(family.name + " has no algorithm '" + choice.algorithm + "'");
   Choice used = choice;
@@ -550,11 +566,12 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
         cl_mem packed = w.packed, scales = w.scales, codebook = w.codebook, in = d.in, out = d.out, offs = offsets;
         // A window with coefficients always has bytes and scales (checked); never null here.
         // The workgroup's shape comes from the table (local_size); dimension 1 numbers the
-        // experts but for tiled.
+        // experts, or in a compact launch the experts with rows (nf4_slot_expert), but for tiled.
         const std::array<std::size_t, 2> ls = algorithm->local_size(p);
         const std::size_t local[2] = {ls[0], ls[1]};
+        const cl_int compact = algorithm->compact_experts && slots < g.experts ? E : 0;
         std::size_t groups0;
-        std::int64_t groups1 = g.experts;
+        std::int64_t groups1 = compact ? slots : g.experts;
         // The stream and tc backwards only: splits of N, and their scratch when there are several.
         cl_int splits = 1;
         SplitScratch scratch;
@@ -572,8 +589,8 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
         } else if ((stream || tc) && !d.forward) {
           // One workgroup per (k tile, split of N): stream's tile is 32·VW k, tc's 64·KG.
           const std::int64_t ktiles = ceil_div(g.in_features, stream ? 32 * param(p, "VW") : 64 * param(p, "KG"));
-          splits = cl_int(
-              detail::stream_splits(param(p, "NSPLIT"), g, rows, ktiles, std::int64_t(rt.device().compute_units)));
+          splits = cl_int(detail::stream_splits(param(p, "NSPLIT"), g, rows, compact ? slots : g.experts, ktiles,
+                                                std::int64_t(rt.device().compute_units)));
           groups0 = std::size_t(ktiles * splits);
         } else if (tc) {
           // WGS / 32 / KS teams of KS warps per workgroup, each serving up to NB batches of RT
@@ -595,7 +612,7 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
           partials = scratch.partials.get();
           counters = scratch.counters.get();
         }
-        detail::DispatchChain chain(rt.queue().get(), launch_options);
+        detail::DispatchChain chain(rt.queue().get(), rt.queue_out_of_order(), launch_options);
         // tc forward: the split x (XS) or, where it is not used, any buffer.
         cl_mem x_pairs = in, x_shifts = in;
         XSplitScratch x_split;
@@ -620,8 +637,9 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
           const cl_int base_i = cl_int(base);
           detail::KernelArgs kargs = {{sizeof N, &N}, {sizeof K, &K}, {sizeof R, &R}};
           if (tiled) kargs.push_back({sizeof E, &E});
-          kargs.insert(kargs.end(), {{sizeof base_i, &base_i},
-                                     {sizeof eoff, &eoff},
+          kargs.push_back({sizeof base_i, &base_i});
+          if (algorithm->compact_experts) kargs.push_back({sizeof compact, &compact});
+          kargs.insert(kargs.end(), {{sizeof eoff, &eoff},
                                      {sizeof log2_block, &log2_block},
                                      {sizeof packed, &packed},
                                      {sizeof poff, &poff},
@@ -728,25 +746,27 @@ Nf4Problem nf4_class_problem(const std::string& shape_class, bool cpu_device) {
 
 namespace {
 
-std::int64_t check_forward(Runtime& rt, const Nf4ForwardArgs& a) {
+ActiveExperts check_forward(Runtime& rt, const Nf4ForwardArgs& a) {
   return check_segmented(rt, "nf4_forward", a.w, a.rows, a.input, "input", element_size(a.type),
                          a.w.geometry.in_features, a.output, "output", element_size(a.type), a.w.geometry.out_features,
                          a.offsets, a.validate_offsets, a.active_experts);
 }
 
-std::int64_t check_backward(Runtime& rt, const Nf4BackwardArgs& a) {
+ActiveExperts check_backward(Runtime& rt, const Nf4BackwardArgs& a) {
   return check_segmented(rt, "nf4_backward", a.w, a.rows, a.grad, "grad", element_size(a.type),
                          a.w.geometry.out_features, a.grad_input, "grad_input", 4, a.w.geometry.in_features, a.offsets,
                          a.validate_offsets, a.active_experts);
 }
 
-void enqueue_forward(Runtime& rt, const Choice& choice, const Nf4ForwardArgs& a, const Launch& launch) {
-  enqueue_segmented(rt, nf4_forward_family(), choice, a.w, a.rows, a.offsets,
+void enqueue_forward(Runtime& rt, const Choice& choice, const Nf4ForwardArgs& a, std::int64_t slots,
+                     const Launch& launch) {
+  enqueue_segmented(rt, nf4_forward_family(), choice, a.w, a.rows, slots, a.offsets,
                     {"nf4_forward", true, a.input, a.output, a.type}, launch);
 }
 
-void enqueue_backward(Runtime& rt, const Choice& choice, const Nf4BackwardArgs& a, const Launch& launch) {
-  enqueue_segmented(rt, nf4_backward_family(), choice, a.w, a.rows, a.offsets,
+void enqueue_backward(Runtime& rt, const Choice& choice, const Nf4BackwardArgs& a, std::int64_t slots,
+                      const Launch& launch) {
+  enqueue_segmented(rt, nf4_backward_family(), choice, a.w, a.rows, slots, a.offsets,
                     {"nf4_backward", false, a.grad, a.grad_input, a.type}, launch);
 }
 
@@ -768,38 +788,34 @@ Status check_nf4_backward(Runtime& rt, const Nf4BackwardArgs& a) {
 }
 
 Status nf4_forward_with(Runtime& rt, const Choice& choice, const Nf4ForwardArgs& a, const Launch& launch) {
-  return guard([&] {
-    check_forward(rt, a);
-    enqueue_forward(rt, choice, a, launch);
-  });
+  return guard([&] { enqueue_forward(rt, choice, a, check_forward(rt, a).slots, launch); });
 }
 
 Status nf4_backward_with(Runtime& rt, const Choice& choice, const Nf4BackwardArgs& a, const Launch& launch) {
-  return guard([&] {
-    check_backward(rt, a);
-    enqueue_backward(rt, choice, a, launch);
-  });
+  return guard([&] { enqueue_backward(rt, choice, a, check_backward(rt, a).slots, launch); });
 }
 
 Status nf4_forward_segmented(Runtime& rt, const Nf4ForwardArgs& a, const Launch& launch) {
   return guard([&] {
-    const std::int64_t active = check_forward(rt, a);
-    enqueue_forward(rt, choose_segmented(rt, "nf4_forward", a.w, a.rows, a.type, active), a, launch);
+    const ActiveExperts active = check_forward(rt, a);
+    enqueue_forward(rt, choose_segmented(rt, "nf4_forward", a.w, a.rows, a.type, active.choose), a, active.slots,
+                    launch);
   });
 }
 
 Status nf4_input_backward_segmented(Runtime& rt, const Nf4BackwardArgs& a, const Launch& launch) {
   return guard([&] {
-    const std::int64_t active = check_backward(rt, a);
-    enqueue_backward(rt, choose_segmented(rt, "nf4_backward", a.w, a.rows, a.type, active), a, launch);
+    const ActiveExperts active = check_backward(rt, a);
+    enqueue_backward(rt, choose_segmented(rt, "nf4_backward", a.w, a.rows, a.type, active.choose), a, active.slots,
+                     launch);
   });
 }
 
 namespace detail {
 
-std::int64_t stream_splits(std::int64_t nsplit, const Nf4Geometry& g, std::int64_t rows, std::int64_t ktiles,
-                           std::int64_t compute_units) {
-  const std::int64_t pairs = std::max<std::int64_t>(g.experts * ktiles, 1);
+std::int64_t stream_splits(std::int64_t nsplit, const Nf4Geometry& g, std::int64_t rows, std::int64_t slots,
+                           std::int64_t ktiles, std::int64_t compute_units) {
+  const std::int64_t pairs = std::max<std::int64_t>(std::min(slots, g.experts) * ktiles, 1);
   std::int64_t splits = std::max<std::int64_t>(nsplit, ceil_div(compute_units, pairs));
   splits = std::min<std::int64_t>(splits, g.out_features);
   const std::int64_t per_split = rows * g.in_features * 4;

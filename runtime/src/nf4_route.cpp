@@ -40,7 +40,7 @@ void need(Runtime& rt, const std::string& who, const char* name, cl_mem buffer, 
 // Enqueues the routing kernels in order on one queue; each waits for the previous one.
 class Sequence {
  public:
-  Sequence(Runtime& rt, const Launch& options) : rt_(rt), chain_(rt.queue().get(), options) {}
+  Sequence(Runtime& rt, const Launch& options) : rt_(rt), chain_(rt.queue().get(), rt.queue_out_of_order(), options) {}
   template <class... Args>
   void run(const std::string& name, std::size_t g0, std::size_t g1, const Args&... args) {
     Choice choice;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 
 #include "dispatch.hpp"
@@ -182,6 +183,43 @@ std::string Choice::describe() const {
   return out.str();
 }
 
+namespace {
+
+// What decides a prepared launch (Runtime::Impl::prepared): the family, the algorithm and its
+// source, the build variant, the kernels and the parameters as the caller gave them.
+struct PreparedKey {
+  std::string kernel, algorithm, source, variant;
+  std::vector<std::string> kernel_names;
+  Params params;
+};
+
+// The same, borrowed from a launch's arguments, to look the map up without copies.
+struct PreparedRef {
+  const std::string &kernel, &algorithm, &source, &variant;
+  const std::vector<std::string>& kernel_names;
+  const Params& params;
+};
+
+template <class K>
+auto prepared_tie(const K& k) {
+  return std::tie(k.kernel, k.algorithm, k.source, k.variant, k.kernel_names, k.params);
+}
+
+struct PreparedLess {
+  using is_transparent = void;
+  template <class A, class B>
+  bool operator()(const A& a, const B& b) const {
+    return prepared_tie(a) < prepared_tie(b);
+  }
+};
+
+struct Prepared {
+  Params params;                   // completed
+  std::vector<cl_kernel> kernels;  // owned by Runtime::Impl::kernels
+};
+
+}  // namespace
+
 struct Runtime::Impl {
   DeviceInfo device;
   boost::compute::context context;
@@ -195,6 +233,18 @@ struct Runtime::Impl {
   // program here without the cache's key (device queries and a hash of the whole source,
   // tens of microseconds a launch).
   std::unordered_map<std::string, boost::compute::program> programs;
+  // Launches prepared before: the parameters completed and checked against the device, the
+  // program fetched, the kernels created and their workgroup limit checked, by what decides
+  // them (PreparedKey). A launch found here goes straight to its arguments and enqueue: the
+  // checks, the build options' text and the driver's queries cost the host tens of
+  // microseconds a launch on NVIDIA's OpenCL, more than a decode-sized kernel runs.
+  std::map<PreparedKey, Prepared, PreparedLess> prepared;
+  // choose()'s answers, by kernel, class and problem: the profiles do not change after the
+  // runtime opens, and the search over a profile's entries (problem_distance) took about
+  // 10 microseconds of a decode launch's host time on the H200's machine.
+  std::map<std::tuple<std::string, std::string, std::map<std::string, std::int64_t>>, Choice, std::less<>> chosen;
+  std::mutex chosen_mutex;          // guards chosen (choose() is const and runs outside the launch lock)
+  bool queue_out_of_order = false;  // the runtime's own queue's mode, asked once
   Choice last_choice;
   std::set<std::string> logged;
   bool verbose = false;
@@ -205,6 +255,10 @@ struct Runtime::Impl {
         queue(std::move(q)),
         options(std::move(o)),
         cache(options.cache_dir) {
+    cl_command_queue_properties properties = 0;
+    detail::check_cl(clGetCommandQueueInfo(queue.get(), CL_QUEUE_PROPERTIES, sizeof properties, &properties, nullptr),
+                     "clGetCommandQueueInfo(CL_QUEUE_PROPERTIES)");
+    queue_out_of_order = (properties & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
     verbose = options.verbose >= 0 ? options.verbose > 0 : env_or("OCLTK_VERBOSE", "0") != "0";
     profiles = find_profiles(device, options);
     for (const std::string& w : profiles.warnings) std::cerr << "ocltk: warning: " << w << "\n";
@@ -257,6 +311,7 @@ Result<Runtime> Runtime::wrap(cl_context context, cl_device_id device, cl_comman
 const DeviceInfo& Runtime::device() const { return impl_->device; }
 const boost::compute::context& Runtime::context() const { return impl_->context; }
 boost::compute::command_queue& Runtime::queue() { return impl_->queue; }
+bool Runtime::queue_out_of_order() const { return impl_->queue_out_of_order; }
 const ProfileSelection& Runtime::profiles() const { return impl_->profiles; }
 ProgramCache& Runtime::program_cache() { return impl_->cache; }
 const RuntimeOptions& Runtime::options() const { return impl_->options; }
@@ -278,6 +333,20 @@ Result<boost::compute::buffer> Runtime::allocate(std::size_t bytes, cl_mem_flags
 
 Choice Runtime::choose(const std::string& kernel, const std::string& shape_class,
                        const std::map<std::string, std::int64_t>& problem) const {
+  const auto key = std::tie(kernel, shape_class, problem);
+  {
+    std::lock_guard<std::mutex> lock(impl_->chosen_mutex);
+    if (const auto it = impl_->chosen.find(key); it != impl_->chosen.end()) return it->second;
+  }
+  Choice c = search_choice(kernel, shape_class, problem);
+  std::lock_guard<std::mutex> lock(impl_->chosen_mutex);
+  if (impl_->chosen.size() >= 4096) impl_->chosen.clear();  // an engine's problems vary; memory stays bounded
+  impl_->chosen.emplace(std::make_tuple(kernel, shape_class, problem), c);
+  return c;
+}
+
+Choice Runtime::search_choice(const std::string& kernel, const std::string& shape_class,
+                              const std::map<std::string, std::int64_t>& problem) const {
   const KernelFamily* family = find_family(kernel);
   if (family == nullptr) throw Error(ErrorCode::kNotFound, "unknown kernel '" + kernel + "'");
   Choice c;
@@ -407,7 +476,7 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
       // block of C through the offsets, so the kernel never sees the split.
       const std::int64_t rows_per_dispatch = cap * whole.tile_m;
       const std::int64_t cols_per_dispatch = cap * whole.tile_n;
-      detail::DispatchChain chain(impl_->queue.get(), launch_options);
+      detail::DispatchChain chain(impl_->queue.get(), impl_->queue_out_of_order, launch_options);
       for (std::int64_t m0 = 0; m0 < p.m; m0 += rows_per_dispatch) {
         for (std::int64_t n0 = 0; n0 < p.n; n0 += cols_per_dispatch) {
           const GemmProblem part{std::min(rows_per_dispatch, p.m - m0), std::min(cols_per_dispatch, p.n - n0), p.k};
@@ -449,6 +518,26 @@ void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const
 
 void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::vector<std::string>& kernel_names,
                      const std::function<void(const std::vector<cl_kernel>&)>& enqueue, const std::string& variant) {
+  const PreparedRef ref{choice.kernel, algorithm.name, algorithm.source_name, variant, kernel_names, choice.params};
+  std::vector<cl_kernel> kernels;
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  const auto it = impl_->prepared.find(ref);
+  if (it != impl_->prepared.end()) {
+    kernels = it->second.kernels;
+    impl_->last_choice = choice;
+    impl_->last_choice.params = it->second.params;
+  } else {
+    lock.unlock();  // prepare() takes it where it needs it
+    kernels = prepare(choice, algorithm, kernel_names, variant);
+    lock.lock();
+  }
+  if (impl_->verbose && impl_->logged.insert(impl_->last_choice.describe()).second)
+    std::cerr << "ocltk: " << impl_->last_choice.describe() << "\n";
+  enqueue(kernels);  // under the lock: arguments and enqueues of two threads never interleave
+}
+
+std::vector<cl_kernel> Runtime::prepare(const Choice& choice, const AlgorithmSpec& algorithm,
+                                        const std::vector<std::string>& kernel_names, const std::string& variant) {
   const Params params = complete_choice(algorithm, choice.params);
   const DeviceLimits limits = DeviceLimits::of(impl_->device);
   if (const auto bad = algorithm.violation(params, &limits))
@@ -477,9 +566,10 @@ void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const
   }
   impl_->last_choice = choice;
   impl_->last_choice.params = params;
-  if (impl_->verbose && impl_->logged.insert(impl_->last_choice.describe()).second)
-    std::cerr << "ocltk: " << impl_->last_choice.describe() << "\n";
-  enqueue(kernels);
+  impl_->prepared.emplace(
+      PreparedKey{choice.kernel, algorithm.name, algorithm.source_name, variant, kernel_names, choice.params},
+      Prepared{params, kernels});
+  return kernels;
 }
 
 const char* version() { return OCLTK_VERSION; }

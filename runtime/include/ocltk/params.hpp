@@ -94,6 +94,13 @@ struct AlgorithmSpec {
   // The tuner searches this algorithm only where DeviceLimits::tensor_mma holds: elsewhere
   // it still runs (an emulation of the product), slowly, or does not build.
   bool search_needs_tensor_mma = false;
+  // An nf4 segment kernel that takes `compact` after `expert_base` and finds its expert with
+  // nf4_slot_expert (kernels/nf4_common.clh): the runtime may then launch a grid slot per
+  // expert with rows instead of per expert. The tensor-core kernels do not: built with the
+  // scan, two of their shipped points ran 12 and 37 % slower on the H200 in launches that
+  // were not even compact (results/h200-2026-12-01d/, call 3; the compiled code was not
+  // examined).
+  bool compact_experts = false;
   // Local memory of the build for a device: a kernel may declare some buffers only on some
   // platforms (e.g. a reduction's partials only where warp shuffles are not used, see
   // DeviceLimits::ptx_binaries).

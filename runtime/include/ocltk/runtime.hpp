@@ -113,6 +113,8 @@ class Runtime {
   const DeviceInfo& device() const;
   const boost::compute::context& context() const;
   boost::compute::command_queue& queue();
+  // Whether queue() runs commands out of order (asked once when the runtime opened).
+  bool queue_out_of_order() const;
   Result<boost::compute::buffer> allocate(std::size_t bytes, cl_mem_flags flags = CL_MEM_READ_WRITE);
 
   // Validates arguments without enqueuing anything; the message names the argument.
@@ -124,6 +126,8 @@ class Runtime {
 
   // The profile entry (or built-in default) that serves a kernel and class; with the
   // launch's problem, the class's entry tuned on the nearest problem (Profile::find).
+  // Searched once per kernel, class and problem, then remembered (the profiles do not
+  // change while the runtime is open).
   Choice choose(const std::string& kernel, const std::string& shape_class,
                 const std::map<std::string, std::int64_t>& problem = {}) const;
   Choice choose_gemm_nt(const GemmProblem& problem) const;
@@ -152,11 +156,21 @@ class Runtime {
   void launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::string& kernel_name,
               const std::function<void(cl_kernel)>& enqueue, const std::string& variant = "");
   // The same for several kernels of the one program (a pre-pass and the product, say):
-  // each is checked as above, and `enqueue` gets them in the order named.
+  // each is checked as above, and `enqueue` gets them in the order named. All of that but
+  // the enqueue is done once per family, algorithm, variant, kernels and parameters as
+  // given: later launches of the same find it prepared (a few microseconds of the host's
+  // time, where the checks and the driver's queries took tens on NVIDIA's OpenCL).
   void launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::vector<std::string>& kernel_names,
               const std::function<void(const std::vector<cl_kernel>&)>& enqueue, const std::string& variant = "");
 
  private:
+  // choose()'s search, done once per kernel, class and problem.
+  Choice search_choice(const std::string& kernel, const std::string& shape_class,
+                       const std::map<std::string, std::int64_t>& problem) const;
+  // launch()'s first time for a key: completes and checks the parameters, fetches the
+  // program and the kernels, records the choice and the prepared launch.
+  std::vector<cl_kernel> prepare(const Choice& choice, const AlgorithmSpec& algorithm,
+                                 const std::vector<std::string>& kernel_names, const std::string& variant);
   struct Impl;
   explicit Runtime(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
