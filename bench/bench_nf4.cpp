@@ -757,7 +757,7 @@ void run_row(benchmark::State& state, Case c, Impl impl) {
   // hot path does, and give the experts with rows instead; the checked call above validated
   // them.
   const int calls = flags().calls;
-  double timed = 0, wall = 0;
+  double timed = 0, wall = 0, last = 0;
   for (auto _ : state) {
     const IterationTime t =
         time_calls(session, calls, [&](cl_event* event) { return enqueue_call(impl, c, *w, *a, false, event); });
@@ -768,6 +768,7 @@ void run_row(benchmark::State& state, Case c, Impl impl) {
     state.SetIterationTime(t.seconds);
     timed += t.seconds;
     wall += t.wall_seconds;
+    last += t.last_seconds;
   }
   if (state.error_occurred()) return;
   const double iterations = double(state.iterations());
@@ -787,6 +788,10 @@ void run_row(benchmark::State& state, Case c, Impl impl) {
   // Near 1 when the timer covers the call; well below 1 where host work (CLBlast's
   // per-call setup, one call per expert) falls outside it; above 1 only with bad timestamps.
   state.counters["timer/wall"] = wall > 0 ? timed / wall : 0;
+  // START to END of the last command of an iteration's last call (ours: its kernel; CLBlast:
+  // its last GEMM), so the device's time alone. A per-call time well above it at few rows
+  // means the device waited for the host's enqueues (0 with --ocltk_timer=wall).
+  state.counters["last_command_ms"] = last / iterations * 1e3;
 }
 
 // On a CPU device a row that decodes more than 1e8 coefficients per call (two

@@ -51,6 +51,7 @@ struct Flags {
   std::string device;            // --ocltk_device=SELECTOR, as OCLTK_DEVICE
   Timer timer = Timer::kMarker;  // --ocltk_timer=marker|kernel|wall
   int calls = 1;                 // --ocltk_calls=N: back-to-back calls per timed iteration
+  bool every_event = false;      // --ocltk_events=all: every call asks for an event (default last)
   bool min_time_given = false;   // --benchmark_min_time on the command line (see per_call_min_time)
 };
 
@@ -72,6 +73,9 @@ inline const char* kFlagsHelp =
     "                            (default 1; larger N hides the launch gap of an idle queue). Each\n"
     "                            case then runs for about 0.5 s of calls, as Google Benchmark's\n"
     "                            default, unless --benchmark_min_time is given\n"
+    "  --ocltk_events=last|all   which of an iteration's calls ask for an event: the last only\n"
+    "                            (default, as an engine's hot path) or every one (each call then\n"
+    "                            pays the driver's event on the host too)\n"
     "Save results with --benchmark_out=results/DEVICE-gemm_nt.json --benchmark_out_format=json.\n";
 
 // Removes --ocltk_* flags from argv. Returns false after printing one sentence for a
@@ -106,6 +110,12 @@ inline bool take_flags(int* argc, char** argv) {
         std::fprintf(stderr, "ocltk_bench: --ocltk_timer=%s: expected marker, kernel or wall\n", v.c_str());
         return false;
       }
+    } else if (value_of("ocltk_events", &v)) {
+      if (v != "last" && v != "all") {
+        std::fprintf(stderr, "ocltk_bench: --ocltk_events=%s: expected last or all\n", v.c_str());
+        return false;
+      }
+      f.every_event = v == "all";
     } else if (value_of("ocltk_calls", &v)) {
       char* end = nullptr;
       const long n = std::strtol(v.c_str(), &end, 10);
@@ -212,8 +222,8 @@ struct IterationTime {
   std::string error;        // non-empty: the iteration is not usable
 };
 
-// Enqueues one call; stores the event of its last command in *event (the caller
-// releases it). Returns an error sentence, or "" on success.
+// Enqueues one call; where `event` is not null, stores the event of its last command in
+// *event (the caller releases it). Returns an error sentence, or "" on success.
 using EnqueueCall = std::function<std::string(cl_event* event)>;
 
 inline std::uint64_t event_time(cl_event event, cl_profiling_info what, cl_int* status) {
@@ -222,7 +232,10 @@ inline std::uint64_t event_time(cl_event event, cl_profiling_info what, cl_int* 
   return t;
 }
 
-// Times `calls` back-to-back calls on the session's queue as one iteration.
+// Times `calls` back-to-back calls on the session's queue as one iteration. Only the last
+// call is asked for an event (its end is the timer's; every call with --ocltk_events=all):
+// the others ask for none, as an engine's hot path, so the host's time per call is that of
+// the launch alone.
 inline IterationTime time_calls(Session& session, int calls, const EnqueueCall& enqueue) {
   using Clock = std::chrono::steady_clock;
   IterationTime result;
@@ -241,12 +254,13 @@ inline IterationTime time_calls(Session& session, int calls, const EnqueueCall& 
     result.error = "enqueueing the start " + std::string(to_string(timer)) + " failed with OpenCL status " +
                    std::to_string(status);
   for (int i = 0; i < calls && result.error.empty(); ++i) {
+    const bool final_call = i == calls - 1;
     cl_event event = nullptr;
-    result.error = enqueue(&event);
+    result.error = enqueue(final_call || flags().every_event ? &event : nullptr);
     if (event != nullptr) {
       if (last != nullptr) clReleaseEvent(last);
       last = event;
-    } else if (result.error.empty()) {
+    } else if (final_call && result.error.empty()) {
       result.error = "the call returned no event";
     }
   }

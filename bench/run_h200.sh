@@ -66,6 +66,9 @@
 #          profile, twice in turn, then cuBLAS on the same shapes (see the phase for overrides).
 # f32-rows (kind nvidia-h200): FWD_CANDIDATES pinned as nf4_forward's f32 entries at 2 and 4
 #          rows per expert of each shape and benched beside the shipped profile.
+# compact-lab, host-lab, final-d (kind nvidia-h200, 2026-12-01d): compact launches (a grid slot
+#          per expert with rows), the host's time per launch (the lab tool hostcost), prepared
+#          launches and events only where asked for (see each phase; results/h200-2026-12-01d/).
 # ncu-decode, dep-ab, lw-lab, lw-confirm, final-n, final-tests (kind nvidia-h200, 2026-12-01): Nsight
 #          Compute on the decode kernels through bench/ptx_lab.py, the load-wait experiments and
 #          tc's LW parameter (see each phase; results/h200-2026-12-01/README.md).
@@ -76,7 +79,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|final-tests|pl-final|bulk-lab|chains-ab|lt-final|decode-final|bwd-lt|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|final-tests|pl-final|bulk-lab|chains-ab|lt-final|decode-final|bwd-lt|compact-lab|host-lab|final-d|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -344,6 +347,21 @@ bench_pinned() {
     echo "$tag$i: $cand" >> "$out/${tag}idates-$name.txt"
     mark "bench $name candidate $i done"
   done
+}
+# host_cost: the lab tool hostcost (results/h200-2026-12-01d/hostcost.cpp; stage it) with the
+# shipped profile, at the fine-grained shape and at a tiny one, into OUT/hostcost-*.txt.
+host_cost() {
+  [ -x "$here/hostcost" ] || return 0
+  timeout 120 "$here/hostcost" "$here/nvidia-h200.yaml" > "$out/hostcost-fine.txt" 2>&1
+  timeout 120 "$here/hostcost" "$here/nvidia-h200.yaml" small > "$out/hostcost-small.txt" 2>&1
+  mark "hostcost done"
+}
+# old_bench NAME FILTER ROWS: the decode bench of the build before (stage it as
+# ocltk_bench_nf4_old) with its profile (old.yaml) and a program cache of its own, at ROWS,
+# into OUT/h200-nf4-NAME.json.
+old_bench() {
+  OCLTK_CACHE_DIR="$out/cache-old" bench_bin="$here/ocltk_bench_nf4_old" nf4_bench "" "$1" "$here/old.yaml" 200 "$2" \
+    --ocltk_rows="$3" --benchmark_min_time=0.03
 }
 # pin_rows TAG NAME E N K ROWS BITS FILTER CANDIDATES: bench_pinned of nf4_forward's decode
 # entries at ROWS and BITS of the shape E x N x K for each of CANDIDATES (as $cands), in a copy
@@ -1418,6 +1436,79 @@ decode-final)
     'nf4_(forward|backward)/.*/rows(1|8|64|512)/decode/(ours|ours_bf16|baseline_dequant_clblast)/' \
     --ocltk_rows=1,8,64,512
   mark "bench done"
+  timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64 \
+    --json "$out/cublas-nf4-mixtral.json" > /dev/null
+  timeout 60 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64,512 \
+    --json "$out/cublas-nf4-fine.json" > /dev/null
+  timeout 30 $ref copy > "$out/copy.json"
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+compact-lab)
+  # On one H200 (2026-12-01d, call 1): test_nf4's compact-launch tests (the scan of the
+  # offsets by warp ballots: stage test_nf4), the host's time per launch (stage the lab tool
+  # hostcost: ours through nf4_forward_segmented and nf4_forward_with, and a bare
+  # clEnqueueNDRangeKernel, at the fine-grained shape with one row and at a tiny one), then
+  # the decode bench at 1 and 8 rows, where launches over 64 experts are compact, with the
+  # build before (stage it as ocltk_bench_nf4_old, and the shipped profile as old.yaml) and
+  # this one, alternated.
+  export OCLTK_CACHE_DIR="$out/cache"
+  staged_test_nf4 200 '*Compact*:*StreamSplits*'
+  mark "test_nf4 done"
+  host_cost
+  AB_OLD_BIN=ocltk_bench_nf4_old AB_ROWS=1,8 AB_CUBLAS=0 ab_decode
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+host-lab)
+  # On one H200 (2026-12-01d, call 2): test_nf4's compact-launch and launch-event tests
+  # (stage test_nf4), the host's time per launch (stage hostcost) after prepared launches and
+  # events only where asked for; the decode bench at 1 and 8 rows with the build before
+  # (ocltk_bench_nf4_old, old.yaml: every call asks for an event) and this one with every call
+  # asking for one (--ocltk_events=all: the runtime's change alone) and with the last only
+  # (the bench's default now), alternated twice; then candidates for the one-active-expert
+  # forward entries pinned (SPARSE_FINE, SPARSE_MIXTRAL: ALGORITHM|PARAMS separated by ';').
+  export OCLTK_CACHE_DIR="$out/cache"
+  staged_test_nf4 200 '*Compact*:*LaunchEvents*'
+  mark "test_nf4 done"
+  host_cost
+  host_filter='nf4_(forward|backward)/.*/decode/(ours|ours_bf16)/'
+  for round in 1 2; do
+    old_bench "old$round" "$host_filter" 1,8
+    nf4_bench "" "all$round" "$here/nvidia-h200.yaml" 150 "$host_filter" --ocltk_rows=1,8 --benchmark_min_time=0.03 \
+      --ocltk_events=all
+    nf4_bench "" "last$round" "$here/nvidia-h200.yaml" 150 "$host_filter" --ocltk_rows=1,8 --benchmark_min_time=0.03
+    mark "round $round done"
+  done
+  rm -rf "$out/cache-old"
+  pin_rows sfine fine 64 1408 2048 1,8 32,16 'nf4_forward/fine[^/]*/rows(1|8)/decode/(ours|ours_bf16)/' \
+    "${SPARSE_FINE:-warps|CW: 16, LT: 1, NB: 1, PF: 0, RB: 4, REGS: 128, TR: 1, WGS: 64}"
+  pin_rows smix mixtral 8 14336 4096 1 32,16 'nf4_forward/mixtral[^/]*/rows1/decode/(ours|ours_bf16)/' \
+    "${SPARSE_MIXTRAL:-warps|CW: 32, NB: 1, PF: 0, RB: 4, REGS: 128, TR: 1, WGS: 256, XL: 4096}"
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+final-d)
+  # On one H200 (2026-12-01d, call 3): test_nf4's compact-launch, launch-event, dispatch-split,
+  # built-in-choice and profile-choice tests (stage test_nf4); the host's time per launch
+  # (stage hostcost); the decode bench at 1, 8, 64 and 512 rows, both directions, with the
+  # build and profile before (ocltk_bench_nf4_old, old.yaml) and these, alternated twice; then
+  # dequantize + CLBlast with these, cuBLAS bf16 on dequantized weights and the copy bandwidth.
+  export OCLTK_CACHE_DIR="$out/cache"
+  staged_test_nf4 240 '*Compact*:*LaunchEvents*:*StreamSplits*:*HalfTypesAndBuiltin*:*ProfileEntryFollows*'
+  mark "test_nf4 done"
+  host_cost
+  final_filter='nf4_(forward|backward)/.*/decode/(ours|ours_bf16)/'
+  for round in 1 2; do
+    old_bench "old$round" "$final_filter" 1,8,64,512
+    nf4_bench "" "new$round" "$here/nvidia-h200.yaml" 200 "$final_filter" --ocltk_rows=1,8,64,512 \
+      --benchmark_min_time=0.03
+    mark "round $round done"
+  done
+  rm -rf "$out/cache-old"
+  nf4_bench "" baseline "$here/nvidia-h200.yaml" 200 'nf4_(forward|backward)/.*/decode/baseline_dequant_clblast/' \
+    --ocltk_rows=1,8,64,512 --benchmark_min_time=0.03
+  mark "baseline done"
   timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64 \
     --json "$out/cublas-nf4-mixtral.json" > /dev/null
   timeout 60 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64,512 \
