@@ -620,7 +620,8 @@ std::string make_f32_current(Weights& w, Activations& a) {
   return status == CL_SUCCESS ? "" : cl_error("clFinish after dequantizing the f32 weights", status);
 }
 
-// Enqueues one call of `impl`; *event receives the event of its last command.
+// Enqueues one call of `impl`; where `event` is not null, *event receives the event of its
+// last command.
 std::string enqueue_call(Impl impl, const Case& c, Weights& w, Activations& a, bool validate_offsets, cl_event* event) {
   if (impl == Impl::kOurs || impl == Impl::kOursBf16) {
     Runtime& rt = Session::get().tuned();

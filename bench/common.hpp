@@ -260,7 +260,7 @@ inline IterationTime time_calls(Session& session, int calls, const EnqueueCall& 
     if (event != nullptr) {
       if (last != nullptr) clReleaseEvent(last);
       last = event;
-    } else if (final_call && result.error.empty()) {
+    } else if ((final_call || flags().every_event) && result.error.empty()) {
       result.error = "the call returned no event";
     }
   }

@@ -66,7 +66,7 @@
 #          profile, twice in turn, then cuBLAS on the same shapes (see the phase for overrides).
 # f32-rows (kind nvidia-h200): FWD_CANDIDATES pinned as nf4_forward's f32 entries at 2 and 4
 #          rows per expert of each shape and benched beside the shipped profile.
-# compact-lab, host-lab, final-d (kind nvidia-h200, 2026-12-01d): compact launches (a grid slot
+# compact-lab, host-lab, sparse-lab, final-d (kind nvidia-h200, 2026-12-01d): compact launches (a grid slot
 #          per expert with rows), the host's time per launch (the lab tool hostcost), prepared
 #          launches and events only where asked for (see each phase; results/h200-2026-12-01d/).
 # ncu-decode, dep-ab, lw-lab, lw-confirm, final-n, final-tests (kind nvidia-h200, 2026-12-01): Nsight
@@ -79,7 +79,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|final-tests|pl-final|bulk-lab|chains-ab|lt-final|decode-final|bwd-lt|compact-lab|host-lab|final-d|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|final-tests|pl-final|bulk-lab|chains-ab|lt-final|decode-final|bwd-lt|compact-lab|host-lab|sparse-lab|final-d|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -1485,6 +1485,21 @@ host-lab)
     "${SPARSE_FINE:-warps|CW: 16, LT: 1, NB: 1, PF: 0, RB: 4, REGS: 128, TR: 1, WGS: 64}"
   pin_rows smix mixtral 8 14336 4096 1 32,16 'nf4_forward/mixtral[^/]*/rows1/decode/(ours|ours_bf16)/' \
     "${SPARSE_MIXTRAL:-warps|CW: 32, NB: 1, PF: 0, RB: 4, REGS: 128, TR: 1, WGS: 256, XL: 4096}"
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+sparse-lab)
+  # On one H200 (2026-12-01d, call 5): the shipped profile's forward at one row on few experts
+  # (Mixtral-like 1 row, fine-grained 1 and 8 rows), then SPARSE_FINE and SPARSE_MIXTRAL
+  # (ALGORITHM|PARAMS separated by ';') pinned there, as in host-lab.
+  export OCLTK_CACHE_DIR="$out/cache"
+  nf4_bench "" shipped "$here/nvidia-h200.yaml" 100 \
+    'nf4_forward/(fine[^/]*/rows(1|8)|mixtral[^/]*/rows1)/decode/(ours|ours_bf16)/' --ocltk_rows=1,8 \
+    --benchmark_min_time=0.03
+  pin_rows sfine fine 64 1408 2048 1,8 32,16 'nf4_forward/fine[^/]*/rows(1|8)/decode/(ours|ours_bf16)/' \
+    "${SPARSE_FINE:?}"
+  pin_rows smix mixtral 8 14336 4096 1 32,16 'nf4_forward/mixtral[^/]*/rows1/decode/(ours|ours_bf16)/' \
+    "${SPARSE_MIXTRAL:?}"
   rm -rf "$out/cache"
   mark "all done"
   ;;

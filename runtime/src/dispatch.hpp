@@ -26,8 +26,8 @@ void set_kernel_args(cl_kernel kernel, const KernelArgs& args, const std::string
 // on NVIDIA's OpenCL an event costs the host more than the enqueue itself.
 class DispatchChain {
  public:
-  // `default_out_of_order`: the default queue's mode (Runtime::queue_out_of_order); a
-  // Launch::queue's is asked at the first dispatch.
+  // `default_out_of_order`: the default queue's mode (Runtime::queue_out_of_order); another
+  // Launch::queue's is asked here.
   DispatchChain(cl_command_queue default_queue, bool default_out_of_order, const Launch& launch);
   ~DispatchChain();
   DispatchChain(const DispatchChain&) = delete;

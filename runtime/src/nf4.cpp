@@ -395,11 +395,19 @@ void check_weights(Runtime& rt, const std::string& who, const Nf4Weights& w) {
 // The experts with rows of a checked launch: `choose`, the count the profile's entry is chosen
 // by (counted from the offsets where they are read back, else the caller's, else min(rows,
 // experts): an even spread); `slots`, those the grid makes room for (the count read back, else
-// min(rows, experts), which no valid offsets exceed: the caller's count is not trusted with
-// that). Fewer slots than experts make the launch compact (nf4_slot_expert in
+// min(rows, experts), which no offsets that never decrease exceed: the caller's count is not
+// trusted with that). Fewer slots than experts make the launch compact (nf4_slot_expert in
 // kernels/nf4_common.clh).
 struct ActiveExperts {
-  std::int64_t choose, slots;
+  std::int64_t choose, slots, most;  // most: min(rows, experts)
+
+  // The slots of a launch: the count read back only where the read-back (a blocking read on
+  // the runtime's queue) saw what the launch will, i.e. it runs on that queue and waits for
+  // nothing else; else `most`, so that offsets written behind a wait list are all served.
+  std::int64_t slots_for(Runtime& rt, const Launch& launch) const {
+    const bool ordered = (launch.queue == nullptr || launch.queue == rt.queue().get()) && launch.wait_for.empty();
+    return ordered ? slots : most;
+  }
 };
 
 // Shared by both directions: rows, activations in (width in_width), out (width out_width),
@@ -424,7 +432,7 @@ ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weig
   check_buffer(rt, who, "offsets", offsets, 4.0 * double(g.experts + 1));
   check_buffer(rt, who, in_name, in, double(rows) * in_width * in_esize);
   check_buffer(rt, who, out_name, out, double(rows) * out_width * out_esize);
-  if (!validate_offsets) return {active >= 0 ? active : most, most};
+  if (!validate_offsets) return {active >= 0 ? active : most, most, most};
   std::vector<std::uint32_t> host(std::size_t(g.experts + 1));
   detail::check_cl(
       clEnqueueReadBuffer(rt.queue().get(), offsets, CL_TRUE, 0, host.size() * 4, host.data(), 0, nullptr, nullptr),
@@ -434,7 +442,7 @@ ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weig
   if (active >= 0 && active != counted)
     throw invalid(who + ": active_experts = " + std::to_string(active) + " but the offsets give rows to " +
                   std::to_string(counted) + " experts");
-  return {counted, counted};
+  return {counted, counted, most};
 }
 
 // Scratch of the launches on one command queue: the split backwards' partial sums and one
@@ -788,26 +796,26 @@ Status check_nf4_backward(Runtime& rt, const Nf4BackwardArgs& a) {
 }
 
 Status nf4_forward_with(Runtime& rt, const Choice& choice, const Nf4ForwardArgs& a, const Launch& launch) {
-  return guard([&] { enqueue_forward(rt, choice, a, check_forward(rt, a).slots, launch); });
+  return guard([&] { enqueue_forward(rt, choice, a, check_forward(rt, a).slots_for(rt, launch), launch); });
 }
 
 Status nf4_backward_with(Runtime& rt, const Choice& choice, const Nf4BackwardArgs& a, const Launch& launch) {
-  return guard([&] { enqueue_backward(rt, choice, a, check_backward(rt, a).slots, launch); });
+  return guard([&] { enqueue_backward(rt, choice, a, check_backward(rt, a).slots_for(rt, launch), launch); });
 }
 
 Status nf4_forward_segmented(Runtime& rt, const Nf4ForwardArgs& a, const Launch& launch) {
   return guard([&] {
     const ActiveExperts active = check_forward(rt, a);
-    enqueue_forward(rt, choose_segmented(rt, "nf4_forward", a.w, a.rows, a.type, active.choose), a, active.slots,
-                    launch);
+    enqueue_forward(rt, choose_segmented(rt, "nf4_forward", a.w, a.rows, a.type, active.choose), a,
+                    active.slots_for(rt, launch), launch);
   });
 }
 
 Status nf4_input_backward_segmented(Runtime& rt, const Nf4BackwardArgs& a, const Launch& launch) {
   return guard([&] {
     const ActiveExperts active = check_backward(rt, a);
-    enqueue_backward(rt, choose_segmented(rt, "nf4_backward", a.w, a.rows, a.type, active.choose), a, active.slots,
-                     launch);
+    enqueue_backward(rt, choose_segmented(rt, "nf4_backward", a.w, a.rows, a.type, active.choose), a,
+                     active.slots_for(rt, launch), launch);
   });
 }
 

@@ -185,9 +185,11 @@ std::string Choice::describe() const {
 
 namespace {
 
-// What decides a prepared launch (Runtime::Impl::prepared): the family, the algorithm and its
-// source, the build variant, the kernels and the parameters as the caller gave them.
+// What decides a prepared launch (Runtime::Impl::prepared): the algorithm's table (its
+// address: the families' tables live as long as the program) and its name and source, the
+// family, the build variant, the kernels and the parameters as the caller gave them.
 struct PreparedKey {
+  const AlgorithmSpec* spec;
   std::string kernel, algorithm, source, variant;
   std::vector<std::string> kernel_names;
   Params params;
@@ -195,6 +197,7 @@ struct PreparedKey {
 
 // The same, borrowed from a launch's arguments, to look the map up without copies.
 struct PreparedRef {
+  const AlgorithmSpec* spec;
   const std::string &kernel, &algorithm, &source, &variant;
   const std::vector<std::string>& kernel_names;
   const Params& params;
@@ -202,7 +205,7 @@ struct PreparedRef {
 
 template <class K>
 auto prepared_tie(const K& k) {
-  return std::tie(k.kernel, k.algorithm, k.source, k.variant, k.kernel_names, k.params);
+  return std::tie(k.spec, k.kernel, k.algorithm, k.source, k.variant, k.kernel_names, k.params);
 }
 
 struct PreparedLess {
@@ -227,7 +230,7 @@ struct Runtime::Impl {
   RuntimeOptions options;
   ProgramCache cache;
   ProfileSelection profiles;
-  std::mutex mutex;  // guards kernels, programs, last_choice and logged
+  std::mutex mutex;  // guards kernels, programs, prepared, last_choice and logged
   std::map<std::pair<cl_program, std::string>, boost::compute::kernel> kernels;
   // Programs this runtime has fetched, by source name and build options: a launch finds its
   // program here without the cache's key (device queries and a hash of the whole source,
@@ -518,26 +521,27 @@ void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const
 
 void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::vector<std::string>& kernel_names,
                      const std::function<void(const std::vector<cl_kernel>&)>& enqueue, const std::string& variant) {
-  const PreparedRef ref{choice.kernel, algorithm.name, algorithm.source_name, variant, kernel_names, choice.params};
-  std::vector<cl_kernel> kernels;
+  const PreparedRef ref{&algorithm, choice.kernel, algorithm.name, algorithm.source_name,
+                        variant,    kernel_names,  choice.params};
   std::unique_lock<std::mutex> lock(impl_->mutex);
-  const auto it = impl_->prepared.find(ref);
-  if (it != impl_->prepared.end()) {
-    kernels = it->second.kernels;
-    impl_->last_choice = choice;
-    impl_->last_choice.params = it->second.params;
-  } else {
+  auto it = impl_->prepared.find(ref);
+  if (it == impl_->prepared.end()) {
     lock.unlock();  // prepare() takes it where it needs it
-    kernels = prepare(choice, algorithm, kernel_names, variant);
+    prepare(choice, algorithm, kernel_names, variant);
     lock.lock();
+    it = impl_->prepared.find(ref);
   }
+  // Recorded under the same lock as the enqueue, so last_choice() names this launch.
+  const std::vector<cl_kernel>& kernels = it->second.kernels;
+  impl_->last_choice = choice;
+  impl_->last_choice.params = it->second.params;
   if (impl_->verbose && impl_->logged.insert(impl_->last_choice.describe()).second)
     std::cerr << "ocltk: " << impl_->last_choice.describe() << "\n";
   enqueue(kernels);  // under the lock: arguments and enqueues of two threads never interleave
 }
 
-std::vector<cl_kernel> Runtime::prepare(const Choice& choice, const AlgorithmSpec& algorithm,
-                                        const std::vector<std::string>& kernel_names, const std::string& variant) {
+void Runtime::prepare(const Choice& choice, const AlgorithmSpec& algorithm,
+                      const std::vector<std::string>& kernel_names, const std::string& variant) {
   const Params params = complete_choice(algorithm, choice.params);
   const DeviceLimits limits = DeviceLimits::of(impl_->device);
   if (const auto bad = algorithm.violation(params, &limits))
@@ -564,12 +568,9 @@ std::vector<cl_kernel> Runtime::prepare(const Choice& choice, const AlgorithmSpe
                   CL_INVALID_WORK_GROUP_SIZE);
     kernels.push_back(kernel);
   }
-  impl_->last_choice = choice;
-  impl_->last_choice.params = params;
-  impl_->prepared.emplace(
-      PreparedKey{choice.kernel, algorithm.name, algorithm.source_name, variant, kernel_names, choice.params},
-      Prepared{params, kernels});
-  return kernels;
+  impl_->prepared.emplace(PreparedKey{&algorithm, choice.kernel, algorithm.name, algorithm.source_name, variant,
+                                      kernel_names, choice.params},
+                          Prepared{params, kernels});
 }
 
 const char* version() { return OCLTK_VERSION; }

@@ -168,9 +168,9 @@ class Runtime {
   Choice search_choice(const std::string& kernel, const std::string& shape_class,
                        const std::map<std::string, std::int64_t>& problem) const;
   // launch()'s first time for a key: completes and checks the parameters, fetches the
-  // program and the kernels, records the choice and the prepared launch.
-  std::vector<cl_kernel> prepare(const Choice& choice, const AlgorithmSpec& algorithm,
-                                 const std::vector<std::string>& kernel_names, const std::string& variant);
+  // program and the kernels, and records the prepared launch (Impl::prepared).
+  void prepare(const Choice& choice, const AlgorithmSpec& algorithm, const std::vector<std::string>& kernel_names,
+               const std::string& variant);
   struct Impl;
   explicit Runtime(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
