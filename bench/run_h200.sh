@@ -356,6 +356,13 @@ host_cost() {
   timeout 120 "$here/hostcost" "$here/nvidia-h200.yaml" small > "$out/hostcost-small.txt" 2>&1
   mark "hostcost done"
 }
+# sparse_pins FINE MIXTRAL: each of FINE pinned as nf4_forward's entries at 1 and 8 fine-grained
+# rows, each of MIXTRAL at one Mixtral-like row, f32 and bf16 (pin_rows; ALGORITHM|PARAMS
+# separated by ';'), benched at those rows.
+sparse_pins() {
+  pin_rows sfine fine 64 1408 2048 1,8 32,16 'nf4_forward/fine[^/]*/rows(1|8)/decode/(ours|ours_bf16)/' "$1"
+  pin_rows smix mixtral 8 14336 4096 1 32,16 'nf4_forward/mixtral[^/]*/rows1/decode/(ours|ours_bf16)/' "$2"
+}
 # old_bench NAME FILTER ROWS: the decode bench of the build before (stage it as
 # ocltk_bench_nf4_old) with its profile (old.yaml) and a program cache of its own, at ROWS,
 # into OUT/h200-nf4-NAME.json.
@@ -1481,9 +1488,7 @@ host-lab)
     mark "round $round done"
   done
   rm -rf "$out/cache-old"
-  pin_rows sfine fine 64 1408 2048 1,8 32,16 'nf4_forward/fine[^/]*/rows(1|8)/decode/(ours|ours_bf16)/' \
-    "${SPARSE_FINE:-warps|CW: 16, LT: 1, NB: 1, PF: 0, RB: 4, REGS: 128, TR: 1, WGS: 64}"
-  pin_rows smix mixtral 8 14336 4096 1 32,16 'nf4_forward/mixtral[^/]*/rows1/decode/(ours|ours_bf16)/' \
+  sparse_pins "${SPARSE_FINE:-warps|CW: 16, LT: 1, NB: 1, PF: 0, RB: 4, REGS: 128, TR: 1, WGS: 64}" \
     "${SPARSE_MIXTRAL:-warps|CW: 32, NB: 1, PF: 0, RB: 4, REGS: 128, TR: 1, WGS: 256, XL: 4096}"
   rm -rf "$out/cache"
   mark "all done"
@@ -1496,10 +1501,7 @@ sparse-lab)
   nf4_bench "" shipped "$here/nvidia-h200.yaml" 100 \
     'nf4_forward/(fine[^/]*/rows(1|8)|mixtral[^/]*/rows1)/decode/(ours|ours_bf16)/' --ocltk_rows=1,8 \
     --benchmark_min_time=0.03
-  pin_rows sfine fine 64 1408 2048 1,8 32,16 'nf4_forward/fine[^/]*/rows(1|8)/decode/(ours|ours_bf16)/' \
-    "${SPARSE_FINE:?}"
-  pin_rows smix mixtral 8 14336 4096 1 32,16 'nf4_forward/mixtral[^/]*/rows1/decode/(ours|ours_bf16)/' \
-    "${SPARSE_MIXTRAL:?}"
+  sparse_pins "${SPARSE_FINE:?}" "${SPARSE_MIXTRAL:?}"
   rm -rf "$out/cache"
   mark "all done"
   ;;
