@@ -363,6 +363,15 @@ sparse_pins() {
   pin_rows sfine fine 64 1408 2048 1,8 32,16 'nf4_forward/fine[^/]*/rows(1|8)/decode/(ours|ours_bf16)/' "$1"
   pin_rows smix mixtral 8 14336 4096 1 32,16 'nf4_forward/mixtral[^/]*/rows1/decode/(ours|ours_bf16)/' "$2"
 }
+# decode_refs: cuBLAS bf16 on dequantized weights at the decode rows of both NF4 shapes
+# (cublas_ref.py nf4) and the copy bandwidth, into OUT/cublas-nf4-*.json and OUT/copy.json.
+decode_refs() {
+  timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64 \
+    --json "$out/cublas-nf4-mixtral.json" > /dev/null
+  timeout 60 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64,512 \
+    --json "$out/cublas-nf4-fine.json" > /dev/null
+  timeout 30 $ref copy > "$out/copy.json"
+}
 # old_bench NAME FILTER ROWS: the decode bench of the build before (stage it as
 # ocltk_bench_nf4_old) with its profile (old.yaml) and a program cache of its own, at ROWS,
 # into OUT/h200-nf4-NAME.json.
@@ -1443,11 +1452,7 @@ decode-final)
     'nf4_(forward|backward)/.*/rows(1|8|64|512)/decode/(ours|ours_bf16|baseline_dequant_clblast)/' \
     --ocltk_rows=1,8,64,512
   mark "bench done"
-  timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64 \
-    --json "$out/cublas-nf4-mixtral.json" > /dev/null
-  timeout 60 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64,512 \
-    --json "$out/cublas-nf4-fine.json" > /dev/null
-  timeout 30 $ref copy > "$out/copy.json"
+  decode_refs
   rm -rf "$out/cache"
   mark "all done"
   ;;
@@ -1526,11 +1531,7 @@ final-d)
   nf4_bench "" baseline "$here/nvidia-h200.yaml" 200 'nf4_(forward|backward)/.*/decode/baseline_dequant_clblast/' \
     --ocltk_rows=1,8,64,512 --benchmark_min_time=0.03
   mark "baseline done"
-  timeout 60 $ref nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 1,8,64 \
-    --json "$out/cublas-nf4-mixtral.json" > /dev/null
-  timeout 60 $ref nf4 --experts 64 --out-features 1408 --in-features 2048 --rows 1,8,64,512 \
-    --json "$out/cublas-nf4-fine.json" > /dev/null
-  timeout 30 $ref copy > "$out/copy.json"
+  decode_refs
   rm -rf "$out/cache"
   mark "all done"
   ;;
