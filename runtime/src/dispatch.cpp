@@ -7,6 +7,13 @@ void check_cl(cl_int status, const std::string& what) {
     throw Error(ErrorCode::kDevice, what + " failed with OpenCL status " + std::to_string(status), status);
 }
 
+bool queue_out_of_order(cl_command_queue queue) {
+  cl_command_queue_properties properties = 0;
+  check_cl(clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof properties, &properties, nullptr),
+           "clGetCommandQueueInfo(CL_QUEUE_PROPERTIES)");
+  return (properties & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
+}
+
 void set_kernel_args(cl_kernel kernel, const KernelArgs& args, const std::string& kernel_name) {
   for (cl_uint i = 0; i < args.size(); ++i) {
     const cl_int status = clSetKernelArg(kernel, i, args[i].first, args[i].second);
@@ -15,14 +22,9 @@ void set_kernel_args(cl_kernel kernel, const KernelArgs& args, const std::string
 }
 
 DispatchChain::DispatchChain(cl_command_queue default_queue, bool default_out_of_order, const Launch& launch)
-    : launch_(launch), queue_(launch.queue ? launch.queue : default_queue), out_of_order_(default_out_of_order) {
-  if (launch.queue && launch.queue != default_queue) {
-    cl_command_queue_properties properties = 0;
-    check_cl(clGetCommandQueueInfo(queue_, CL_QUEUE_PROPERTIES, sizeof properties, &properties, nullptr),
-             "clGetCommandQueueInfo(CL_QUEUE_PROPERTIES)");
-    out_of_order_ = (properties & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
-  }
-}
+    : launch_(launch),
+      queue_(launch.queue ? launch.queue : default_queue),
+      out_of_order_(queue_ == default_queue ? default_out_of_order : queue_out_of_order(queue_)) {}
 
 DispatchChain::~DispatchChain() {
   if (last_) clReleaseEvent(last_);

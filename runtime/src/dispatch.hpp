@@ -13,6 +13,9 @@ namespace ocltk::detail {
 // Throws Error(kDevice) naming `what` and the OpenCL status when `status` is an error.
 void check_cl(cl_int status, const std::string& what);
 
+// Whether `queue` runs commands out of order (CL_QUEUE_PROPERTIES).
+bool queue_out_of_order(cl_command_queue queue);
+
 // Sets a kernel's arguments in order: (size, pointer) pairs.
 using KernelArgs = std::vector<std::pair<std::size_t, const void*>>;
 void set_kernel_args(cl_kernel kernel, const KernelArgs& args, const std::string& kernel_name);

@@ -393,20 +393,20 @@ void check_weights(Runtime& rt, const std::string& who, const Nf4Weights& w) {
 }
 
 // The experts with rows of a checked launch: `choose`, the count the profile's entry is chosen
-// by (counted from the offsets where they are read back, else the caller's, else min(rows,
-// experts): an even spread); `slots`, those the grid makes room for (the count read back, else
-// min(rows, experts), which no offsets that never decrease exceed: the caller's count is not
-// trusted with that). Fewer slots than experts make the launch compact (nf4_slot_expert in
-// kernels/nf4_common.clh).
+// by (counted from the offsets where they are read back, else the caller's, else `most`, an
+// even spread); `counted`, the count read back (-1 without a read-back); `most`, min(rows,
+// experts), which no offsets that never decrease exceed. The grid makes room for `counted`
+// or `most` (slots_for; the caller's count is not trusted with that); fewer slots than
+// experts make the launch compact (nf4_slot_expert in kernels/nf4_common.clh).
 struct ActiveExperts {
-  std::int64_t choose, slots, most;  // most: min(rows, experts)
+  std::int64_t choose, counted, most;
 
   // The slots of a launch: the count read back only where the read-back (a blocking read on
   // the runtime's queue) saw what the launch will, i.e. it runs on that queue and waits for
   // nothing else; else `most`, so that offsets written behind a wait list are all served.
   std::int64_t slots_for(Runtime& rt, const Launch& launch) const {
     const bool ordered = (launch.queue == nullptr || launch.queue == rt.queue().get()) && launch.wait_for.empty();
-    return ordered ? slots : most;
+    return ordered && counted >= 0 ? counted : most;
   }
 };
 
@@ -432,7 +432,7 @@ ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weig
   check_buffer(rt, who, "offsets", offsets, 4.0 * double(g.experts + 1));
   check_buffer(rt, who, in_name, in, double(rows) * in_width * in_esize);
   check_buffer(rt, who, out_name, out, double(rows) * out_width * out_esize);
-  if (!validate_offsets) return {active >= 0 ? active : most, most, most};
+  if (!validate_offsets) return {active >= 0 ? active : most, -1, most};
   std::vector<std::uint32_t> host(std::size_t(g.experts + 1));
   detail::check_cl(
       clEnqueueReadBuffer(rt.queue().get(), offsets, CL_TRUE, 0, host.size() * 4, host.data(), 0, nullptr, nullptr),

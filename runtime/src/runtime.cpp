@@ -258,10 +258,7 @@ struct Runtime::Impl {
         queue(std::move(q)),
         options(std::move(o)),
         cache(options.cache_dir) {
-    cl_command_queue_properties properties = 0;
-    detail::check_cl(clGetCommandQueueInfo(queue.get(), CL_QUEUE_PROPERTIES, sizeof properties, &properties, nullptr),
-                     "clGetCommandQueueInfo(CL_QUEUE_PROPERTIES)");
-    queue_out_of_order = (properties & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
+    queue_out_of_order = detail::queue_out_of_order(queue.get());
     verbose = options.verbose >= 0 ? options.verbose > 0 : env_or("OCLTK_VERBOSE", "0") != "0";
     profiles = find_profiles(device, options);
     for (const std::string& w : profiles.warnings) std::cerr << "ocltk: warning: " << w << "\n";
