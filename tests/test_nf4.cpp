@@ -829,10 +829,19 @@ TEST_F(Nf4Device, BadInputsAreRejectedNamingTheFault) {
   Nf4ForwardArgs good{
       {geo, packed.get(), 0, scales.get(), 0, cb.get()}, x.get(), ElementType::f32, 4, offs.get(), y.get()};
   ASSERT_TRUE(check_nf4_forward(rt, good).ok()) << check_nf4_forward(rt, good).message();
+  // The check names the fault, and the launch refuses the same arguments before it enqueues
+  // anything: the poisoned output stays as it was.
+  const std::vector<std::uint8_t> poison(4 * 8 * 4, 0xFF);
   auto expect_bad = [&](Nf4ForwardArgs a, const std::string& needle) {
     const Status s = check_nf4_forward(rt, a);
     EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << needle;
     EXPECT_NE(s.message().find(needle), std::string::npos) << "'" << s.message() << "' lacks '" << needle << "'";
+    rt.queue().enqueue_write_buffer(y, 0, poison.size(), poison.data());
+    const Status launched = nf4_forward_segmented(rt, a);
+    EXPECT_EQ(launched.code(), ErrorCode::kInvalidArgument) << needle;
+    std::vector<std::uint8_t> after(poison.size());
+    rt.queue().enqueue_read_buffer(y, 0, after.size(), after.data());
+    EXPECT_EQ(after, poison) << needle << ": the refused launch wrote its output";
   };
   Nf4ForwardArgs a = good;
   a.w.geometry.block_size = 48;
