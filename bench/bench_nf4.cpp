@@ -13,9 +13,12 @@
 //                             timed): the dense product alone, for context
 // Forward: Y_e = X_e · W_eᵀ (row-major, B transposed). Backward (input gradient):
 // DX_e = G_e · W_e (no transpose). Rows are spread evenly over the experts as the tuner
-// spreads them (offsets[e] = rows·e / E), so 1 row lands on the last expert alone.
+// spreads them (offsets[e] = rows·e / E), so 1 row lands on the last expert alone; or, with
+// --ocltk_routing=topK, as top-K routing groups them: rows / K tokens, each sending a row to K
+// distinct experts drawn at random (seeded), so some experts get several rows and some none.
 // Rows are named DIRECTION/SHAPE/rowsR/CLASS/IMPLEMENTATION, e.g.
-// nf4_forward/mixtral_8x14336x4096/rows1/decode/ours; CLASS is nf4_shape_class of rows/E.
+// nf4_forward/mixtral_8x14336x4096/rows1/decode/ours (SHAPE ends in _topK with top-K
+// routing); CLASS is nf4_shape_class of rows/E.
 //
 // The floor. A launch needs, at least once: the 4-bit payload and the scales of every
 // expert that has a row (experts without rows need not be read), the input activations
@@ -101,6 +104,7 @@ const char* name_of(Impl impl) {
 struct Nf4Flags {
   double copy_gbps = 0;            // --ocltk_copy_gbps=X; 0: measure
   std::vector<std::int64_t> rows;  // --ocltk_rows=A,B,...; empty: kRows
+  std::int64_t top_k = 0;          // --ocltk_routing=topK; 0 (even): offsets[e] = rows·e / E
 };
 
 Nf4Flags& nf4_flags() {
@@ -117,6 +121,9 @@ const char* kNf4FlagsHelp =
     "  --ocltk_rows=A,B,...      these row counts (1 to 32768) instead of 1, 8, 64, 512, 4096, 32768 (each\n"
     "                            shape's and the size set's limits still apply: 4096 Mixtral-like), e.g.\n"
     "                            16,32 for 2 and 4 rows per Mixtral-like expert\n"
+    "  --ocltk_routing=R         even (default): offsets[e] = rows * e / experts; topK (K = 1 to 8): rows / K\n"
+    "                            tokens, each routed to K distinct experts drawn at random (seeded), rows grouped\n"
+    "                            by expert; row counts that are not multiples of K are skipped\n"
     "Save results with --benchmark_out=results/DEVICE-nf4.json --benchmark_out_format=json.\n";
 
 // Removes this benchmark's own --ocltk_* flags before common.hpp's take_flags sees them.
@@ -158,6 +165,20 @@ bool take_nf4_flags(int* argc, char** argv) {
         at = comma + 1;
       }
       continue;
+    }
+    const std::string routing_prefix = "--ocltk_routing=";
+    if (arg.compare(0, routing_prefix.size(), routing_prefix) == 0) {
+      const std::string v = arg.substr(routing_prefix.size());
+      if (v == "even") {
+        nf4_flags().top_k = 0;
+        continue;
+      }
+      if (v.size() == 4 && v.compare(0, 3, "top") == 0 && v[3] >= '1' && v[3] <= '8') {
+        nf4_flags().top_k = v[3] - '0';
+        continue;
+      }
+      std::fprintf(stderr, "ocltk_bench_nf4: %s: expected even or top1 to top8\n", arg.c_str());
+      return false;
     }
     if (arg == "--help" || arg == "-h") std::fputs(kNf4FlagsHelp, stdout);
     argv[out++] = argv[i];
@@ -365,6 +386,32 @@ std::vector<std::uint32_t> spread_rows(std::int64_t rows, std::int64_t experts) 
   return offsets;
 }
 
+// Top-k routing (--ocltk_routing=topK): rows / k tokens, each sending one row to each of k
+// distinct experts drawn uniformly (a partial shuffle per token, seeded), rows grouped by
+// expert as a router hands them to the forward.
+std::vector<std::uint32_t> routed_rows(std::int64_t rows, std::int64_t experts, std::int64_t k, std::uint32_t seed) {
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(experts)), count(static_cast<std::size_t>(experts), 0);
+  for (std::int64_t e = 0; e < experts; ++e) ids[std::size_t(e)] = e;
+  std::mt19937 gen(seed);
+  for (std::int64_t t = 0; t < rows / k; ++t) {
+    for (std::int64_t i = 0; i < k; ++i) {
+      std::uniform_int_distribution<std::int64_t> pick(i, experts - 1);
+      std::swap(ids[std::size_t(i)], ids[std::size_t(pick(gen))]);
+      ++count[std::size_t(ids[std::size_t(i)])];
+    }
+  }
+  std::vector<std::uint32_t> offsets(std::size_t(experts + 1), 0);
+  for (std::int64_t e = 0; e < experts; ++e)
+    offsets[std::size_t(e + 1)] = offsets[std::size_t(e)] + std::uint32_t(count[std::size_t(e)]);
+  return offsets;
+}
+
+// The offsets of `rows` rows over the shape's experts, as --ocltk_routing asks.
+std::vector<std::uint32_t> offsets_for(const Nf4Shape& s, std::int64_t rows) {
+  const std::int64_t k = nf4_flags().top_k;
+  return k > 0 ? routed_rows(rows, s.experts, k, seed_of(s) + std::uint32_t(rows) + 3) : spread_rows(rows, s.experts);
+}
+
 std::int64_t active_experts(const std::vector<std::uint32_t>& offsets) {
   return nf4_active_experts(offsets.data(), offsets.size());
 }
@@ -428,7 +475,7 @@ Activations* activations_for(const Weights& w, std::int64_t rows, std::string* e
   const Nf4Shape& s = w.shape;
   auto a = std::make_unique<Activations>();
   a->rows = rows;
-  a->offsets = spread_rows(rows, s.experts);
+  a->offsets = offsets_for(s, rows);
   a->x = random_matrix(std::size_t(rows * s.k), seed_of(s) + std::uint32_t(rows));
   std::vector<std::uint16_t> x16(a->x.size());
   for (std::size_t i = 0; i < x16.size(); ++i) {
@@ -801,7 +848,7 @@ void run_row(benchmark::State& state, Case c, Impl impl) {
 int iterations_for(const Case& c, bool cpu) {
   if (!cpu) return 0;
   const double decoded =
-      double(active_experts(spread_rows(c.rows, c.shape.experts))) * double(c.shape.coefficients_per_expert());
+      double(active_experts(offsets_for(c.shape, c.rows))) * double(c.shape.coefficients_per_expert());
   return decoded > 1e8 ? 3 : 0;
 }
 
@@ -853,7 +900,11 @@ void add_context(bool gpu_sizes) {
   benchmark::AddCustomContext("weights",
                               "random payload bytes and random scales in [0.01, 0.1), block 64, "
                               "codebook NF4; not quantized from real weights");
-  benchmark::AddCustomContext("rows_spread", "offsets[e] = rows * e / experts (1 row: the last expert alone)");
+  benchmark::AddCustomContext(
+      "rows_spread", nf4_flags().top_k > 0
+                         ? "top-" + std::to_string(nf4_flags().top_k) +
+                               " routing: rows / k tokens, each to k distinct experts drawn at random (seeded)"
+                         : std::string("offsets[e] = rows * e / experts (1 row: the last expert alone)"));
   benchmark::AddCustomContext("activations",
                               "values representable in bf16; f32 in and out (ours_bf16: bf16 in, bf16 out forward, "
                               "f32 dx backward)");
@@ -881,10 +932,18 @@ int main(int argc, char** argv) {
   for (const Nf4Shape& shape : kShapes) {
     for (std::int64_t rows : row_counts) {
       if (rows > shape.max_rows || (!gpu_sizes && rows > shape.cpu_max_rows)) continue;
+      const std::int64_t k = nf4_flags().top_k;
+      if (k > 0 && (rows % k != 0 || k > shape.experts)) {
+        std::fprintf(stderr, "ocltk_bench_nf4: %s: %lld rows skipped (top-%lld routing needs a multiple of %lld)\n",
+                     shape.id().c_str(), static_cast<long long>(rows), static_cast<long long>(k),
+                     static_cast<long long>(k));
+        continue;
+      }
+      const std::string shape_id = shape.id() + (k > 0 ? "_top" + std::to_string(k) : "");
       for (bool forward : {true, false}) {
         const Case c{shape, rows, forward};
         for (Impl impl : kImpls) {
-          const std::string name = std::string(forward ? "nf4_forward" : "nf4_backward") + "/" + shape.id() + "/rows" +
+          const std::string name = std::string(forward ? "nf4_forward" : "nf4_backward") + "/" + shape_id + "/rows" +
                                    std::to_string(rows) + "/" + shape_class_of(c) + "/" + name_of(impl);
           auto* b = benchmark::RegisterBenchmark(name.c_str(), run_row, c, impl)
                         ->UseManualTime()
