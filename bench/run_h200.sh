@@ -66,6 +66,13 @@
 #          profile, twice in turn, then cuBLAS on the same shapes (see the phase for overrides).
 # f32-rows (kind nvidia-h200): FWD_CANDIDATES pinned as nf4_forward's f32 entries at 2 and 4
 #          rows per expert of each shape and benched beside the shipped profile.
+# fill-lab, fill-diag, hoist-lab (kind nvidia-h200, 2026-12-01e): the grid of warps and tc sized
+#          to FILL workgroups per compute unit (not kept), the registers of those builds, and
+#          warps' first pass requested before the workgroup's setup (see each phase).
+# topk (kind nvidia-h200, 2026-12-01e): the decode bench with top-k routing (--ocltk_routing)
+#          beside dequantize + CLBlast, then the even decode rows with cuBLAS (see the phase).
+# route-cands (kind nvidia-h200, 2026-12-01e): profiles with entries at routed problems against
+#          the shipped one, at routed and even decode rows (see the phase).
 # compact-lab, host-lab, sparse-lab, final-d (kind nvidia-h200, 2026-12-01d): compact launches (a grid slot
 #          per expert with rows), the host's time per launch (the lab tool hostcost), prepared
 #          launches and events only where asked for (see each phase; results/h200-2026-12-01d/).
@@ -385,6 +392,28 @@ old_bench() {
 pin_rows() {
   cands=$9 bench_extra="--ocltk_rows=$6 --benchmark_min_time=0.03" \
     bench_pinned "" "$1" "$here/nvidia-h200.yaml" nf4_forward "$2" "$3" "$4" "$5" "$6" "$7" 60 "$8"
+}
+# fill_profile SRC DST F: DST is SRC with the dense forward decode entries of both shapes (the
+# shipped points of 2026-12-01d, listed here) pinned with FILL: F (pin_tc_entries, one after
+# the other).
+fill_profile() {
+  local src=$1 dst=$2 f=$3 tmp
+  tmp=$(mktemp)
+  cp "$src" "$tmp"
+  while IFS='!' read -r e n k rows bits cand; do
+    pin_tc_entries "$tmp" "$tmp.next" nf4_forward "$cand, FILL: $f" "$e" "$n" "$k" "$rows" "$bits" || return 1
+    mv "$tmp.next" "$tmp"
+  done <<'LIST'
+8!14336!4096!8!32,16!warps|CW: 32, NB: 1, PF: 0, RB: 8, REGS: 128, TR: 1, WGS: 256, XL: 4096
+8!14336!4096!16!16!tc|KS: 1, NB: 1, PF: 1, RT: 2, WGS: 128
+8!14336!4096!64!16!tc|KS: 1, NB: 1, PF: 1, RT: 2, WGS: 128
+8!14336!4096!64!32!tc|FR: 8, KS: 2, NB: 1, PF: 0, RT: 2, WGS: 128, XS: 1
+64!1408!2048!64!32!warps|CW: 16, LT: 1, NB: 1, PF: 0, RB: 16, REGS: 128, TR: 1, WGS: 128
+64!1408!2048!64!16!tc|KS: 1, NB: 1, PF: 0, RT: 4, WGS: 128
+64!1408!2048!512!32!tc|FR: 8, KS: 1, NB: 1, PF: 0, REGS: 168, RT: 2, WGS: 128, XS: 1
+64!1408!2048!512!16!tc|KS: 1, NB: 1, PF: 0, RT: 4, WGS: 128
+LIST
+  mv "$tmp" "$dst"
 }
 # serial_if_one_gpu: after split_gpus, on one H200 (kind nvidia-h200) gives both sides the
 # first GPU and all cores and sets serial=1, so that a phase runs its sides one after the other.
@@ -1532,6 +1561,143 @@ final-d)
     --ocltk_rows=1,8,64,512 --benchmark_min_time=0.03
   mark "baseline done"
   decode_refs
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+fill-lab)
+  # On one H200 (2026-12-01e, call 1): test_nf4's warps and tc forward points (stage test_nf4;
+  # one point of each sizes its grid by FILL); then the forward decode bench (rows 8, 16, 64,
+  # 512 of both shapes, f32 and bf16 input) with the shipped profile and with copies of it whose
+  # dense decode entries take FILL_VALUES (the shipped points otherwise), alternated: shipped,
+  # each value, shipped, each value again.
+  export OCLTK_CACHE_DIR="$out/cache"
+  staged_test_nf4 240 '*WarpsAtSeveral*:*TcAtSeveral*'
+  mark "test_nf4 done"
+  fill_filter='nf4_forward/.*/rows(8|16|64|512)/decode/(ours|ours_bf16)/'
+  for round in 1 2; do
+    nf4_bench "" "shipped$round" "$here/nvidia-h200.yaml" 200 "$fill_filter" --ocltk_rows=8,16,64,512 \
+      --benchmark_min_time=0.03
+    mark "shipped $round done"
+    for f in ${FILL_VALUES:-1 2 3 4}; do
+      fill_profile "$here/nvidia-h200.yaml" "$out/fill$f.yaml" "$f" || { mark "fill $f not pinned"; continue; }
+      nf4_bench "" "fill$f-$round" "$out/fill$f.yaml" 200 "$fill_filter" --ocltk_rows=8,16,64,512 \
+        --benchmark_min_time=0.03
+      mark "fill $f round $round done"
+    done
+  done
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+fill-diag)
+  # On one H200 (2026-12-01e, call 2): why FILL lost in fill-lab. The Mixtral-like forward
+  # decode bench at 8 and 64 rows, and the fine-grained one at 64 and 512, with the shipped
+  # profile and with DIAG_CANDS pinned (E!N!K!ROWS!BITS!ALGORITHM|PARAMS separated by ';'), then
+  # ptxas -v on every program of the cache: the registers and spills of each build. First
+  # test_nf4's warps points (stage it).
+  export OCLTK_CACHE_DIR="$out/cache"
+  staged_test_nf4 120 '*WarpsAtSeveral*'
+  mark "test_nf4 done"
+  diag_filter='nf4_forward/(mixtral[^/]*/rows(8|64)|fine[^/]*/rows(64|512))/decode/(ours|ours_bf16)/'
+  nf4_bench "" shipped "$here/nvidia-h200.yaml" 150 "$diag_filter" --ocltk_rows=8,64,512 --benchmark_min_time=0.03
+  i=0
+  IFS=';' read -ra diag_list <<< "${DIAG_CANDS:?}"
+  for cand in "${diag_list[@]}"; do
+    i=$((i + 1))
+    IFS='!' read -r e n k rows bits params <<< "$cand"
+    pin_tc_entries "$here/nvidia-h200.yaml" "$out/diag$i.yaml" nf4_forward "$params" "$e" "$n" "$k" "$rows" "$bits" ||
+      { mark "diag $i not pinned"; continue; }
+    echo "diag$i: $cand" >> "$out/diag-candidates.txt"
+    nf4_bench "" "diag$i" "$out/diag$i.yaml" 100 "nf4_forward/[^/]*_${e}x${n}x${k}/rows$rows/decode/(ours|ours_bf16)/" \
+      --ocltk_rows="$rows" --benchmark_min_time=0.03
+    mark "diag $i done"
+  done
+  keep=()
+  [ -n "${KEEP_PTX:-}" ] && { mkdir -p "$out/ptx"; keep=("$out/ptx"); }
+  python3 - "$out/cache" "${keep[@]}" > "$out/ptxas.txt" 2>&1 <<'PY'
+import glob, struct, subprocess, sys
+magic = b"OCLTK-PROGRAM-1\n"
+for path in sorted(glob.glob(sys.argv[1] + "/*.bin")):
+    data = open(path, "rb").read()
+    if not data.startswith(magic):
+        continue
+    at = len(magic)
+    (n,) = struct.unpack_from("<Q", data, at)
+    key = data[at + 8:at + 8 + n].decode(errors="replace")
+    at += 8 + n
+    (m,) = struct.unpack_from("<Q", data, at)
+    ptx = data[at + 16:at + 16 + m].rstrip(b"\0")
+    opts = [l for l in key.splitlines() if l.startswith(("options=", "max-registers="))]
+    open("/tmp/diag.ptx", "wb").write(ptx)
+    r = subprocess.run(["/usr/local/cuda/bin/ptxas", "-arch=sm_90", "-v", "/tmp/diag.ptx", "-o", "/tmp/diag.cubin"],
+                       capture_output=True, text=True)
+    lines = [l for l in (r.stdout + r.stderr).splitlines() if "registers" in l or "spill" in l or "Compiling" in l]
+    print(path.split("/")[-1], " | ".join(opts))
+    for l in lines:
+        print("   ", l.strip())
+    if len(sys.argv) > 2 and b".entry nf4_forward(" in ptx:  # KEEP_PTX: the PTX and SASS kept
+        name = sys.argv[2] + "/" + path.split("/")[-1][:-4]
+        open(name + ".ptx", "wb").write(ptx)
+        open(name + ".opts", "w").write("\n".join(opts) + "\n")
+        subprocess.run("/usr/local/cuda/bin/cuobjdump -sass /tmp/diag.cubin > " + name + ".sass", shell=True)
+PY
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+hoist-lab)
+  # On one H200 (2026-12-01e, call 5): test_nf4's warps, compact and built-in-choice tests (stage
+  # test_nf4), then the forward decode bench with the build before (stage it as
+  # ocltk_bench_nf4_old, the shipped profile as old.yaml) and this one, where warps at NB 1
+  # request a warp's first pass of W before the workgroup's setup, alternated AB_ROUNDS times.
+  export OCLTK_CACHE_DIR="$out/cache"
+  staged_test_nf4 200 '*WarpsAtSeveral*:*Compact*:*HalfTypesAndBuiltin*:*ProfileEntryFollows*'
+  mark "test_nf4 done"
+  AB_OLD_BIN=ocltk_bench_nf4_old AB_CUBLAS=0 AB_FILTER='nf4_forward/.*/decode/(ours|ours_bf16)/' AB_ROWS=1,8,16,64 \
+    ab_decode
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+topk)
+  # On one H200 (2026-12-01e, call 6): the NF4 decode bench with top-k routing
+  # (--ocltk_routing): Mixtral-like top-2 at 1, 4, 8 and 16 tokens (2 to 32 rows), fine-grained
+  # top-6 at 1, 4, 8 and 16 tokens (6 to 96 rows), both directions, ours, ours_bf16 and
+  # dequantize + CLBlast, with the shipped profile; then the evenly spread decode rows (1, 8, 64)
+  # and cuBLAS bf16 on dequantized weights at those (cublas_ref.py spreads rows evenly) and the
+  # copy bandwidth.
+  export OCLTK_CACHE_DIR="$out/cache"
+  nf4_bench "" top2-mixtral "$here/nvidia-h200.yaml" 200 "nf4_(forward|backward)/mixtral.*/(ours|ours_bf16|baseline_dequant_clblast)/" \
+    --ocltk_routing=top2 --ocltk_rows=2,8,16,32 --benchmark_min_time=0.03
+  mark "top2 mixtral done"
+  nf4_bench "" top6-fine "$here/nvidia-h200.yaml" 200 "nf4_(forward|backward)/fine.*/(ours|ours_bf16|baseline_dequant_clblast)/" \
+    --ocltk_routing=top6 --ocltk_rows=6,24,48,96 --benchmark_min_time=0.03
+  mark "top6 fine done"
+  nf4_bench "" even "$here/nvidia-h200.yaml" 200 'nf4_(forward|backward)/.*/decode/(ours|ours_bf16)/' \
+    --ocltk_rows=1,8,64 --benchmark_min_time=0.03
+  mark "even done"
+  decode_refs
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+route-cands)
+  # On one H200 (2026-12-01e, call 7): the forward decode bench with top-k routing (Mixtral-like
+  # top-2 at 2 to 32 rows, fine-grained top-6 at 6 to 96 rows) and at even rows around them,
+  # ours and ours_bf16, with each profile of ROUTE_PROFILES in turn (shipped: the shipped one;
+  # NAME: cand-NAME.yaml staged beside this script: entries added at routed problems, with
+  # `active` in their problem).
+  export OCLTK_CACHE_DIR="$out/cache"
+  i=0
+  for name in ${ROUTE_PROFILES:-shipped A B shipped A B}; do
+    i=$((i + 1))
+    profile="$here/cand-$name.yaml"
+    [ "$name" = shipped ] && profile="$here/nvidia-h200.yaml"
+    nf4_bench "" "r$i-$name-top2" "$profile" 100 'nf4_forward/mixtral.*/(ours|ours_bf16)/' --ocltk_routing=top2 \
+      --ocltk_rows=2,8,16,32 --benchmark_min_time=0.03
+    nf4_bench "" "r$i-$name-top6" "$profile" 100 'nf4_forward/fine.*/(ours|ours_bf16)/' --ocltk_routing=top6 \
+      --ocltk_rows=6,24,48,72,96 --benchmark_min_time=0.03
+    nf4_bench "" "r$i-$name-even" "$profile" 100 \
+      'nf4_forward/(mixtral[^/]*/rows(16|32|64)|fine[^/]*/rows(32|64|128))/decode/(ours|ours_bf16)/' \
+      --ocltk_rows=16,32,64,128 --benchmark_min_time=0.03
+    mark "profile $name ($i) done"
+  done
   rm -rf "$out/cache"
   mark "all done"
   ;;
