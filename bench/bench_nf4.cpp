@@ -15,7 +15,8 @@
 // DX_e = G_e · W_e (no transpose). Rows are spread evenly over the experts as the tuner
 // spreads them (offsets[e] = rows·e / E), so 1 row lands on the last expert alone; or, with
 // --ocltk_routing=topK, as top-K routing groups them: rows / K tokens, each sending a row to K
-// distinct experts drawn at random (seeded), so some experts get several rows and some none.
+// distinct experts drawn at random (seeded: nf4_topk_offsets), so some experts get several rows
+// and some none.
 // Rows are named DIRECTION/SHAPE/rowsR/CLASS/IMPLEMENTATION, e.g.
 // nf4_forward/mixtral_8x14336x4096/rows1/decode/ours (SHAPE ends in _topK with top-K
 // routing); CLASS is nf4_shape_class of rows/E.
@@ -386,30 +387,11 @@ std::vector<std::uint32_t> spread_rows(std::int64_t rows, std::int64_t experts) 
   return offsets;
 }
 
-// Top-k routing (--ocltk_routing=topK): rows / k tokens, each sending one row to each of k
-// distinct experts drawn uniformly (a partial shuffle per token, seeded), rows grouped by
-// expert as a router hands them to the forward.
-std::vector<std::uint32_t> routed_rows(std::int64_t rows, std::int64_t experts, std::int64_t k, std::uint32_t seed) {
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(experts)), count(static_cast<std::size_t>(experts), 0);
-  for (std::int64_t e = 0; e < experts; ++e) ids[std::size_t(e)] = e;
-  std::mt19937 gen(seed);
-  for (std::int64_t t = 0; t < rows / k; ++t) {
-    for (std::int64_t i = 0; i < k; ++i) {
-      std::uniform_int_distribution<std::int64_t> pick(i, experts - 1);
-      std::swap(ids[std::size_t(i)], ids[std::size_t(pick(gen))]);
-      ++count[std::size_t(ids[std::size_t(i)])];
-    }
-  }
-  std::vector<std::uint32_t> offsets(std::size_t(experts + 1), 0);
-  for (std::int64_t e = 0; e < experts; ++e)
-    offsets[std::size_t(e + 1)] = offsets[std::size_t(e)] + std::uint32_t(count[std::size_t(e)]);
-  return offsets;
-}
-
 // The offsets of `rows` rows over the shape's experts, as --ocltk_routing asks.
 std::vector<std::uint32_t> offsets_for(const Nf4Shape& s, std::int64_t rows) {
   const std::int64_t k = nf4_flags().top_k;
-  return k > 0 ? routed_rows(rows, s.experts, k, seed_of(s) + std::uint32_t(rows) + 3) : spread_rows(rows, s.experts);
+  return k > 0 ? nf4_topk_offsets(rows / k, s.experts, k, seed_of(s) + std::uint32_t(rows) + 3)
+               : spread_rows(rows, s.experts);
 }
 
 std::int64_t active_experts(const std::vector<std::uint32_t>& offsets) {
@@ -900,11 +882,11 @@ void add_context(bool gpu_sizes) {
   benchmark::AddCustomContext("weights",
                               "random payload bytes and random scales in [0.01, 0.1), block 64, "
                               "codebook NF4; not quantized from real weights");
-  benchmark::AddCustomContext(
-      "rows_spread", nf4_flags().top_k > 0
-                         ? "top-" + std::to_string(nf4_flags().top_k) +
-                               " routing: rows / k tokens, each to k distinct experts drawn at random (seeded)"
-                         : std::string("offsets[e] = rows * e / experts (1 row: the last expert alone)"));
+  benchmark::AddCustomContext("rows_spread",
+                              nf4_flags().top_k > 0
+                                  ? "top-" + std::to_string(nf4_flags().top_k) +
+                                        " routing: rows / k tokens, each to k distinct experts drawn at random (seeded)"
+                                  : std::string("offsets[e] = rows * e / experts (1 row: the last expert alone)"));
   benchmark::AddCustomContext("activations",
                               "values representable in bf16; f32 in and out (ours_bf16: bf16 in, bf16 out forward, "
                               "f32 dx backward)");

@@ -1132,16 +1132,30 @@ TEST_F(CliTest, TuneShapesStoresEntriesBesideTheDefaultsAndReports) {
 
 // input_bits 16: the NF4 problem is measured with bf16 input and its entry says so (the
 // runtime prefers such entries for half-type launches); input_bits 32 is f32, stored as
-// entries always were, without it.
-TEST_F(CliTest, TuneShapesWithBf16InputWriteInputBitsEntries) {
+// entries always were, without it. top_k: the rows are laid out as top-k routing lays them
+// (nf4_problem_offsets), and the entry names the experts with rows (`active`), not top_k.
+TEST_F(CliTest, TuneShapesWithBf16InputOrRoutedRowsWriteTheirEntries) {
   write_text(path("shapes.yaml"),
              "shapes:\n  - {kernel: nf4_backward, experts: 2, n: 24, k: 128, rows: 6, input_bits: 16}\n"
-             "  - {kernel: nf4_backward, experts: 2, n: 24, k: 128, rows: 4, input_bits: 32}\n");
+             "  - {kernel: nf4_backward, experts: 2, n: 24, k: 128, rows: 4, input_bits: 32}\n"
+             "  - {kernel: nf4_backward, experts: 6, n: 24, k: 128, rows: 8, top_k: 2}\n");
   const CliResult r = run_cli({"tune", "--shapes", "shapes.yaml", "--kernels", "nf4_backward", "--classes", "decode",
                                "--max-evals", "2", "--repeats", "1", "--out", "p.yaml", "--cache", "-"});
   ASSERT_EQ(r.status, 0) << r.describe();
   const ocltk::Profile p = ocltk::read_profile(path("p.yaml").string());
-  ASSERT_EQ(p.entries.size(), 3u) << read_text(path("p.yaml"));
+  ASSERT_EQ(p.entries.size(), 4u) << read_text(path("p.yaml"));
+  ocltk::Nf4Problem routed_problem;
+  routed_problem.experts = 6;
+  routed_problem.n = 24;
+  routed_problem.k = 128;
+  routed_problem.rows = 8;
+  routed_problem.top_k = 2;
+  const std::vector<std::uint32_t> offsets = ocltk::nf4_problem_offsets(routed_problem);
+  const std::int64_t active = ocltk::nf4_active_experts(offsets.data(), offsets.size());
+  ASSERT_GE(active, 2);  // 4 tokens, 2 experts each
+  const std::map<std::string, std::int64_t> routed{{"experts", 6}, {"n", 24},          {"k", 128},
+                                                   {"rows", 8},    {"block_size", 64}, {"active", active}};
+  EXPECT_EQ(p.find("nf4_backward", "decode", &routed)->problem, routed);
   const std::map<std::string, std::int64_t> bf16{{"experts", 2}, {"n", 24},          {"k", 128},
                                                  {"rows", 6},    {"block_size", 64}, {"input_bits", 16}};
   const std::map<std::string, std::int64_t> f32{{"experts", 2}, {"n", 24}, {"k", 128}, {"rows", 4}, {"block_size", 64}};
@@ -1159,6 +1173,10 @@ TEST_F(CliTest, TuneShapesRejectsBadFilesAndWritesNothing) {
        "block_size = 48 must be a power of two"},
       {"shapes:\n  - {kernel: nf4_backward, experts: 2, n: 8, k: 64, rows: 4, input_bits: 8}\n",
        "shapes[0].input_bits = 8 must be 32 (f32 input) or 16 (bf16 input)"},
+      {"shapes:\n  - {kernel: nf4_forward, experts: 4, n: 8, k: 64, rows: 5, top_k: 2}\n",
+       "shapes[0].rows = 5 must be a multiple of top_k (2)"},
+      {"shapes:\n  - {kernel: nf4_forward, experts: 2, n: 8, k: 64, rows: 6, top_k: 3}\n",
+       "shapes[0].top_k = 3 exceeds the experts (2)"},
       {"model:\n  hidden: 64\n", "the model implies no problem"},
       {"model: {hidden: 64, lora_ranks: [8], colour: 3}\n", "unknown model key 'colour'"},
       {"model: [1, 2\n", "malformed YAML"},

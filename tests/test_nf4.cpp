@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -1075,6 +1076,51 @@ TEST_F(Nf4Device, RoutingGroupsScattersAndFeedsTheForward) {
       }
       ASSERT_NEAR(got[t * N + n], want, gemm_nt_error_bound(K + 2, mag, 1, 0)) << "token " << t << " n " << n;
     }
+}
+
+// The model of a top-k router that the bench (--ocltk_routing) and the tuner (--shapes top_k,
+// a model's experts) lay rows out with: every token sends one row to top_k distinct experts,
+// so the rows add up, no expert gets more rows than there are tokens, and one seed gives one
+// layout; even spreads and bad arguments as documented.
+TEST(Nf4Routing, TopKOffsetsModelARouter) {
+  for (const auto& [tokens, experts, top_k] : std::vector<std::array<std::int64_t, 3>>{
+           {1, 8, 2}, {4, 8, 2}, {16, 8, 2}, {8, 64, 6}, {0, 4, 1}, {5, 3, 3}, {1000, 64, 8}}) {
+    SCOPED_TRACE(std::to_string(tokens) + " tokens, top-" + std::to_string(top_k) + " of " + std::to_string(experts));
+    const std::vector<std::uint32_t> offsets = ocltk::nf4_topk_offsets(tokens, experts, top_k, 7);
+    ASSERT_EQ(offsets.size(), std::size_t(experts + 1));
+    EXPECT_EQ(offsets.front(), 0u);
+    EXPECT_EQ(std::int64_t(offsets.back()), tokens * top_k);
+    for (std::int64_t e = 0; e < experts; ++e) {
+      ASSERT_LE(offsets[std::size_t(e)], offsets[std::size_t(e + 1)]);
+      EXPECT_LE(std::int64_t(offsets[std::size_t(e + 1)] - offsets[std::size_t(e)]), tokens) << "expert " << e;
+    }
+    const std::int64_t active = ocltk::nf4_active_experts(offsets.data(), offsets.size());
+    EXPECT_LE(active, std::min(experts, tokens * top_k));
+    if (tokens > 0) {
+      EXPECT_GE(active, top_k);
+    }
+    EXPECT_EQ(ocltk::nf4_topk_offsets(tokens, experts, top_k, 7), offsets);  // one seed, one layout
+  }
+  // Another seed, another layout (8 tokens over 64 experts cannot all agree by chance).
+  EXPECT_NE(ocltk::nf4_topk_offsets(8, 64, 6, 7), ocltk::nf4_topk_offsets(8, 64, 6, 8));
+  // Top-E routing sends every token to every expert.
+  EXPECT_EQ(ocltk::nf4_topk_offsets(3, 4, 4, 1), (std::vector<std::uint32_t>{0, 3, 6, 9, 12}));
+  for (const auto& [tokens, experts, top_k] :
+       std::vector<std::array<std::int64_t, 3>>{{-1, 8, 2}, {4, 8, 0}, {4, 8, 9}, {std::int64_t(1) << 31, 8, 2}})
+    EXPECT_THROW(ocltk::nf4_topk_offsets(tokens, experts, top_k, 1), ocltk::Error) << tokens << " " << top_k;
+
+  ocltk::Nf4Problem even;
+  even.experts = 8;
+  even.rows = 12;
+  EXPECT_EQ(ocltk::nf4_problem_offsets(even), (std::vector<std::uint32_t>{0, 1, 3, 4, 6, 7, 9, 10, 12}));
+  ocltk::Nf4Problem routed = even;
+  routed.rows = 32;
+  routed.top_k = 2;
+  const std::vector<std::uint32_t> r = ocltk::nf4_problem_offsets(routed);
+  EXPECT_EQ(r.back(), 32u);
+  EXPECT_EQ(ocltk::nf4_problem_offsets(routed), r);  // every run lays one problem out alike
+  routed.rows = 31;                                  // not a whole number of tokens
+  EXPECT_THROW(ocltk::nf4_problem_offsets(routed), ocltk::Error);
 }
 
 // The stream backward's splits of N: the tuned count where the grid already gives every

@@ -1,6 +1,7 @@
 // The families `ocltk tune` knows, in tuning order. A new family adds its workload
 // factory here and nothing else in the tuner.
 #include <algorithm>
+#include <utility>
 
 #include "ocltk/gemm_nt.hpp"
 #include "ocltk/nf4.hpp"
@@ -18,7 +19,14 @@ namespace {
 
 GemmProblem gemm_of(const Problem& p) { return {p.at("m"), p.at("n"), p.at("k")}; }
 Nf4Problem nf4_of(const Problem& p) {
-  return {p.at("experts"), p.at("n"), p.at("k"), p.at("rows"), p.at("block_size"), input_bits_of(p)};
+  const auto top_k = p.find("top_k");
+  return {p.at("experts"),
+          p.at("n"),
+          p.at("k"),
+          p.at("rows"),
+          p.at("block_size"),
+          input_bits_of(p),
+          top_k == p.end() ? 0 : top_k->second};
 }
 
 // LoRA on every projection of the model: x·Aᵀ (shrink to the rank) and h·Bᵀ (expand back),
@@ -36,21 +44,30 @@ std::vector<Problem> derive_lora(const ModelDescription& m) {
 }
 
 // The expert MLP in NF4: up/gate (N = intermediate, K = hidden) and down (N = hidden,
-// K = intermediate), each token routed to top_k experts.
+// K = intermediate), each token routed to top_k experts: the rows are laid out as top-k
+// routing lays them (nf4_problem_offsets), uneven and with experts left empty, as the
+// engine's launches will have them.
 std::vector<Problem> derive_experts(const ModelDescription& m) {
   std::vector<Problem> out;
   if (m.experts <= 0 || m.hidden <= 0 || m.intermediate <= 0) return out;
+  const std::int64_t top_k = std::clamp<std::int64_t>(m.top_k, 1, m.experts);
   for (std::int64_t t : m.tokens) {
-    const std::int64_t rows = t * std::max<std::int64_t>(1, m.top_k);
-    out.push_back(
-        {{"experts", m.experts}, {"n", m.intermediate}, {"k", m.hidden}, {"rows", rows}, {"block_size", m.block_size}});
-    out.push_back(
-        {{"experts", m.experts}, {"n", m.hidden}, {"k", m.intermediate}, {"rows", rows}, {"block_size", m.block_size}});
+    const std::int64_t rows = t * top_k;
+    for (const auto& [n, k] : {std::pair{m.intermediate, m.hidden}, std::pair{m.hidden, m.intermediate}})
+      out.push_back(
+          {{"experts", m.experts}, {"n", n}, {"k", k}, {"rows", rows}, {"block_size", m.block_size}, {"top_k", top_k}});
   }
   return out;
 }
 
+// The class the runtime files a launch under: by rows per expert with rows (routed rows
+// counted on their layout).
 std::string nf4_class_of(const Problem& p) {
+  if (p.count("top_k")) {
+    const std::vector<std::uint32_t> offsets = nf4_problem_offsets(nf4_of(p));
+    const std::int64_t active = std::max<std::int64_t>(1, nf4_active_experts(offsets.data(), offsets.size()));
+    return nf4_shape_class(double(p.at("rows")) / double(active));
+  }
   return nf4_shape_class(double(p.at("rows")) / double(std::max<std::int64_t>(1, p.at("experts"))));
 }
 
@@ -59,7 +76,7 @@ FamilyTuning nf4_tuning(const KernelFamily& family, bool forward,
                         std::unique_ptr<Workload> (*make)(Runtime&, const std::string&, std::mt19937_64&)) {
   return {&family,
           make,
-          {"experts", "n", "k", "rows", "block_size", "input_bits"},
+          {"experts", "n", "k", "rows", "block_size", "input_bits", "top_k"},
           nf4_class_of,
           [forward](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
             return make_nf4_workload_for(rt, forward, nf4_of(p), rng);

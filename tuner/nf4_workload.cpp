@@ -1,7 +1,7 @@
 // The tuner's view of the nf4 family: a class's representative problem (rows spread
-// evenly over the experts) run with any choice, checked against the double reference
-// on dequantized weights for a sample of rows. One factory per direction. Input is f32,
-// or bf16 where a --shapes problem asks for input_bits 16 (checked against the bf16 bounds).
+// evenly over the experts; a --shapes problem's rows may be top-k routed) run with any choice, checked against the
+// double reference on dequantized weights for a sample of rows. One factory per direction. Input is f32, or bf16 where
+// a --shapes problem asks for input_bits 16 (checked against the bf16 bounds).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -71,8 +71,7 @@ class Nf4Workload : public Workload {
         type_(p.input_bits == 16 ? ElementType::bf16 : ElementType::f32) {
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     weights_ = weights_for(rt, geo_, rng);
-    offsets_.push_back(0);
-    for (std::int64_t e = 0; e < p.experts; ++e) offsets_.push_back(std::uint32_t(p.rows * (e + 1) / p.experts));
+    offsets_ = nf4_problem_offsets(p);  // even, or top-k routed (uneven, some experts empty)
     in_width_ = forward ? p.k : p.n;
     out_width_ = forward ? p.n : p.k;
     in_.resize(std::size_t(p.rows * in_width_));
@@ -101,6 +100,9 @@ class Nf4Workload : public Workload {
     std::map<std::string, std::int64_t> p = {
         {"experts", p_.experts}, {"n", p_.n}, {"k", p_.k}, {"rows", p_.rows}, {"block_size", p_.block_size}};
     if (type_ != ElementType::f32) p["input_bits"] = 16;
+    // Routed rows: the experts with rows, which the runtime compares with a launch's own
+    // (problem_distance); top_k itself is how they were drawn, not a dimension of a launch.
+    if (p_.top_k > 0) p["active"] = nf4_active_experts(offsets_.data(), offsets_.size());
     return p;
   }
   double flops() const override { return 2.0 * double(p_.rows) * double(p_.n) * double(p_.k); }

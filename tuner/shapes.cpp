@@ -147,7 +147,17 @@ std::vector<UserShape> read_shapes(const std::string& path, const std::vector<Fa
           !p.count("block_size"))
         p["block_size"] = 64;
       for (const std::string& k : f->problem_keys)
-        if (!p.count(k) && k != "input_bits") r.fail(s.Mark(), origin + " (" + kernel + ") needs '" + k + "'");
+        if (!p.count(k) && k != "input_bits" && k != "top_k")
+          r.fail(s.Mark(), origin + " (" + kernel + ") needs '" + k + "'");
+      if (const auto top_k = p.find("top_k"); top_k != p.end()) {  // nf4: rows / top_k tokens, routed
+        if (top_k->second > p.at("experts"))
+          r.fail(s["top_k"].Mark(), origin + ".top_k = " + std::to_string(top_k->second) + " exceeds the experts (" +
+                                        std::to_string(p.at("experts")) + ")");
+        if (p.at("rows") % top_k->second != 0)
+          r.fail(s["rows"].Mark(), origin + ".rows = " + std::to_string(p.at("rows")) +
+                                       " must be a multiple of top_k (" + std::to_string(top_k->second) +
+                                       "): rows / top_k tokens each send a row to top_k experts");
+      }
       add(*f, std::move(p), origin);
     }
   }

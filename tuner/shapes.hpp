@@ -4,12 +4,13 @@
 //     hidden: 4096
 //     intermediate: 14336
 //     experts: 8                # NF4 expert projections (with top_k, block_size)
-//     top_k: 2
+//     top_k: 2                  # rows laid out by top-k routing (nf4_problem_offsets)
 //     lora_ranks: [16, 64]      # LoRA shrink and expand per rank
 //     tokens: [1, 16, 512]      # rows per launch (default 1, 16, 512)
 //   shapes:                     # optional: explicit problems
 //     - {kernel: gemm_nt, m: 1, n: 4096, k: 4096}
 //     - {kernel: nf4_forward, experts: 8, n: 14336, k: 4096, rows: 16, block_size: 64}
+//     - {kernel: nf4_forward, experts: 64, n: 1408, k: 2048, rows: 48, top_k: 6}
 #pragma once
 
 #include <string>

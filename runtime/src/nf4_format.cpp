@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ocltk/nf4.hpp"
@@ -273,6 +276,48 @@ std::int64_t nf4_active_experts(const std::uint32_t* offsets, std::size_t count)
   std::int64_t n = 0;
   for (std::size_t e = 0; e + 1 < count; ++e) n += offsets[e + 1] > offsets[e];
   return n;
+}
+
+std::vector<std::uint32_t> nf4_topk_offsets(std::int64_t tokens, std::int64_t experts, std::int64_t top_k,
+                                            std::uint32_t seed) {
+  if (tokens < 0 || top_k < 1 || top_k > experts ||
+      tokens > std::int64_t(std::numeric_limits<std::uint32_t>::max()) / top_k)
+    throw Error(ErrorCode::kInvalidArgument,
+                "nf4_topk_offsets: need tokens >= 0, 1 <= top_k <= experts and tokens * "
+                "top_k <= 2^32 - 1 (tokens " +
+                    std::to_string(tokens) + ", experts " + std::to_string(experts) + ", top_k " +
+                    std::to_string(top_k) + ")");
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(experts)), count(static_cast<std::size_t>(experts), 0);
+  for (std::int64_t e = 0; e < experts; ++e) ids[std::size_t(e)] = e;
+  std::mt19937 gen(seed);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    for (std::int64_t i = 0; i < top_k; ++i) {
+      std::uniform_int_distribution<std::int64_t> pick(i, experts - 1);
+      std::swap(ids[std::size_t(i)], ids[std::size_t(pick(gen))]);
+      ++count[std::size_t(ids[std::size_t(i)])];
+    }
+  }
+  std::vector<std::uint32_t> offsets(static_cast<std::size_t>(experts + 1), 0);
+  for (std::int64_t e = 0; e < experts; ++e)
+    offsets[std::size_t(e + 1)] = offsets[std::size_t(e)] + std::uint32_t(count[std::size_t(e)]);
+  return offsets;
+}
+
+std::vector<std::uint32_t> nf4_problem_offsets(const Nf4Problem& p) {
+  if (p.experts < 1 || p.rows < 0)
+    throw Error(ErrorCode::kInvalidArgument, "nf4_problem_offsets: need experts >= 1 and rows >= 0");
+  if (p.top_k == 0) {
+    std::vector<std::uint32_t> offsets(static_cast<std::size_t>(p.experts + 1));
+    for (std::int64_t e = 0; e <= p.experts; ++e) offsets[std::size_t(e)] = std::uint32_t(p.rows * e / p.experts);
+    return offsets;
+  }
+  if (p.top_k < 0 || p.rows % p.top_k != 0)
+    throw Error(ErrorCode::kInvalidArgument, "nf4_problem_offsets: rows " + std::to_string(p.rows) +
+                                                 " are not a whole number of tokens of top_k " +
+                                                 std::to_string(p.top_k));
+  const std::uint32_t seed = std::uint32_t(std::uint64_t(p.experts) * 73856093u ^ std::uint64_t(p.rows) * 19349663u ^
+                                           std::uint64_t(p.top_k) * 83492791u);
+  return nf4_topk_offsets(p.rows / p.top_k, p.experts, p.top_k, seed);
 }
 
 void nf4_forward_reference(const Nf4Geometry& g, const float* w, const float* x, const std::uint32_t* offsets,

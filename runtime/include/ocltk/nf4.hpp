@@ -107,7 +107,13 @@ std::map<std::string, std::int64_t> nf4_problem_of(std::int64_t rows, const Nf4G
 struct Nf4Problem {
   std::int64_t experts = 8, n = 1024, k = 1024, rows = 8, block_size = 64;
   std::int64_t input_bits = 32;  // 32: f32 input; 16: bf16 (x forward, g backward)
+  std::int64_t top_k = 0;        // 0: rows spread evenly; k > 0: rows / k tokens routed top-k (nf4_problem_offsets)
 };
+// The offsets of a problem's rows: spread evenly (offsets[e] = rows·e / experts) for top_k 0,
+// else nf4_topk_offsets of rows / top_k tokens with a seed taken from the problem's sizes, so
+// that every run lays out one problem alike. Throws Error(kInvalidArgument) where top_k does
+// not divide rows or exceeds the experts.
+std::vector<std::uint32_t> nf4_problem_offsets(const Nf4Problem& p);
 Nf4Problem nf4_class_problem(const std::string& shape_class, bool cpu_device);
 // The build options a launch with input `type` adds to `algorithm`'s own: the type's
 // variant for algorithms built once per element type (AlgorithmSpec::tuned_variant is the
@@ -167,6 +173,14 @@ void validate_nf4_offsets(const std::uint32_t* offsets, std::size_t count, std::
 // that reads its offsets back counts, and the active_experts a caller that keeps them on the
 // host gives.
 std::int64_t nf4_active_experts(const std::uint32_t* offsets, std::size_t count);
+// The offsets (experts + 1 entries) a top-k router would hand the products, as a model of one
+// for benchmarks and tuning: `tokens` tokens, each sending one row to `top_k` distinct
+// experts drawn uniformly at random (a partial Fisher-Yates shuffle per token from
+// std::mt19937 seeded with `seed`), rows grouped by expert. Segments are uneven and some
+// experts may get none. Throws Error(kInvalidArgument) unless tokens >= 0 and 1 <= top_k <=
+// experts, and tokens · top_k fits the u32 offsets.
+std::vector<std::uint32_t> nf4_topk_offsets(std::int64_t tokens, std::int64_t experts, std::int64_t top_k,
+                                            std::uint32_t seed);
 
 // ---- Routing: group tokens by expert on the device ----
 
