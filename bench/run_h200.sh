@@ -1592,8 +1592,8 @@ fill-diag)
   # On one H200 (2026-12-01e, call 2): why FILL lost in fill-lab. The Mixtral-like forward
   # decode bench at 8 and 64 rows, and the fine-grained one at 64 and 512, with the shipped
   # profile and with DIAG_CANDS pinned (E!N!K!ROWS!BITS!ALGORITHM|PARAMS separated by ';'), then
-  # ptxas -v on every program of the cache: the registers and spills of each build. First
-  # test_nf4's warps points (stage it).
+  # ptxas -v on every program of the cache (through bench/ptx_lab.py's reader: stage it): the
+  # registers and spills of each build. First test_nf4's warps points (stage it).
   export OCLTK_CACHE_DIR="$out/cache"
   staged_test_nf4 120 '*WarpsAtSeveral*'
   mark "test_nf4 done"
@@ -1613,19 +1613,12 @@ fill-diag)
   done
   keep=()
   [ -n "${KEEP_PTX:-}" ] && { mkdir -p "$out/ptx"; keep=("$out/ptx"); }
-  python3 - "$out/cache" "${keep[@]}" > "$out/ptxas.txt" 2>&1 <<'PY'
-import glob, struct, subprocess, sys
-magic = b"OCLTK-PROGRAM-1\n"
-for path in sorted(glob.glob(sys.argv[1] + "/*.bin")):
-    data = open(path, "rb").read()
-    if not data.startswith(magic):
-        continue
-    at = len(magic)
-    (n,) = struct.unpack_from("<Q", data, at)
-    key = data[at + 8:at + 8 + n].decode(errors="replace")
-    at += 8 + n
-    (m,) = struct.unpack_from("<Q", data, at)
-    ptx = data[at + 16:at + 16 + m].rstrip(b"\0")
+  python3 - "$here" "$out/cache" "${keep[@]}" > "$out/ptxas.txt" 2>&1 <<'PY'
+import subprocess, sys
+sys.path.insert(0, sys.argv[1])
+from ptx_lab import cache_entries  # stage bench/ptx_lab.py beside this script
+for path, key, binary in cache_entries(sys.argv[2]):
+    ptx = binary.rstrip(b"\0")
     opts = [l for l in key.splitlines() if l.startswith(("options=", "max-registers="))]
     open("/tmp/diag.ptx", "wb").write(ptx)
     r = subprocess.run(["/usr/local/cuda/bin/ptxas", "-arch=sm_90", "-v", "/tmp/diag.ptx", "-o", "/tmp/diag.cubin"],
@@ -1634,8 +1627,8 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.bin")):
     print(path.split("/")[-1], " | ".join(opts))
     for l in lines:
         print("   ", l.strip())
-    if len(sys.argv) > 2 and b".entry nf4_forward(" in ptx:  # KEEP_PTX: the PTX and SASS kept
-        name = sys.argv[2] + "/" + path.split("/")[-1][:-4]
+    if len(sys.argv) > 3 and b".entry nf4_forward(" in ptx:  # KEEP_PTX: the PTX and SASS kept
+        name = sys.argv[3] + "/" + path.split("/")[-1][:-4]
         open(name + ".ptx", "wb").write(ptx)
         open(name + ".opts", "w").write("\n".join(opts) + "\n")
         subprocess.run("/usr/local/cuda/bin/cuobjdump -sass /tmp/diag.cubin > " + name + ".sass", shell=True)
