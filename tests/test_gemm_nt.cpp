@@ -282,6 +282,25 @@ TEST_F(GemmNtTest, SplitOverSeveralDispatches) {
     }
     return s;
   }));
+
+  // An out-of-order queue put in place through queue(): the runtime asks its mode again (it
+  // used to keep the mode of the queue it opened with) and chains the dispatches by events.
+  EXPECT_FALSE(capped.queue_out_of_order());
+  cl_int err = CL_SUCCESS;
+  cl_command_queue ooo = clCreateCommandQueue(capped.context().get(), capped.device().handle.id(),
+                                              CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+  if (err == CL_SUCCESS) {
+    capped.queue() = boost::compute::command_queue(ooo, false);
+    EXPECT_TRUE(capped.queue_out_of_order());
+    for (const char* point : {"tiled_defaults", "reduce_defaults"}) {
+      const Choice ooo_choice = legal_choice(point_named(point));
+      GemmCase split;
+      split.problem = {257, 263, 33};
+      EXPECT_TRUE(run_gemm_case(capped, rng(), split, with(capped, ooo_choice, false))) << point;
+    }
+  } else {
+    std::printf("note: the device refuses out-of-order queues (%d); that part is not run\n", err);
+  }
   std::error_code ec;
   ocltk_test::fs::remove_all(cache, ec);
 }

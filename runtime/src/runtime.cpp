@@ -1,6 +1,7 @@
 #include "ocltk/runtime.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -246,8 +247,11 @@ struct Runtime::Impl {
   // runtime opens, and the search over a profile's entries (problem_distance) took about
   // 10 microseconds of a decode launch's host time on the H200's machine.
   std::map<std::tuple<std::string, std::string, std::map<std::string, std::int64_t>>, Choice, std::less<>> chosen;
-  std::mutex chosen_mutex;          // guards chosen (choose() is const and runs outside the launch lock)
-  bool queue_out_of_order = false;  // the runtime's own queue's mode, asked once
+  std::mutex chosen_mutex;  // guards chosen (choose() is const and runs outside the launch lock)
+  // The runtime's own queue's mode, and the queue it was asked for: queue() hands out a
+  // reference, so a caller may replace the queue, and the mode is asked again then.
+  mutable std::atomic<bool> out_of_order{false};
+  mutable std::atomic<cl_command_queue> mode_of{nullptr};
   Choice last_choice;
   std::set<std::string> logged;
   bool verbose = false;
@@ -258,7 +262,8 @@ struct Runtime::Impl {
         queue(std::move(q)),
         options(std::move(o)),
         cache(options.cache_dir) {
-    queue_out_of_order = detail::queue_out_of_order(queue.get());
+    out_of_order = detail::queue_out_of_order(queue.get());
+    mode_of = queue.get();
     verbose = options.verbose >= 0 ? options.verbose > 0 : env_or("OCLTK_VERBOSE", "0") != "0";
     profiles = find_profiles(device, options);
     for (const std::string& w : profiles.warnings) std::cerr << "ocltk: warning: " << w << "\n";
@@ -311,7 +316,14 @@ Result<Runtime> Runtime::wrap(cl_context context, cl_device_id device, cl_comman
 const DeviceInfo& Runtime::device() const { return impl_->device; }
 const boost::compute::context& Runtime::context() const { return impl_->context; }
 boost::compute::command_queue& Runtime::queue() { return impl_->queue; }
-bool Runtime::queue_out_of_order() const { return impl_->queue_out_of_order; }
+bool Runtime::queue_out_of_order() const {
+  cl_command_queue queue = impl_->queue.get();
+  if (impl_->mode_of.load() != queue) {  // replaced through queue() since last asked
+    impl_->out_of_order = detail::queue_out_of_order(queue);
+    impl_->mode_of = queue;
+  }
+  return impl_->out_of_order;
+}
 const ProfileSelection& Runtime::profiles() const { return impl_->profiles; }
 ProgramCache& Runtime::program_cache() { return impl_->cache; }
 const RuntimeOptions& Runtime::options() const { return impl_->options; }
@@ -476,7 +488,7 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
       // block of C through the offsets, so the kernel never sees the split.
       const std::int64_t rows_per_dispatch = cap * whole.tile_m;
       const std::int64_t cols_per_dispatch = cap * whole.tile_n;
-      detail::DispatchChain chain(impl_->queue.get(), impl_->queue_out_of_order, launch_options);
+      detail::DispatchChain chain(impl_->queue.get(), queue_out_of_order(), launch_options);
       for (std::int64_t m0 = 0; m0 < p.m; m0 += rows_per_dispatch) {
         for (std::int64_t n0 = 0; n0 < p.n; n0 += cols_per_dispatch) {
           const GemmProblem part{std::min(rows_per_dispatch, p.m - m0), std::min(cols_per_dispatch, p.n - n0), p.k};

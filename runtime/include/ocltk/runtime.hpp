@@ -113,7 +113,8 @@ class Runtime {
   const DeviceInfo& device() const;
   const boost::compute::context& context() const;
   boost::compute::command_queue& queue();
-  // Whether queue() runs commands out of order (asked once when the runtime opened).
+  // Whether queue() runs commands out of order (asked when the runtime opened, and again
+  // after the queue was replaced through queue()).
   bool queue_out_of_order() const;
   Result<boost::compute::buffer> allocate(std::size_t bytes, cl_mem_flags flags = CL_MEM_READ_WRITE);
 
