@@ -381,17 +381,15 @@ struct Activations {
   std::int64_t rows_of(std::int64_t e) const { return offsets[std::size_t(e + 1)] - offsets[std::size_t(e)]; }
 };
 
-std::vector<std::uint32_t> spread_rows(std::int64_t rows, std::int64_t experts) {
-  std::vector<std::uint32_t> offsets(std::size_t(experts + 1));
-  for (std::int64_t e = 0; e <= experts; ++e) offsets[std::size_t(e)] = std::uint32_t(rows * e / experts);
-  return offsets;
-}
-
-// The offsets of `rows` rows over the shape's experts, as --ocltk_routing asks.
+// The offsets of `rows` rows over the shape's experts, as --ocltk_routing asks: spread evenly
+// as the tuner spreads them (nf4_problem_offsets), or routed with a seed of the shape's own.
 std::vector<std::uint32_t> offsets_for(const Nf4Shape& s, std::int64_t rows) {
   const std::int64_t k = nf4_flags().top_k;
-  return k > 0 ? nf4_topk_offsets(rows / k, s.experts, k, seed_of(s) + std::uint32_t(rows) + 3)
-               : spread_rows(rows, s.experts);
+  if (k > 0) return nf4_topk_offsets(rows / k, s.experts, k, seed_of(s) + std::uint32_t(rows) + 3);
+  Nf4Problem even;
+  even.experts = s.experts;
+  even.rows = rows;
+  return nf4_problem_offsets(even);
 }
 
 std::int64_t active_experts(const std::vector<std::uint32_t>& offsets) {

@@ -1565,6 +1565,7 @@ final-d)
   mark "all done"
   ;;
 fill-lab)
+  # Needs a build with results/h200-2026-12-01e/warps_fill.patch applied (FILL was not kept).
   # On one H200 (2026-12-01e, call 1): test_nf4's warps and tc forward points (stage test_nf4;
   # one point of each sizes its grid by FILL); then the forward decode bench (rows 8, 16, 64,
   # 512 of both shapes, f32 and bf16 input) with the shipped profile and with copies of it whose
@@ -1637,6 +1638,7 @@ PY
   mark "all done"
   ;;
 hoist-lab)
+  # Needs a build with results/h200-2026-12-01e/warps_hoist.patch applied (not kept).
   # On one H200 (2026-12-01e, call 5): test_nf4's warps, compact and built-in-choice tests (stage
   # test_nf4), then the forward decode bench with the build before (stage it as
   # ocltk_bench_nf4_old, the shipped profile as old.yaml) and this one, where warps at NB 1

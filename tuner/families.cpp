@@ -60,15 +60,12 @@ std::vector<Problem> derive_experts(const ModelDescription& m) {
   return out;
 }
 
-// The class the runtime files a launch under: by rows per expert with rows (routed rows
-// counted on their layout).
+// The class the runtime files a launch under: by rows per expert with rows, counted on the
+// problem's layout (even or routed: nf4_problem_offsets).
 std::string nf4_class_of(const Problem& p) {
-  if (p.count("top_k")) {
-    const std::vector<std::uint32_t> offsets = nf4_problem_offsets(nf4_of(p));
-    const std::int64_t active = std::max<std::int64_t>(1, nf4_active_experts(offsets.data(), offsets.size()));
-    return nf4_shape_class(double(p.at("rows")) / double(active));
-  }
-  return nf4_shape_class(double(p.at("rows")) / double(std::max<std::int64_t>(1, p.at("experts"))));
+  const std::vector<std::uint32_t> offsets = nf4_problem_offsets(nf4_of(p));
+  const std::int64_t active = std::max<std::int64_t>(1, nf4_active_experts(offsets.data(), offsets.size()));
+  return nf4_shape_class(double(p.at("rows")) / double(active));
 }
 
 // An NF4 direction: its problems, classes and model shapes are the same both ways.
