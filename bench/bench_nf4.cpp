@@ -547,30 +547,46 @@ struct Case {
   bool forward;
 };
 
-// Without the read-back (the timed calls) the runtime is told the experts with rows, as an
-// engine that keeps its routing counts on the host would, so it chooses as the checked call.
+// Without the read-back (the timed calls) the runtime is told the experts with rows and the
+// most rows on one of them, as an engine that keeps its routing counts on the host would, so
+// it chooses as the checked call.
 std::int64_t active_unless_read(const Activations& a, bool validate_offsets) {
   return validate_offsets ? -1 : active_experts(a.offsets);
 }
 
+std::int64_t longest_unless_read(const Activations& a, bool validate_offsets) {
+  return validate_offsets ? -1 : nf4_max_expert_rows(a.offsets.data(), a.offsets.size());
+}
+
+// The args of one call: `in`/`out` the activations of the call's direction and type.
+template <typename Args>
+Args segmented_args(const Weights& w, const Activations& a, cl_mem in, ElementType type, cl_mem out,
+                    bool validate_offsets) {
+  return {w.device(),
+          in,
+          type,
+          a.rows,
+          a.d_offsets,
+          out,
+          validate_offsets,
+          active_unless_read(a, validate_offsets),
+          longest_unless_read(a, validate_offsets)};
+}
+
 Nf4ForwardArgs forward_args(const Weights& w, const Activations& a, bool validate_offsets) {
-  return {w.device(),  a.d_x, ElementType::f32, a.rows,
-          a.d_offsets, a.d_y, validate_offsets, active_unless_read(a, validate_offsets)};
+  return segmented_args<Nf4ForwardArgs>(w, a, a.d_x, ElementType::f32, a.d_y, validate_offsets);
 }
 
 Nf4ForwardArgs forward_args_bf16(const Weights& w, const Activations& a, bool validate_offsets) {
-  return {w.device(),  a.d_x16, ElementType::bf16, a.rows,
-          a.d_offsets, a.d_y16, validate_offsets,  active_unless_read(a, validate_offsets)};
+  return segmented_args<Nf4ForwardArgs>(w, a, a.d_x16, ElementType::bf16, a.d_y16, validate_offsets);
 }
 
 Nf4BackwardArgs backward_args(const Weights& w, const Activations& a, bool validate_offsets) {
-  return {w.device(),  a.d_g,  ElementType::f32, a.rows,
-          a.d_offsets, a.d_dx, validate_offsets, active_unless_read(a, validate_offsets)};
+  return segmented_args<Nf4BackwardArgs>(w, a, a.d_g, ElementType::f32, a.d_dx, validate_offsets);
 }
 
 Nf4BackwardArgs backward_args_bf16(const Weights& w, const Activations& a, bool validate_offsets) {
-  return {w.device(),  a.d_g16, ElementType::bf16, a.rows,
-          a.d_offsets, a.d_dx,  validate_offsets,  active_unless_read(a, validate_offsets)};
+  return segmented_args<Nf4BackwardArgs>(w, a, a.d_g16, ElementType::bf16, a.d_dx, validate_offsets);
 }
 
 // One expert's GEMM through CLBlast on its f32 weights; *event may be null.

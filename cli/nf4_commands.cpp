@@ -244,13 +244,15 @@ int run_product(const std::string& sub, const std::vector<std::string>& args) {
   const bool empty = g.experts == 0;
   Nf4Weights weights{g, empty ? nullptr : packed.get(), 0, empty ? nullptr : scales.get(), 0, codebook.get()};
   // Validated above on the host: no read-back, and the runtime is given the experts with rows
-  // it would have counted (its profile choice depends on them).
+  // and the most rows on one of them it would have counted (its profile choice depends on them).
   const std::int64_t active = nf4_active_experts(off.as<std::uint32_t>(), off.count());
+  const std::int64_t longest = nf4_max_expert_rows(off.as<std::uint32_t>(), off.count());
   Status s;
   if (forward)
-    s = nf4_forward_segmented(rt, {weights, input.get(), type, rows, offsets.get(), out.get(), false, active});
+    s = nf4_forward_segmented(rt, {weights, input.get(), type, rows, offsets.get(), out.get(), false, active, longest});
   else
-    s = nf4_input_backward_segmented(rt, {weights, input.get(), type, rows, offsets.get(), out.get(), false, active});
+    s = nf4_input_backward_segmented(
+        rt, {weights, input.get(), type, rows, offsets.get(), out.get(), false, active, longest});
   s.throw_if_error();
   npy::Array result;
   result.dtype = npy_type(out_type);

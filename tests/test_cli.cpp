@@ -1133,7 +1133,8 @@ TEST_F(CliTest, TuneShapesStoresEntriesBesideTheDefaultsAndReports) {
 // input_bits 16: the NF4 problem is measured with bf16 input and its entry says so (the
 // runtime prefers such entries for half-type launches); input_bits 32 is f32, stored as
 // entries always were, without it. top_k: the rows are laid out as top-k routing lays them
-// (nf4_problem_offsets), and the entry names the experts with rows (`active`), not top_k.
+// (nf4_problem_offsets), and the entry names the experts with rows (`active`) and the most
+// rows on one of them (`max_rows`), not top_k.
 TEST_F(CliTest, TuneShapesWithBf16InputOrRoutedRowsWriteTheirEntries) {
   write_text(path("shapes.yaml"),
              "shapes:\n  - {kernel: nf4_backward, experts: 2, n: 24, k: 128, rows: 6, input_bits: 16}\n"
@@ -1153,8 +1154,12 @@ TEST_F(CliTest, TuneShapesWithBf16InputOrRoutedRowsWriteTheirEntries) {
   const std::vector<std::uint32_t> offsets = ocltk::nf4_problem_offsets(routed_problem);
   const std::int64_t active = ocltk::nf4_active_experts(offsets.data(), offsets.size());
   ASSERT_GE(active, 2);  // 4 tokens, 2 experts each
-  const std::map<std::string, std::int64_t> routed{{"experts", 6}, {"n", 24},          {"k", 128},
-                                                   {"rows", 8},    {"block_size", 64}, {"active", active}};
+  const std::int64_t longest = ocltk::nf4_max_expert_rows(offsets.data(), offsets.size());
+  ASSERT_GE(longest, 1);
+  ASSERT_LE(longest, 4);  // a token sends each expert at most one row
+  const std::map<std::string, std::int64_t> routed{{"experts", 6},       {"n", 24},          {"k", 128},
+                                                   {"rows", 8},          {"block_size", 64}, {"active", active},
+                                                   {"max_rows", longest}};
   EXPECT_EQ(p.find("nf4_backward", "decode", &routed)->problem, routed);
   const std::map<std::string, std::int64_t> bf16{{"experts", 2}, {"n", 24},          {"k", 128},
                                                  {"rows", 6},    {"block_size", 64}, {"input_bits", 16}};

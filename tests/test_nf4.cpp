@@ -893,6 +893,32 @@ TEST_F(Nf4Device, BadInputsAreRejectedNamingTheFault) {
   a.active_experts = 2;
   a.validate_offsets = true;
   EXPECT_TRUE(check_nf4_forward(rt, a).ok());
+  // The caller's most rows on one expert: at least the mean of the experts with rows, at most
+  // what the others leave (every one holds a row), and as the offsets read back say ({2, 2}).
+  a = good;
+  a.max_expert_rows = 1;
+  expect_bad(a, "max_expert_rows = 1 is neither -1 (unknown) nor in [2, 4] (4 rows over at most 2 experts with rows)");
+  a.max_expert_rows = 5;
+  expect_bad(a, "max_expert_rows = 5 is neither");
+  a.max_expert_rows = -2;
+  expect_bad(a, "max_expert_rows = -2");
+  a.active_experts = 2;
+  a.max_expert_rows = 4;
+  expect_bad(a, "max_expert_rows = 4 is neither -1 (unknown) nor in [2, 3] (4 rows over 2 experts with rows)");
+  a.max_expert_rows = 3;
+  expect_bad(a, "max_expert_rows = 3 but the offsets give at most 2 rows to one expert");
+  a.validate_offsets = false;
+  EXPECT_TRUE(check_nf4_forward(rt, a).ok()) << "offsets not read: nothing to contradict";
+  a.validate_offsets = true;
+  a.max_expert_rows = 2;
+  EXPECT_TRUE(check_nf4_forward(rt, a).ok());
+  a.rows = 0;
+  a.active_experts = 0;
+  set_offsets({0, 0, 0});
+  expect_bad(a, "max_expert_rows = 2 is neither -1 (unknown) nor in [0, 0]");
+  a.max_expert_rows = 0;
+  EXPECT_TRUE(check_nf4_forward(rt, a).ok());
+  set_offsets({0, 2, 4});
   a = good;
   a.w.geometry.experts = 3;  // offsets buffer has 3 entries, needs 4 (and more payload)
   expect_bad(a, "packed");
@@ -911,11 +937,12 @@ TEST_F(Nf4Device, BadInputsAreRejectedNamingTheFault) {
   expect_bad(a, "another OpenCL context");
 }
 
-// The profile entry of a launch is chosen by its experts with rows and the rows per such
-// expert (problem_distance): rows crowded on a few experts (top-k routing) take the entry
-// measured at their segments' length, counted from the offsets read back or given by the
-// caller (active_experts); without either, the rows count as spread evenly. Two fused points
-// other tests build, each the entry of one spread of 8 rows over 8 experts.
+// The profile entry of a launch is chosen by its experts with rows, the rows per such expert
+// and the most rows on one of them (problem_distance): rows crowded on a few experts (top-k
+// routing) take the entry measured at their segments' length, and a launch with one long
+// segment the entry measured on such a layout, counted from the offsets read back or given by
+// the caller (active_experts, max_expert_rows); without either, the rows count as spread
+// evenly. Fused points other tests build, each the entry of one layout of 8 or 16 rows.
 TEST_F(Nf4Device, ProfileEntryFollowsTheRowsPerExpertWithRows) {
   const ocltk::AlgorithmSpec* fused = nf4_forward_family().find_algorithm("fused");
   ASSERT_NE(fused, nullptr);
@@ -936,7 +963,11 @@ TEST_F(Nf4Device, ProfileEntryFollowsTheRowsPerExpertWithRows) {
   profile.device = profile_device_of(runtime().device());
   profile.tuner_version = "test";
   profile.date = "2026-12-01";
-  profile.entries = {entry(one_row, 8), entry(two_rows, 16), entry(batch, 512, "small_batch")};
+  // Measured on 8 rows with 5 on one of 4 experts: the entry of launches with a long segment.
+  ProfileEntry skewed = entry(batch, 8);
+  skewed.problem["active"] = 4;
+  skewed.problem["max_rows"] = 5;
+  profile.entries = {entry(one_row, 8), entry(two_rows, 16), skewed, entry(batch, 512, "small_batch")};
   // The backward's two entries, at the same problems: the fused points' backward halves.
   const ocltk::AlgorithmSpec* fused_bwd = nf4_backward_family().find_algorithm("fused");
   ASSERT_NE(fused_bwd, nullptr);
@@ -963,31 +994,43 @@ TEST_F(Nf4Device, ProfileEntryFollowsTheRowsPerExpertWithRows) {
   rt.queue().enqueue_write_buffer(cb, 0, 64, kNf4Codebook.data());
   auto x = rt.allocate(8 * 64 * 4).value(), y = rt.allocate(8 * 16 * 4).value();
   auto offs = rt.allocate(9 * 4).value();
-  const std::vector<std::uint32_t> even{0, 1, 2, 3, 4, 5, 6, 7, 8}, crowded{0, 2, 4, 6, 8, 8, 8, 8, 8};
+  const std::vector<std::uint32_t> even{0, 1, 2, 3, 4, 5, 6, 7, 8}, crowded{0, 2, 4, 6, 8, 8, 8, 8, 8},
+      long_one{0, 0, 5, 5, 6, 7, 7, 8, 8};
   EXPECT_EQ(nf4_active_experts(even.data(), even.size()), 8);
   EXPECT_EQ(nf4_active_experts(crowded.data(), crowded.size()), 4);
+  EXPECT_EQ(nf4_active_experts(long_one.data(), long_one.size()), 4);
+  EXPECT_EQ(nf4_max_expert_rows(even.data(), even.size()), 1);
+  EXPECT_EQ(nf4_max_expert_rows(crowded.data(), crowded.size()), 2);
+  EXPECT_EQ(nf4_max_expert_rows(long_one.data(), long_one.size()), 5);
   const Nf4ForwardArgs base{
       {geo, packed.get(), 0, scales.get(), 0, cb.get()}, x.get(), ElementType::f32, 8, offs.get(), y.get()};
   // The entry a launch of `args` through `launch` takes, its offsets set to `offsets`.
   auto chosen = [&](auto args, auto launch, const std::vector<std::uint32_t>& offsets, bool validate,
-                    std::int64_t active) {
+                    std::int64_t active, std::int64_t longest = -1) {
     rt.queue().enqueue_write_buffer(offs, 0, 9 * 4, offsets.data());
     args.validate_offsets = validate;
     args.active_experts = active;
+    args.max_expert_rows = longest;
     const Status s = launch(rt, args, Launch{});
     EXPECT_TRUE(s.ok()) << s.message();
     const Choice c = rt.last_choice();
     EXPECT_EQ(c.source, path) << c.describe();
     return c.params;
   };
-  auto params_of = [&](const std::vector<std::uint32_t>& offsets, bool validate, std::int64_t active) {
-    return chosen(base, nf4_forward_segmented, offsets, validate, active);
+  auto params_of = [&](const std::vector<std::uint32_t>& offsets, bool validate, std::int64_t active,
+                       std::int64_t longest = -1) {
+    return chosen(base, nf4_forward_segmented, offsets, validate, active, longest);
   };
   EXPECT_EQ(params_of(even, true, -1), one_row);
   EXPECT_EQ(params_of(crowded, true, -1), two_rows) << "2 rows on each of 4 experts, read back";
   EXPECT_EQ(params_of(crowded, true, 4), two_rows);
   EXPECT_EQ(params_of(crowded, false, 4), two_rows) << "the caller's count, offsets not read";
   EXPECT_EQ(params_of(crowded, false, -1), one_row) << "neither: taken as an even spread";
+  // 4 experts with rows either way; one of them with 5 rows takes the entry measured so.
+  EXPECT_EQ(params_of(long_one, true, -1), batch) << "5 rows on one expert, read back";
+  EXPECT_EQ(params_of(long_one, false, 4, 5), batch) << "the caller's counts, offsets not read";
+  EXPECT_EQ(params_of(long_one, false, 4), two_rows) << "longest segment unknown: as 4 experts' even spread";
+  EXPECT_EQ(params_of(crowded, false, 4, 2), two_rows);
   // The backward chooses alike (g: rows × N, dx: rows × K, as big as x here).
   const Nf4BackwardArgs bwd{base.w, y.get(), ElementType::f32, 8, offs.get(), x.get()};
   EXPECT_EQ(chosen(bwd, nf4_input_backward_segmented, even, true, -1), one_row_bwd);

@@ -1098,7 +1098,9 @@ TEST(ProfileChoice, ShippedNf4ChoicesForEvenSpreadsAreThoseOfTotalRows) {
   int routed = 0;
   for (const char* name : {"nvidia-h200.yaml", "pocl-skylake-avx512.yaml"}) {
     Profile p = ocltk::read_profile(std::string(OCLTK_CONFIGS_DIR) + "/" + name);
-    const auto is_routed = [](const ProfileEntry& e) { return e.problem.count("active") != 0; };
+    const auto is_routed = [](const ProfileEntry& e) {
+      return e.problem.count("active") != 0 || e.problem.count("max_rows") != 0;
+    };
     routed += int(std::count_if(p.entries.begin(), p.entries.end(), is_routed));
     p.entries.erase(std::remove_if(p.entries.begin(), p.entries.end(), is_routed), p.entries.end());
     for (const ProfileEntry& geometry : p.entries) {
@@ -1132,25 +1134,41 @@ TEST(ProfileChoice, ShippedNf4ChoicesForEvenSpreadsAreThoseOfTotalRows) {
 
 // The H200 profile's entries for top-k routing (results/h200-2026-12-01e/, call 7) serve routed
 // launches at and near their problems, and even spreads keep theirs: fine-grained bf16 top-6 of
-// 8 tokens (48 rows on 33 experts) takes `warps` at two tile rows, of 16 tokens (96 rows on 54)
-// `tc`, as do 128 rows spread evenly (2 per expert); one row on each of 64 takes `warps` at one.
+// 8 tokens (48 rows on 33 experts, at most 4 on one) takes `warps` at two tile rows, of 16
+// tokens (96 rows on 54, at most 4) `tc`, as do 128 rows spread evenly (2 per expert); one row
+// on each of 64 or 32 experts takes `warps` at one. Mixtral-like f32 at 32 rows takes `tc` at 8
+// rows a pass for top-2 of 16 tokens (7 rows on one expert) and at 4 for 4 rows on each expert.
 TEST(ProfileChoice, ShippedNf4TopKEntriesServeRoutedLaunches) {
   const Profile p = ocltk::read_profile(std::string(OCLTK_CONFIGS_DIR) + "/nvidia-h200.yaml");
-  const auto chosen = [&](std::int64_t rows, std::int64_t active, std::int64_t bits) {
-    std::map<std::string, std::int64_t> launch = {{"block_size", 64}, {"experts", 64}, {"k", 2048},
-                                                  {"n", 1408},        {"rows", rows},   {"input_bits", bits}};
+  const auto chosen = [&](std::int64_t experts, std::int64_t rows, std::int64_t active, std::int64_t longest,
+                          std::int64_t bits) {
+    std::map<std::string, std::int64_t> launch = {
+        {"block_size", 64}, {"experts", experts}, {"rows", rows}, {"input_bits", bits}};
+    launch["n"] = experts == 64 ? 1408 : 14336;
+    launch["k"] = experts == 64 ? 2048 : 4096;
     if (active > 0) launch["active"] = active;
+    if (longest > 0) launch["max_rows"] = longest;
     const ProfileEntry* e = p.find("nf4_forward", "decode", &launch);
     if (e == nullptr) return std::string("none");
-    const auto tr = e->params.find("TR");
-    return e->algorithm + (tr != e->params.end() ? " TR " + std::to_string(tr->second) : "");
+    std::string name = e->algorithm;
+    for (const char* param : {"TR", "FR"})  // FR: f32 input's rows a pass (entries carry the default for bf16)
+      if (const auto it = e->params.find(param); it != e->params.end() && (bits == 32 || param[0] == 'T'))
+        name += std::string(" ") + param + " " + std::to_string(it->second);
+    return name;
   };
-  EXPECT_EQ(chosen(48, 33, 16), "warps TR 2");
-  EXPECT_EQ(chosen(50, 35, 16), "warps TR 2");  // another draw of 8 tokens' top-6
-  EXPECT_EQ(chosen(96, 54, 16), "tc");
-  EXPECT_EQ(chosen(128, -1, 16), "tc");
-  EXPECT_EQ(chosen(64, -1, 16), "warps TR 1");
-  EXPECT_EQ(chosen(48, 33, 32), "warps TR 2");
+  EXPECT_EQ(chosen(64, 48, 33, 4, 16), "warps TR 2");
+  EXPECT_EQ(chosen(64, 50, 35, 4, 16), "warps TR 2");  // another draw of 8 tokens' top-6
+  EXPECT_EQ(chosen(64, 96, 54, 4, 16), "tc");
+  EXPECT_EQ(chosen(64, 128, -1, -1, 16), "tc");
+  EXPECT_EQ(chosen(64, 128, 64, 2, 16), "tc") << "the even spread counted from its offsets";
+  EXPECT_EQ(chosen(64, 64, -1, -1, 16), "warps TR 1");
+  EXPECT_EQ(chosen(64, 32, 32, 1, 16), "warps TR 1") << "one row on each of 32: not the routed TR 2 entry";
+  EXPECT_EQ(chosen(64, 48, 33, 4, 32), "warps TR 2");
+  EXPECT_EQ(chosen(64, 32, 32, 1, 32), "warps TR 1");
+  EXPECT_EQ(chosen(8, 32, 8, 7, 32), "tc FR 8") << "top-2 of 16 tokens";
+  EXPECT_EQ(chosen(8, 32, 8, 4, 32), "tc FR 4") << "4 rows on each expert, counted";
+  EXPECT_EQ(chosen(8, 32, -1, -1, 32), "tc FR 4") << "4 rows on each expert, taken as even";
+  EXPECT_EQ(chosen(8, 16, 7, 4, 32), "tc FR 4") << "top-2 of 8 tokens";
 }
 
 // tune --shapes stores several entries per class, each with the problem it was tuned on;
@@ -1197,6 +1215,24 @@ TEST_F(ProfileTest, SeveralEntriesPerClassServeTheNearestProblem) {
   EXPECT_DOUBLE_EQ(ocltk::problem_distance(crowded8, even8), 2.0);
   EXPECT_DOUBLE_EQ(ocltk::problem_distance(crowded8, even16), 1.0);
   EXPECT_DOUBLE_EQ(ocltk::problem_distance(even8, {{"rows", 2}}), 2.0) << "no experts on one side: rows alone";
+  // The most rows on one expert (`max_rows`, else ceil(rows / experts with rows), an even
+  // spread's longest segment) counts as its ratio to that even spread's: zero between even
+  // spreads, divisible or not, and log2 of how much longer a routed layout's longest is.
+  const std::map<std::string, std::int64_t> even12{{"experts", 8}, {"rows", 12}},
+      even12_counted{{"experts", 8}, {"rows", 12}, {"active", 8}, {"max_rows", 2}},
+      routed32{{"experts", 8}, {"rows", 32}, {"active", 8}, {"max_rows", 7}}, even32{{"experts", 8}, {"rows", 32}},
+      skewed32{{"experts", 8}, {"rows", 32}, {"active", 8}, {"max_rows", 16}};
+  EXPECT_EQ(ocltk::max_expert_rows_of(even12), 2);
+  EXPECT_EQ(ocltk::max_expert_rows_of(crowded8), 2);
+  EXPECT_EQ(ocltk::max_expert_rows_of(routed32), 7);
+  EXPECT_EQ(ocltk::max_expert_rows_of({{"m", 8}}), -1);
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(even12, even12_counted), 0.0);
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(even8, even12), std::log2(1.5)) << "even spreads: no crowding term";
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(routed32, even32), std::log2(7.0 / 4.0));
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(skewed32, even32), 2.0);
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(skewed32, routed32), std::log2(16.0 / 7.0));
+  EXPECT_DOUBLE_EQ(ocltk::problem_distance(routed32, {{"experts", 8}, {"rows", 64}, {"max_rows", 14}}), 1.0)
+      << "twice the rows and twice the longest segment: only the rows per expert differ";
 
   ocltk::Result<ocltk::Runtime> rt = open_with_profiles("", /*verbose=*/0);
   ASSERT_TRUE(rt.ok()) << rt.status().message();

@@ -100,9 +100,13 @@ class Nf4Workload : public Workload {
     std::map<std::string, std::int64_t> p = {
         {"experts", p_.experts}, {"n", p_.n}, {"k", p_.k}, {"rows", p_.rows}, {"block_size", p_.block_size}};
     if (type_ != ElementType::f32) p["input_bits"] = 16;
-    // Routed rows: the experts with rows, which the runtime compares with a launch's own
-    // (problem_distance); top_k itself is how they were drawn, not a dimension of a launch.
-    if (p_.top_k > 0) p["active"] = nf4_active_experts(offsets_.data(), offsets_.size());
+    // Routed rows: the experts with rows and the most rows on one of them, which the runtime
+    // compares with a launch's own (problem_distance); top_k itself is how they were drawn,
+    // not a dimension of a launch.
+    if (p_.top_k > 0) {
+      p["active"] = nf4_active_experts(offsets_.data(), offsets_.size());
+      p["max_rows"] = nf4_max_expert_rows(offsets_.data(), offsets_.size());
+    }
     return p;
   }
   double flops() const override { return 2.0 * double(p_.rows) * double(p_.n) * double(p_.k); }

@@ -398,8 +398,10 @@ void check_weights(Runtime& rt, const std::string& who, const Nf4Weights& w) {
 // experts), which no offsets that never decrease exceed. The grid makes room for `counted`
 // or `most` (slots_for; the caller's count is not trusted with that); fewer slots than
 // experts make the launch compact (nf4_slot_expert in kernels/nf4_common.clh).
+// `max_rows`, the most rows on one expert the entry is chosen by: read back, else the
+// caller's, else -1 (an even spread's: max_expert_rows_of).
 struct ActiveExperts {
-  std::int64_t choose, counted, most;
+  std::int64_t choose, counted, most, max_rows;
 
   // The slots of a launch: the count read back only where the read-back (a blocking read on
   // the runtime's queue) saw what the launch will, i.e. it runs on that queue and waits for
@@ -411,11 +413,12 @@ struct ActiveExperts {
 };
 
 // Shared by both directions: rows, activations in (width in_width), out (width out_width),
-// the offsets and the caller's count of experts with rows (`active`, -1 where unknown).
+// the offsets, the caller's count of experts with rows (`active`) and of the most rows on one
+// of them (`max_rows`), each -1 where unknown.
 ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, std::int64_t rows, cl_mem in,
                               const char* in_name, std::size_t in_esize, std::int64_t in_width, cl_mem out,
                               const char* out_name, std::size_t out_esize, std::int64_t out_width, cl_mem offsets,
-                              bool validate_offsets, std::int64_t active) {
+                              bool validate_offsets, std::int64_t active, std::int64_t max_rows) {
   check_weights(rt, who, w);
   const Nf4Geometry& g = w.geometry;
   if (rows < 0) throw invalid(who + ": rows = " + std::to_string(rows) + " is negative");
@@ -428,11 +431,22 @@ ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weig
     throw invalid(who + ": active_experts = " + std::to_string(active) + " is neither -1 (unknown) nor in [" +
                   std::to_string(least) + ", " + std::to_string(most) + "] (" + std::to_string(rows) + " rows over " +
                   std::to_string(g.experts) + " experts)");
+  if (max_rows != -1) {
+    // The longest of A segments with rows holds at least their mean and leaves at least one
+    // row to each of the others.
+    const std::int64_t a = active >= 0 ? active : most;
+    const std::int64_t lo = a > 0 ? (rows + a - 1) / a : 0;
+    const std::int64_t hi = active >= 0 ? rows - std::max<std::int64_t>(a - 1, 0) : rows;
+    if (max_rows < lo || max_rows > hi)
+      throw invalid(who + ": max_expert_rows = " + std::to_string(max_rows) + " is neither -1 (unknown) nor in [" +
+                    std::to_string(lo) + ", " + std::to_string(hi) + "] (" + std::to_string(rows) + " rows over " +
+                    (active >= 0 ? std::to_string(active) : "at most " + std::to_string(most)) + " experts with rows)");
+  }
   if (offsets == nullptr) throw invalid(who + ": buffer offsets is null");
   check_buffer(rt, who, "offsets", offsets, 4.0 * double(g.experts + 1));
   check_buffer(rt, who, in_name, in, double(rows) * in_width * in_esize);
   check_buffer(rt, who, out_name, out, double(rows) * out_width * out_esize);
-  if (!validate_offsets) return {active >= 0 ? active : most, -1, most};
+  if (!validate_offsets) return {active >= 0 ? active : most, -1, most, max_rows};
   std::vector<std::uint32_t> host(std::size_t(g.experts + 1));
   detail::check_cl(
       clEnqueueReadBuffer(rt.queue().get(), offsets, CL_TRUE, 0, host.size() * 4, host.data(), 0, nullptr, nullptr),
@@ -442,7 +456,11 @@ ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weig
   if (active >= 0 && active != counted)
     throw invalid(who + ": active_experts = " + std::to_string(active) + " but the offsets give rows to " +
                   std::to_string(counted) + " experts");
-  return {counted, counted, most};
+  const std::int64_t longest = nf4_max_expert_rows(host.data(), host.size());
+  if (max_rows >= 0 && max_rows != longest)
+    throw invalid(who + ": max_expert_rows = " + std::to_string(max_rows) + " but the offsets give at most " +
+                  std::to_string(longest) + " rows to one expert");
+  return {counted, counted, most, longest};
 }
 
 // Scratch of the launches on one command queue: the split backwards' partial sums and one
@@ -724,11 +742,12 @@ std::string nf4_shape_class(double rpe) {
 }
 
 std::map<std::string, std::int64_t> nf4_problem_of(std::int64_t rows, const Nf4Geometry& g, ElementType type,
-                                                   std::int64_t active_experts) {
+                                                   std::int64_t active_experts, std::int64_t max_expert_rows) {
   std::map<std::string, std::int64_t> p{
       {"experts", g.experts}, {"n", g.out_features},        {"k", g.in_features},
       {"rows", rows},         {"block_size", g.block_size}, {"input_bits", type == ElementType::f32 ? 32 : 16}};
   if (active_experts >= 0) p["active"] = active_experts;
+  if (max_expert_rows >= 0) p["max_rows"] = max_expert_rows;
   return p;
 }
 
@@ -757,13 +776,13 @@ namespace {
 ActiveExperts check_forward(Runtime& rt, const Nf4ForwardArgs& a) {
   return check_segmented(rt, "nf4_forward", a.w, a.rows, a.input, "input", element_size(a.type),
                          a.w.geometry.in_features, a.output, "output", element_size(a.type), a.w.geometry.out_features,
-                         a.offsets, a.validate_offsets, a.active_experts);
+                         a.offsets, a.validate_offsets, a.active_experts, a.max_expert_rows);
 }
 
 ActiveExperts check_backward(Runtime& rt, const Nf4BackwardArgs& a) {
   return check_segmented(rt, "nf4_backward", a.w, a.rows, a.grad, "grad", element_size(a.type),
                          a.w.geometry.out_features, a.grad_input, "grad_input", 4, a.w.geometry.in_features, a.offsets,
-                         a.validate_offsets, a.active_experts);
+                         a.validate_offsets, a.active_experts, a.max_expert_rows);
 }
 
 void enqueue_forward(Runtime& rt, const Choice& choice, const Nf4ForwardArgs& a, std::int64_t slots,
@@ -778,11 +797,11 @@ void enqueue_backward(Runtime& rt, const Choice& choice, const Nf4BackwardArgs& 
                     {"nf4_backward", false, a.grad, a.grad_input, a.type}, launch);
 }
 
-// The profile's choice for a launch of `rows` over `active` experts with rows.
+// The profile's choice for a checked launch of `rows`.
 Choice choose_segmented(Runtime& rt, const char* kernel, const Nf4Weights& w, std::int64_t rows, ElementType type,
-                        std::int64_t active) {
-  return rt.choose(kernel, nf4_shape_class(rows_per_active(rows, active)),
-                   nf4_problem_of(rows, w.geometry, type, active));
+                        const ActiveExperts& active) {
+  return rt.choose(kernel, nf4_shape_class(rows_per_active(rows, active.choose)),
+                   nf4_problem_of(rows, w.geometry, type, active.choose, active.max_rows));
 }
 
 }  // namespace
@@ -806,7 +825,7 @@ Status nf4_backward_with(Runtime& rt, const Choice& choice, const Nf4BackwardArg
 Status nf4_forward_segmented(Runtime& rt, const Nf4ForwardArgs& a, const Launch& launch) {
   return guard([&] {
     const ActiveExperts active = check_forward(rt, a);
-    enqueue_forward(rt, choose_segmented(rt, "nf4_forward", a.w, a.rows, a.type, active.choose), a,
+    enqueue_forward(rt, choose_segmented(rt, "nf4_forward", a.w, a.rows, a.type, active), a,
                     active.slots_for(rt, launch), launch);
   });
 }
@@ -814,7 +833,7 @@ Status nf4_forward_segmented(Runtime& rt, const Nf4ForwardArgs& a, const Launch&
 Status nf4_input_backward_segmented(Runtime& rt, const Nf4BackwardArgs& a, const Launch& launch) {
   return guard([&] {
     const ActiveExperts active = check_backward(rt, a);
-    enqueue_backward(rt, choose_segmented(rt, "nf4_backward", a.w, a.rows, a.type, active.choose), a,
+    enqueue_backward(rt, choose_segmented(rt, "nf4_backward", a.w, a.rows, a.type, active), a,
                      active.slots_for(rt, launch), launch);
   });
 }

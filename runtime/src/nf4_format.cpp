@@ -278,6 +278,13 @@ std::int64_t nf4_active_experts(const std::uint32_t* offsets, std::size_t count)
   return n;
 }
 
+std::int64_t nf4_max_expert_rows(const std::uint32_t* offsets, std::size_t count) {
+  std::int64_t most = 0;
+  for (std::size_t e = 0; e + 1 < count; ++e)
+    if (offsets[e + 1] > offsets[e]) most = std::max<std::int64_t>(most, offsets[e + 1] - offsets[e]);
+  return most;
+}
+
 std::vector<std::uint32_t> nf4_topk_offsets(std::int64_t tokens, std::int64_t experts, std::int64_t top_k,
                                             std::uint32_t seed) {
   if (tokens < 0 || top_k < 1 || top_k > experts ||

@@ -260,12 +260,20 @@ std::int64_t active_experts_of(const std::map<std::string, std::int64_t>& proble
   return std::min(rows->second, experts->second);
 }
 
+std::int64_t max_expert_rows_of(const std::map<std::string, std::int64_t>& problem) {
+  if (const auto it = problem.find("max_rows"); it != problem.end()) return it->second;
+  const auto rows = problem.find("rows");
+  const std::int64_t active = active_experts_of(problem);
+  if (rows == problem.end() || active < 0) return -1;
+  return active > 0 ? (rows->second + active - 1) / active : 0;
+}
+
 double problem_distance(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b) {
   const auto lg = [](double v) { return std::log2(std::max(1.0, v)); };
   double d = 0;
   for (const auto& [name, value] : a) {
     const auto it = b.find(name);
-    if (name != "input_bits" && name != "rows" && name != "active" && it != b.end())
+    if (name != "input_bits" && name != "rows" && name != "active" && name != "max_rows" && it != b.end())
       d += std::fabs(lg(double(value)) - lg(double(it->second)));
   }
   const auto ra = a.find("rows"), rb = b.find("rows");
@@ -273,9 +281,16 @@ double problem_distance(const std::map<std::string, std::int64_t>& a, const std:
     const std::int64_t aa = active_experts_of(a), ab = active_experts_of(b);
     if (aa > 0 && ab > 0) {
       // nf4's segments: experts with rows and rows per such expert (the same as the rows'
-      // distance for two even spreads of as many experts).
+      // distance for two even spreads of as many experts), and how crowded the longest segment
+      // is (max_rows over an even spread's longest, ceil(rows / active): 1 for every even
+      // spread, so two even spreads differ in the first two terms alone).
       d += std::fabs(lg(double(aa)) - lg(double(ab)));
       d += std::fabs(lg(double(ra->second) / double(aa)) - lg(double(rb->second) / double(ab)));
+      const auto crowding = [](const std::map<std::string, std::int64_t>& p, std::int64_t rows, std::int64_t active) {
+        const std::int64_t even = (rows + active - 1) / active;
+        return std::log2(std::max(1.0, double(max_expert_rows_of(p)) / double(std::max<std::int64_t>(even, 1))));
+      };
+      d += std::fabs(crowding(a, ra->second, aa) - crowding(b, rb->second, ab));
     } else {
       d += std::fabs(lg(double(ra->second)) - lg(double(rb->second)));
     }

@@ -75,6 +75,14 @@ struct Nf4ForwardArgs {
   // Errors: a count outside [1, min(rows, experts)] (0 for zero rows) other than -1, and one
   // the offsets read back contradict.
   std::int64_t active_experts = -1;
+  // The most rows on one expert (the longest segment), where the caller knows it: entries
+  // measured on routed rows name theirs (`max_rows`), and a launch whose rows crowd on a few
+  // experts is served by them rather than by an even spread's (problem_distance). -1:
+  // counted from the offsets where they are read back, else taken as an even spread's,
+  // ceil(rows / experts with rows). Errors: a count outside [ceil(rows / A), rows - A + 1]
+  // (A the experts with rows; where unknown, A = min(rows, experts) and the bound [ceil(rows /
+  // A), rows]; 0 for zero rows) other than -1, and one the offsets read back contradict.
+  std::int64_t max_expert_rows = -1;
 };
 
 // dx[r, k] = Σ_n g[r, n] · W[e, n, k] (input gradient only; no weight gradient).
@@ -86,7 +94,8 @@ struct Nf4BackwardArgs {
   cl_mem offsets = nullptr;
   cl_mem grad_input = nullptr;  // rows × K, always f32
   bool validate_offsets = true;
-  std::int64_t active_experts = -1;  // as Nf4ForwardArgs'
+  std::int64_t active_experts = -1;   // as Nf4ForwardArgs'
+  std::int64_t max_expert_rows = -1;  // as Nf4ForwardArgs'
 };
 
 const KernelFamily& nf4_forward_family();
@@ -97,12 +106,13 @@ std::string nf4_shape_class(double rows_per_active_expert);
 // A launch's problem as profile entries store it: {experts, n, k, rows, block_size,
 // input_bits} (input_bits 32 for f32 input, 16 for f16 and bf16: entries that name it serve
 // their input width first; the tuner measures f32 and writes no input_bits, unless a --shapes
-// problem asks for input_bits: 16, which it measures with bf16 input), and `active` where
-// `active_experts` >= 0 (a launch that knows its experts with rows; entries, measured on
-// even spreads, have none: see problem_distance).
+// problem asks for input_bits: 16, which it measures with bf16 input), `active` where
+// `active_experts` >= 0 (a launch that knows its experts with rows; entries measured on even
+// spreads have none: see problem_distance), and `max_rows` where `max_expert_rows` >= 0
+// (likewise, its most rows on one expert).
 std::map<std::string, std::int64_t> nf4_problem_of(std::int64_t rows, const Nf4Geometry& geometry,
                                                    ElementType type = ElementType::f32,
-                                                   std::int64_t active_experts = -1);
+                                                   std::int64_t active_experts = -1, std::int64_t max_expert_rows = -1);
 // The problem `tune` measures: a class's representative one, or one from --shapes.
 struct Nf4Problem {
   std::int64_t experts = 8, n = 1024, k = 1024, rows = 8, block_size = 64;
@@ -173,6 +183,9 @@ void validate_nf4_offsets(const std::uint32_t* offsets, std::size_t count, std::
 // that reads its offsets back counts, and the active_experts a caller that keeps them on the
 // host gives.
 std::int64_t nf4_active_experts(const std::uint32_t* offsets, std::size_t count);
+// The most rows on one expert (the longest segment) of such a prefix: what a launch that
+// reads its offsets back counts, and the max_expert_rows a caller that keeps them gives.
+std::int64_t nf4_max_expert_rows(const std::uint32_t* offsets, std::size_t count);
 // The offsets (experts + 1 entries) a top-k router would hand the products, as a model of one
 // for benchmarks and tuning: `tokens` tokens, each sending one row to `top_k` distinct
 // experts drawn uniformly at random (a partial Fisher-Yates shuffle per token from

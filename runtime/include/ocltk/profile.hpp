@@ -58,6 +58,11 @@ std::int64_t input_bits_of(const std::map<std::string, std::int64_t>& problem);
 // the benches spread them; -1 for a problem without rows and experts.
 std::int64_t active_experts_of(const std::map<std::string, std::int64_t>& problem);
 
+// nf4's most rows on one expert in a problem: its `max_rows` where it says (a launch that
+// counted them, an entry measured on routed rows), else ceil(rows / active_experts_of), the
+// longest segment of an even spread; -1 for a problem without rows and experts.
+std::int64_t max_expert_rows_of(const std::map<std::string, std::int64_t>& problem);
+
 // How far apart two problems are: the sum over their shared dimensions of
 // |log2(a) - log2(b)| (a dimension one side lacks does not count; nf4's input_bits counts
 // four times, since another input width takes another code path, and is 32 where a side
@@ -65,8 +70,13 @@ std::int64_t active_experts_of(const std::map<std::string, std::int64_t>& proble
 // rows (active_experts_of) and the rows per such expert: for two even spreads over as many
 // experts that is |log2| of the rows' ratio, as for any dimension, while a launch whose rows
 // crowd on a few experts (top-k routing) goes to entries measured at its segments' length
-// and its amount of work rather than at its total rows. A launch is served by the entry of
-// its class whose problem is nearest.
+// and its amount of work rather than at its total rows. A third nf4 term, |log2| of the ratio
+// of the two problems' crowding (max_expert_rows_of over ceil(rows / active_experts_of), the
+// longest segment of an even spread: 1 for every even spread, so it is zero between even
+// spreads), keeps apart an even spread and a
+// routed layout of the same rows over as many experts, whose best choices differ (a kernel
+// that takes 4 rows a pass runs 7 rows on one expert in two). A launch is served by the entry
+// of its class whose problem is nearest.
 double problem_distance(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b);
 
 // Whether two problems are the same: every dimension equal, nf4's input_bits 32 and a side
