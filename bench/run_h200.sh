@@ -73,6 +73,9 @@
 #          beside dequantize + CLBlast, then the even decode rows with cuBLAS (see the phase).
 # route-cands (kind nvidia-h200, 2026-12-01e): profiles with entries at routed problems against
 #          the shipped one, at routed and even decode rows (see the phase).
+# maxrows-check (kind nvidia-h200, for 2026-12-01f): the decode cases whose choice the longest
+#          segment (max_rows) changed, with the shipped profile and with the one before it (see
+#          the phase; results/replay-2026-12-01f/).
 # compact-lab, host-lab, sparse-lab, final-d (kind nvidia-h200, 2026-12-01d): compact launches (a grid slot
 #          per expert with rows), the host's time per launch (the lab tool hostcost), prepared
 #          launches and events only where asked for (see each phase; results/h200-2026-12-01d/).
@@ -86,7 +89,7 @@
 # Everything lands in OUT/.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|final-tests|pl-final|bulk-lab|chains-ab|lt-final|decode-final|bwd-lt|compact-lab|host-lab|sparse-lab|final-d|whole-decode-bench|record}
+out=${1:?usage: run_h200.sh OUT tune|clblast|samecall|record2|record-nf4|spaces-nf4|spaces-nf4-fwd|record-nf4-fwd-split|whole-nf4-bench|lut2-bench|tc-bench|tc-final|nf4-forward-all|nf4-refs|bwd-tune|bwd-final|tc-bwd|tc-bwd-bf16|bf16-tune|fwd-cands|regs-sweep|ab-decode|f32-rows|xs-ab|xs-variants|fr-lab|final-m|confirm-m|last-m|ncu-decode|dep-ab|lw-lab|lw-confirm|final-n|final-tests|pl-final|bulk-lab|chains-ab|lt-final|decode-final|bwd-lt|maxrows-check|compact-lab|host-lab|sparse-lab|final-d|whole-decode-bench|record}
 phase=${2:-tune}
 mkdir -p "$out"
 call_start=$(date +%s)
@@ -1669,6 +1672,32 @@ topk)
     --ocltk_rows=1,8,64 --benchmark_min_time=0.03
   mark "even done"
   decode_refs
+  rm -rf "$out/cache"
+  mark "all done"
+  ;;
+maxrows-check)
+  # Not yet run (written 2026-12-01f, when no device was lent): the forward decode cases whose
+  # choice changed when the choice began to count the longest segment (results/replay-2026-12-01f/
+  # changed-call7.md; 14 of them unmeasured), with the shipped profile and with the one before
+  # it, alternated (stage `git show 944d890:configs/nvidia-h200.yaml` as cand-before.yaml beside
+  # this script). That profile names no max_rows, so this runtime serves its routed entries as
+  # the runtime before did and the cases get the choices they had then. Then join the two with
+  # results/replay-2026-12-01f/join.py.
+  export OCLTK_CACHE_DIR="$out/cache"
+  i=0
+  for name in ${ROUTE_PROFILES:-shipped before shipped before}; do
+    i=$((i + 1))
+    profile="$here/cand-$name.yaml"
+    [ "$name" = shipped ] && profile="$here/nvidia-h200.yaml"
+    nf4_bench "" "r$i-$name-top2" "$profile" 100 'nf4_forward/mixtral.*/(ours|ours_bf16)/' --ocltk_routing=top2 \
+      --ocltk_rows=12,16,32 --benchmark_min_time=0.03
+    nf4_bench "" "r$i-$name-top6" "$profile" 100 'nf4_forward/fine.*/(ours|ours_bf16)/' --ocltk_routing=top6 \
+      --ocltk_rows=6,12,24 --benchmark_min_time=0.03
+    nf4_bench "" "r$i-$name-even" "$profile" 100 \
+      'nf4_forward/(mixtral[^/]*/rows(24|32)|fine[^/]*/rows(1|2|4|8|16|24|32|96|128))/decode/(ours|ours_bf16)/' \
+      --ocltk_rows=1,2,4,8,16,24,32,96,128 --benchmark_min_time=0.03
+    mark "profile $name ($i) done"
+  done
   rm -rf "$out/cache"
   mark "all done"
   ;;
