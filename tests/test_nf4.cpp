@@ -929,6 +929,13 @@ TEST_F(Nf4Device, BadInputsAreRejectedNamingTheFault) {
   // Input width: backward reads grad of width N; a buffer sized for K fails for bigger N.
   Nf4BackwardArgs b{good.w, y.get(), ElementType::f32, 4, offs.get(), y.get()};
   EXPECT_EQ(check_nf4_backward(rt, b).code(), ErrorCode::kInvalidArgument);  // dx needs rows × K floats
+  b.grad_input = x.get();
+  b.max_expert_rows = 3;  // the backward checks the caller's counts alike
+  const Status bwd = check_nf4_backward(rt, b);
+  EXPECT_NE(bwd.message().find("nf4_backward: max_expert_rows = 3 but the offsets give at most 2"), std::string::npos)
+      << bwd.message();
+  b.max_expert_rows = 2;
+  EXPECT_TRUE(check_nf4_backward(rt, b).ok()) << check_nf4_backward(rt, b).message();
   // Operands from another context.
   boost::compute::context other(rt.device().handle);
   boost::compute::buffer foreign(other, 1024);
@@ -1031,11 +1038,14 @@ TEST_F(Nf4Device, ProfileEntryFollowsTheRowsPerExpertWithRows) {
   EXPECT_EQ(params_of(long_one, false, 4, 5), batch) << "the caller's counts, offsets not read";
   EXPECT_EQ(params_of(long_one, false, 4), two_rows) << "longest segment unknown: as 4 experts' even spread";
   EXPECT_EQ(params_of(crowded, false, 4, 2), two_rows);
+  EXPECT_EQ(params_of(long_one, false, -1, 5), batch) << "5 rows on one leave 3 to at most 3 others: 4 with rows";
+  EXPECT_EQ(params_of(even, false, -1, 8), two_rows) << "all 8 rows on one expert: 1 with rows, 8 rows per expert";
   // The backward chooses alike (g: rows × N, dx: rows × K, as big as x here).
   const Nf4BackwardArgs bwd{base.w, y.get(), ElementType::f32, 8, offs.get(), x.get()};
   EXPECT_EQ(chosen(bwd, nf4_input_backward_segmented, even, true, -1), one_row_bwd);
   EXPECT_EQ(chosen(bwd, nf4_input_backward_segmented, crowded, true, -1), two_rows_bwd);
   EXPECT_EQ(chosen(bwd, nf4_input_backward_segmented, crowded, false, 4), two_rows_bwd);
+  EXPECT_EQ(chosen(bwd, nf4_input_backward_segmented, long_one, true, 4, 5), two_rows_bwd) << "no skewed entry";
   // The shape class follows the rows per expert with rows: 64 rows on one of 8 experts is
   // small_batch, not decode.
   auto big_x = rt.allocate(64 * 64 * 4).value(), big_y = rt.allocate(64 * 16 * 4).value();

@@ -245,6 +245,43 @@ TEST_F(ProfileTest, RejectsBadContentAtItsPosition) {
   }
 }
 
+// nf4's counts of a problem's segments must describe a layout that can exist: `active` (the
+// experts with rows) in [1, min(rows, experts)], `max_rows` (the most rows on one) in
+// [ceil(rows / A), rows - A + 1]; the error names the count, its range and the entry's line.
+TEST_F(ProfileTest, Nf4SegmentCountsOutsideTheirRangeAreRejected) {
+  const std::string head =
+      "schema: 1\ndevice: {name: x, vendor: y}\nkernels:\n  nf4_forward:\n    decode:\n"
+      "      algorithm: fused\n      params: {}\n      problem: ";
+  const std::string fine = "{experts: 8, rows: 32, active: 8, max_rows: 7}";
+  ASSERT_NO_THROW((void)ocltk::parse_profile(head + fine + "\n", "counts.yaml"));
+  ASSERT_NO_THROW((void)ocltk::parse_profile(head + "{experts: 8, rows: 32, max_rows: 4}\n", "counts.yaml"));
+  struct Case {
+    std::string problem, message;
+  };
+  const Case cases[] = {
+      {"{experts: 8, rows: 32, active: 9}", "problem active = 9 is outside [1, 8] (32 rows over 8 experts)"},
+      {"{experts: 8, rows: 4, active: 0}", "problem active = 0 is outside [1, 4]"},
+      {"{experts: 8, rows: 32, active: 8, max_rows: 3}",
+       "problem max_rows = 3 is outside [4, 25] (32 rows over 8 experts with rows)"},
+      {"{experts: 8, rows: 32, active: 8, max_rows: 26}", "problem max_rows = 26 is outside [4, 25]"},
+      {"{experts: 8, rows: 32, max_rows: 40}", "problem max_rows = 40 is outside [4, 25]"},
+      {"{experts: 8, active: 2}", "problem names 'active' but no 'rows'"},
+      {"{rows: 8, active: 2}", "problem names 'active' but no 'experts'"},
+      {"{rows: 8, max_rows: 2}", "problem names 'max_rows' but neither 'active' nor 'experts'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.problem);
+    try {
+      (void)ocltk::parse_profile(head + c.problem + "\n", "counts.yaml");
+      ADD_FAILURE() << "accepted";
+    } catch (const ocltk::Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kProfile);
+      EXPECT_EQ(std::string(e.what()).rfind("counts.yaml:8:", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Mapping keys that are not scalars (a YAML sequence used as a key) must be a profile
 // error with a position like every other fault, not a yaml-cpp exception escaping
 // parse_profile (and from there Runtime::open, which returns a Status).
@@ -1082,9 +1119,10 @@ TEST(ProfileDatabase, MalformedDatabasesNameFileLineAndColumn) {
 // the shipped profiles' entries measured on even spreads (as the benches and the tuner spread
 // rows) for rows spread evenly: at each such entry's geometry, 1 to 65536 rows and both input
 // widths, every class's entry is the one the rows' distance alone chose (the first nearest, as
-// Profile::find takes it). Entries that name `active` were measured on routed, uneven segments
-// (results/h200-2026-12-01e/) and are meant to win where the total rows would not choose them,
-// so they are left out of both sides.
+// Profile::find takes it), and so does counting the crowding of the longest segment, zero
+// between even spreads. Entries that name `active` or `max_rows` were measured on routed,
+// uneven segments (results/h200-2026-12-01e/) and are meant to win where the total rows would
+// not choose them, so they are left out of both sides.
 TEST(ProfileChoice, ShippedNf4ChoicesForEvenSpreadsAreThoseOfTotalRows) {
   const auto lg = [](double v) { return std::log2(std::max(1.0, v)); };
   auto by_rows = [&](const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b) {

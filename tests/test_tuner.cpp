@@ -440,6 +440,19 @@ TEST(KeepUntunedEntries, KeepsOtherProblemsAndDropsTunedOnes) {
   Profile fresh;
   fresh.device.name = "dev";
   EXPECT_EQ(keep_untuned_entries(other, fresh), 0u);
+  // A routed entry written before entries named max_rows is replaced by its re-tune, which
+  // names it; one whose max_rows differs, or an even entry at the same rows, is not.
+  Profile routed_old, routed_new;
+  routed_old.device.name = routed_new.device.name = "dev";
+  routed_old.entries = {entry("decode", {{"rows", 32}, {"experts", 8}, {"active", 8}}, "tc"),
+                        entry("decode", {{"rows", 16}, {"experts", 8}, {"active", 7}, {"max_rows", 5}}, "tc"),
+                        entry("decode", {{"rows", 32}, {"experts", 8}}, "tc")};
+  routed_new.entries = {entry("decode", {{"rows", 32}, {"experts", 8}, {"active", 8}, {"max_rows", 7}}, "warps"),
+                        entry("decode", {{"rows", 16}, {"experts", 8}, {"active", 7}, {"max_rows", 4}}, "warps")};
+  EXPECT_EQ(keep_untuned_entries(routed_old, routed_new), 2u);
+  ASSERT_EQ(routed_new.entries.size(), 4u);
+  EXPECT_EQ(routed_new.entries[2].problem.at("max_rows"), 5);
+  EXPECT_EQ(routed_new.entries[3].problem.count("active"), 0u);
 }
 
 TEST(ClassShareTest, EvenSplitOfWhatIsLeftWithABoundedFloor) {

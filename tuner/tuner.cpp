@@ -356,6 +356,21 @@ std::string default_profile_path(const DeviceInfo& device) {
   return dir.empty() ? file : dir + "/" + file;
 }
 
+namespace {
+
+// Whether a tuned entry's problem replaces an existing one: the same problem, or the same but
+// for the `max_rows` that routed entries name since 2026-12-01f, which an existing routed
+// entry (one that names `active`) written before then lacks.
+bool replaces(const std::map<std::string, std::int64_t>& tuned, const std::map<std::string, std::int64_t>& existing) {
+  if (same_problem(tuned, existing)) return true;
+  if (existing.count("max_rows") || !existing.count("active") || !tuned.count("max_rows")) return false;
+  std::map<std::string, std::int64_t> without = tuned;
+  without.erase("max_rows");
+  return same_problem(without, existing);
+}
+
+}  // namespace
+
 std::size_t keep_untuned_entries(const Profile& existing, Profile& tuned) {
   if (existing.device.name != tuned.device.name) return 0;
   std::set<std::pair<std::string, std::string>> tuned_classes;
@@ -368,8 +383,7 @@ std::size_t keep_untuned_entries(const Profile& existing, Profile& tuned) {
       const ProfileEntry* class_default = tuned.find(old.kernel, old.shape_class);
       const std::map<std::string, std::int64_t>& problem = old.problem.empty() ? class_default->problem : old.problem;
       for (const ProfileEntry& e : tuned.entries)
-        if (e.kernel == old.kernel && e.shape_class == old.shape_class && same_problem(e.problem, problem))
-          replaced = true;
+        if (e.kernel == old.kernel && e.shape_class == old.shape_class && replaces(e.problem, problem)) replaced = true;
     }
     if (!replaced) kept.push_back(old);
   }

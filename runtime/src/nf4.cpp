@@ -446,7 +446,12 @@ ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weig
   check_buffer(rt, who, "offsets", offsets, 4.0 * double(g.experts + 1));
   check_buffer(rt, who, in_name, in, double(rows) * in_width * in_esize);
   check_buffer(rt, who, out_name, out, double(rows) * out_width * out_esize);
-  if (!validate_offsets) return {active >= 0 ? active : most, -1, most, max_rows};
+  if (!validate_offsets) {
+    // Without a count of the experts with rows, the longest segment given bounds them: it
+    // leaves rows - max_rows to the others, at most one expert a row.
+    const std::int64_t choose = active >= 0 ? active : max_rows >= 0 ? std::min(most, rows - max_rows + 1) : most;
+    return {choose, -1, most, max_rows};
+  }
   std::vector<std::uint32_t> host(std::size_t(g.experts + 1));
   detail::check_cl(
       clEnqueueReadBuffer(rt.queue().get(), offsets, CL_TRUE, 0, host.size() * 4, host.data(), 0, nullptr, nullptr),

@@ -2,6 +2,7 @@
 // the dequantizer, half-type conversions and the CPU reference of the products.
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>

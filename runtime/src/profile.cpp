@@ -38,6 +38,37 @@ ProfileDevice decode_device(const Decoder& d, const YAML::Node& n) {
   return dev;
 }
 
+// nf4's counts of a problem's segments, where it names them: `active` (experts with rows) in
+// [1, min(rows, experts)] (0 for zero rows), `max_rows` (the most rows on one of them) in
+// [ceil(rows / A), rows - A + 1] for A = active_experts_of; both need `rows`, and `active`
+// needs `experts`. A layout outside them cannot exist, and its distance would be wrong.
+void check_segment_counts(const Decoder& d, const YAML::Node& node, const std::map<std::string, std::int64_t>& p) {
+  const bool has_active = p.count("active") != 0, has_max = p.count("max_rows") != 0;
+  if (!has_active && !has_max) return;
+  const auto rows = p.find("rows");
+  if (rows == p.end())
+    d.fail(node, std::string("problem names '") + (has_active ? "active" : "max_rows") + "' but no 'rows'");
+  const std::int64_t r = rows->second;
+  if (has_active) {
+    const auto experts = p.find("experts");
+    if (experts == p.end()) d.fail(node, "problem names 'active' but no 'experts'");
+    const std::int64_t a = p.at("active"), lo = r > 0 ? 1 : 0, hi = std::min(r, experts->second);
+    if (a < lo || a > hi)
+      d.fail(node, "problem active = " + std::to_string(a) + " is outside [" + std::to_string(lo) + ", " +
+                       std::to_string(hi) + "] (" + std::to_string(r) + " rows over " +
+                       std::to_string(experts->second) + " experts)");
+  }
+  if (has_max) {
+    const std::int64_t a = active_experts_of(p), m = p.at("max_rows");
+    if (a < 0) d.fail(node, "problem names 'max_rows' but neither 'active' nor 'experts'");
+    const std::int64_t lo = a > 0 ? (r + a - 1) / a : 0, hi = a > 0 ? r - (a - 1) : r;
+    if (m < lo || m > hi)
+      d.fail(node, "problem max_rows = " + std::to_string(m) + " is outside [" + std::to_string(lo) + ", " +
+                       std::to_string(hi) + "] (" + std::to_string(r) + " rows over " + std::to_string(a) +
+                       " experts with rows)");
+  }
+}
+
 ProfileEntry decode_entry(const Decoder& d, const KernelFamily& family, const std::string& shape_class,
                           const YAML::Node& n) {
   ProfileEntry e;
@@ -79,6 +110,7 @@ ProfileEntry decode_entry(const Decoder& d, const KernelFamily& family, const st
       const std::string name = d.key(kv.first);
       e.problem[name] = d.scalar<std::int64_t>(problem, name.c_str(), true);
     }
+    check_segment_counts(d, problem, e.problem);
   }
   e.time_ms = d.scalar<double>(n, "time_ms", false);
   e.gflops = d.scalar<double>(n, "gflops", false);

@@ -79,9 +79,10 @@ struct Nf4ForwardArgs {
   // measured on routed rows name theirs (`max_rows`), and a launch whose rows crowd on a few
   // experts is served by them rather than by an even spread's (problem_distance). -1:
   // counted from the offsets where they are read back, else taken as an even spread's,
-  // ceil(rows / experts with rows). Errors: a count outside [ceil(rows / A), rows - A + 1]
-  // (A the experts with rows; where unknown, A = min(rows, experts) and the bound [ceil(rows /
-  // A), rows]; 0 for zero rows) other than -1, and one the offsets read back contradict.
+  // ceil(rows / experts with rows). Given without active_experts (and no read-back), it bounds
+  // the experts with rows the entry is chosen by to rows - max_expert_rows + 1. Errors: a count outside [ceil(rows /
+  // A), rows - A + 1] (A the experts with rows; where unknown, A = min(rows, experts) and the bound [ceil(rows / A),
+  // rows]; 0 for zero rows) other than -1, and one the offsets read back contradict.
   std::int64_t max_expert_rows = -1;
 };
 
