@@ -432,11 +432,10 @@ ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weig
                   std::to_string(least) + ", " + std::to_string(most) + "] (" + std::to_string(rows) + " rows over " +
                   std::to_string(g.experts) + " experts)");
   if (max_rows != -1) {
-    // The longest of A segments with rows holds at least their mean and leaves at least one
-    // row to each of the others.
-    const std::int64_t a = active >= 0 ? active : most;
-    const std::int64_t lo = a > 0 ? (rows + a - 1) / a : 0;
-    const std::int64_t hi = active >= 0 ? rows - std::max<std::int64_t>(a - 1, 0) : rows;
+    // Where the experts with rows are unknown, the loosest of their possible counts at each
+    // end: as many as can be (the lowest least), and one (the highest most).
+    const std::int64_t lo = max_expert_rows_range(rows, active >= 0 ? active : most).first;
+    const std::int64_t hi = max_expert_rows_range(rows, active >= 0 ? active : std::min<std::int64_t>(rows, 1)).second;
     if (max_rows < lo || max_rows > hi)
       throw invalid(who + ": max_expert_rows = " + std::to_string(max_rows) + " is neither -1 (unknown) nor in [" +
                     std::to_string(lo) + ", " + std::to_string(hi) + "] (" + std::to_string(rows) + " rows over " +

@@ -61,7 +61,7 @@ void check_segment_counts(const Decoder& d, const YAML::Node& node, const std::m
   if (has_max) {
     const std::int64_t a = active_experts_of(p), m = p.at("max_rows");
     if (a < 0) d.fail(node, "problem names 'max_rows' but neither 'active' nor 'experts'");
-    const std::int64_t lo = a > 0 ? (r + a - 1) / a : 0, hi = a > 0 ? r - (a - 1) : r;
+    const auto [lo, hi] = max_expert_rows_range(r, a);
     if (m < lo || m > hi)
       d.fail(node, "problem max_rows = " + std::to_string(m) + " is outside [" + std::to_string(lo) + ", " +
                        std::to_string(hi) + "] (" + std::to_string(r) + " rows over " + std::to_string(a) +
@@ -292,12 +292,17 @@ std::int64_t active_experts_of(const std::map<std::string, std::int64_t>& proble
   return std::min(rows->second, experts->second);
 }
 
+std::pair<std::int64_t, std::int64_t> max_expert_rows_range(std::int64_t rows, std::int64_t active) {
+  if (active <= 0) return {0, 0};
+  return {(rows + active - 1) / active, rows - (active - 1)};
+}
+
 std::int64_t max_expert_rows_of(const std::map<std::string, std::int64_t>& problem) {
   if (const auto it = problem.find("max_rows"); it != problem.end()) return it->second;
   const auto rows = problem.find("rows");
   const std::int64_t active = active_experts_of(problem);
   if (rows == problem.end() || active < 0) return -1;
-  return active > 0 ? (rows->second + active - 1) / active : 0;
+  return max_expert_rows_range(rows->second, active).first;
 }
 
 double problem_distance(const std::map<std::string, std::int64_t>& a, const std::map<std::string, std::int64_t>& b) {
@@ -318,9 +323,9 @@ double problem_distance(const std::map<std::string, std::int64_t>& a, const std:
       // spread, so two even spreads differ in the first two terms alone).
       d += std::fabs(lg(double(aa)) - lg(double(ab)));
       d += std::fabs(lg(double(ra->second) / double(aa)) - lg(double(rb->second) / double(ab)));
-      const auto crowding = [](const std::map<std::string, std::int64_t>& p, std::int64_t rows, std::int64_t active) {
-        const std::int64_t even = (rows + active - 1) / active;
-        return std::log2(std::max(1.0, double(max_expert_rows_of(p)) / double(std::max<std::int64_t>(even, 1))));
+      const auto crowding = [&](const std::map<std::string, std::int64_t>& p, std::int64_t rows, std::int64_t active) {
+        const std::int64_t even = max_expert_rows_range(rows, active).first;
+        return lg(double(max_expert_rows_of(p)) / double(std::max<std::int64_t>(even, 1)));
       };
       d += std::fabs(crowding(a, ra->second, aa) - crowding(b, rb->second, ab));
     } else {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ocltk/params.hpp"
@@ -58,9 +59,14 @@ std::int64_t input_bits_of(const std::map<std::string, std::int64_t>& problem);
 // the benches spread them; -1 for a problem without rows and experts.
 std::int64_t active_experts_of(const std::map<std::string, std::int64_t>& problem);
 
+// The most rows on one expert that `rows` rows over `active` experts with rows allow:
+// [ceil(rows / active), rows - active + 1], the first an even spread's longest segment (the
+// longest holds at least the mean and leaves a row to each other expert); [0, 0] for none.
+std::pair<std::int64_t, std::int64_t> max_expert_rows_range(std::int64_t rows, std::int64_t active);
+
 // nf4's most rows on one expert in a problem: its `max_rows` where it says (a launch that
-// counted them, an entry measured on routed rows), else ceil(rows / active_experts_of), the
-// longest segment of an even spread; -1 for a problem without rows and experts.
+// counted them, an entry measured on routed rows), else an even spread's longest segment
+// (max_expert_rows_range's first); -1 for a problem without rows and experts.
 std::int64_t max_expert_rows_of(const std::map<std::string, std::int64_t>& problem);
 
 // How far apart two problems are: the sum over their shared dimensions of
