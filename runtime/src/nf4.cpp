@@ -412,15 +412,10 @@ struct ActiveExperts {
   }
 };
 
-// Shared by both directions: rows, activations in (width in_width), out (width out_width),
-// the offsets, the caller's count of experts with rows (`active`) and of the most rows on one
-// of them (`max_rows`), each -1 where unknown.
-ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, std::int64_t rows, cl_mem in,
-                              const char* in_name, std::size_t in_esize, std::int64_t in_width, cl_mem out,
-                              const char* out_name, std::size_t out_esize, std::int64_t out_width, cl_mem offsets,
-                              bool validate_offsets, std::int64_t active, std::int64_t max_rows) {
-  check_weights(rt, who, w);
-  const Nf4Geometry& g = w.geometry;
+// The caller's counts of a launch of `rows` rows checked against them and the experts, and
+// what a launch that does not read its offsets back chooses its entry by (`counted` -1).
+ActiveExperts expected_active(const std::string& who, const Nf4Geometry& g, std::int64_t rows, std::int64_t active,
+                              std::int64_t max_rows) {
   if (rows < 0) throw invalid(who + ": rows = " + std::to_string(rows) + " is negative");
   if (rows >= kNf4MaxDim)
     throw invalid(who + ": rows = " + std::to_string(rows) + " exceeds the kernel limit of 2^30 - 1 rows");
@@ -441,16 +436,27 @@ ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weig
                     std::to_string(lo) + ", " + std::to_string(hi) + "] (" + std::to_string(rows) + " rows over " +
                     (active >= 0 ? std::to_string(active) : "at most " + std::to_string(most)) + " experts with rows)");
   }
+  // Without a count of the experts with rows, the longest segment given bounds them: it
+  // leaves rows - max_rows to the others, at most one expert a row.
+  const std::int64_t choose = active >= 0 ? active : max_rows >= 0 ? std::min(most, rows - max_rows + 1) : most;
+  return {choose, -1, most, max_rows};
+}
+
+// Shared by both directions: rows, activations in (width in_width), out (width out_width),
+// the offsets, the caller's count of experts with rows (`active`) and of the most rows on one
+// of them (`max_rows`), each -1 where unknown.
+ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, std::int64_t rows, cl_mem in,
+                              const char* in_name, std::size_t in_esize, std::int64_t in_width, cl_mem out,
+                              const char* out_name, std::size_t out_esize, std::int64_t out_width, cl_mem offsets,
+                              bool validate_offsets, std::int64_t active, std::int64_t max_rows) {
+  check_weights(rt, who, w);
+  const Nf4Geometry& g = w.geometry;
+  const ActiveExperts expected = expected_active(who, g, rows, active, max_rows);
   if (offsets == nullptr) throw invalid(who + ": buffer offsets is null");
   check_buffer(rt, who, "offsets", offsets, 4.0 * double(g.experts + 1));
   check_buffer(rt, who, in_name, in, double(rows) * in_width * in_esize);
   check_buffer(rt, who, out_name, out, double(rows) * out_width * out_esize);
-  if (!validate_offsets) {
-    // Without a count of the experts with rows, the longest segment given bounds them: it
-    // leaves rows - max_rows to the others, at most one expert a row.
-    const std::int64_t choose = active >= 0 ? active : max_rows >= 0 ? std::min(most, rows - max_rows + 1) : most;
-    return {choose, -1, most, max_rows};
-  }
+  if (!validate_offsets) return expected;
   std::vector<std::uint32_t> host(std::size_t(g.experts + 1));
   detail::check_cl(
       clEnqueueReadBuffer(rt.queue().get(), offsets, CL_TRUE, 0, host.size() * 4, host.data(), 0, nullptr, nullptr),
@@ -464,7 +470,7 @@ ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weig
   if (max_rows >= 0 && max_rows != longest)
     throw invalid(who + ": max_expert_rows = " + std::to_string(max_rows) + " but the offsets give at most " +
                   std::to_string(longest) + " rows to one expert");
-  return {counted, counted, most, longest};
+  return {counted, counted, expected.most, longest};
 }
 
 // Scratch of the launches on one command queue: the split backwards' partial sums and one
@@ -809,6 +815,21 @@ Choice choose_segmented(Runtime& rt, const char* kernel, const Nf4Weights& w, st
 }
 
 }  // namespace
+
+Result<Choice> choose_nf4(Runtime& rt, const std::string& kernel, const Nf4Geometry& geometry, std::int64_t rows,
+                          ElementType type, std::int64_t active_experts, std::int64_t max_expert_rows) {
+  try {
+    if (kernel != "nf4_forward" && kernel != "nf4_backward")
+      throw invalid("choose_nf4: kernel '" + kernel + "' is neither nf4_forward nor nf4_backward");
+    geometry.validate(kernel);
+    const ActiveExperts active = expected_active(kernel, geometry, rows, active_experts, max_expert_rows);
+    Nf4Weights w;
+    w.geometry = geometry;
+    return choose_segmented(rt, kernel.c_str(), w, rows, type, active);
+  } catch (const Error& e) {
+    return Status::from(e);
+  }
+}
 
 Status check_nf4_forward(Runtime& rt, const Nf4ForwardArgs& a) {
   return guard([&] { check_forward(rt, a); });

@@ -131,6 +131,13 @@ Nf4Problem nf4_class_problem(const std::string& shape_class, bool cpu_device);
 // f32 one), else none. What the tuner prebuilds for a problem of that input.
 std::string nf4_launch_variant(const AlgorithmSpec& algorithm, ElementType type);
 
+// The profile's choice that would serve `kernel` ("nf4_forward" or "nf4_backward") of `rows`
+// rows over `geometry` with input `type`, the caller's counts checked as a launch checks them
+// (-1: unknown, taken as a launch that does not read its offsets back takes them).
+Result<Choice> choose_nf4(Runtime& rt, const std::string& kernel, const Nf4Geometry& geometry, std::int64_t rows,
+                          ElementType type = ElementType::f32, std::int64_t active_experts = -1,
+                          std::int64_t max_expert_rows = -1);
+
 Status check_nf4_forward(Runtime& rt, const Nf4ForwardArgs& args);
 Status check_nf4_backward(Runtime& rt, const Nf4BackwardArgs& args);
 // Status-returning boundary; the choice comes from the profile (shape class by rows per
