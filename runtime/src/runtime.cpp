@@ -1,5 +1,9 @@
 #include "ocltk/runtime.hpp"
 
+#if defined(OCLTK_CONFIGS_BESIDE_LIBRARY)
+#include <dlfcn.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -69,7 +73,12 @@ std::string user_profile_dir() {
 }
 
 std::string installed_configs_dir() {
-#ifdef OCLTK_INSTALL_CONFIGS_DIR
+#if defined(OCLTK_CONFIGS_BESIDE_LIBRARY)
+  // The Python package: the library and its profiles move with the package's folder.
+  Dl_info library{};
+  if (dladdr(reinterpret_cast<void*>(&installed_configs_dir), &library) == 0 || library.dli_fname == nullptr) return "";
+  return (fs::path(library.dli_fname).parent_path() / OCLTK_CONFIGS_BESIDE_LIBRARY).string();
+#elif defined(OCLTK_INSTALL_CONFIGS_DIR)
   return OCLTK_INSTALL_CONFIGS_DIR;
 #else
   return "";
