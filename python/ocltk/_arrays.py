@@ -96,3 +96,11 @@ def wait_list(*arrays: Any):
     if not events:
         return 0, None
     return len(events), (_capi.c_void_p * len(events))(*[e.int_ptr for e in events])
+
+
+def hand_event(out: Any, event) -> None:
+    """Gives `out` the launch's event. The launch waited for every event `out` held (they were
+    in its wait list), so its event stands for them all: it replaces them, and `out.events`
+    stays one long (pyopencl's add_event would append and, past 12, block the host on old ones,
+    making a loop of launches wait for the device)."""
+    out.events[:] = [cl().Event.from_int_ptr(event.value, retain=False)]

@@ -188,7 +188,7 @@ class Runtime:
         event = c_void_p()
         raise_for(function(self._live(), dtype, c_dtype, m, n, k, alpha, pa, oa, lda, pb, ob, ldb, pc, oc, ldc,
                            queue.int_ptr, count, events, byref(event)))
-        out.add_event(_arrays.cl().Event.from_int_ptr(event.value, retain=False))
+        _arrays.hand_event(out, event)
         return out
 
     def _gemm_nt_host(self, function, dtype, c_dtype, m, n, k, alpha, a, b, out, accumulate):
@@ -301,7 +301,7 @@ class Runtime:
             event = c_void_p()
             raise_for(function(self._live(), ctypes.byref(struct), dtype, rows, px, po, py, int(bool(validate)),
                                active, longest, queue.int_ptr, count, events, byref(event)))
-            result.add_event(cl.Event.from_int_ptr(event.value, retain=False))
+            _arrays.hand_event(result, event)
             del keep
             return result
         host = np.ascontiguousarray(x)
