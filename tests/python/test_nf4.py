@@ -125,6 +125,8 @@ def test_pyopencl_products(queue, rng, dtype):
         check_forward(y.get(), x, dense, offsets)
         g = cla.to_device(queue, (rng.integers(-128, 128, (6, 16)) / 64).astype(dtype))
         check_forward(rt.nf4_backward(g, weights, doff).get(), g.get(), dense, offsets, backward=True)
+    # numpy offsets with device activations: uploaded and checked.
+    check_forward(rt.nf4_forward(dx, device_w, offsets).get(), x, dense, offsets)
     choice = rt.choose_nf4(w, 6, dtype=dtype, active_experts=3)
     assert (choice.kernel, choice.shape_class) == ("nf4_forward", "decode") and choice.algorithm
 
