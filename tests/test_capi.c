@@ -350,6 +350,20 @@ static void test_nf4(ocltk_runtime* rt, const Cl* cl, const Nf4Case* t) {
         free(x_bits);
         free(y);
       }
+  {
+    /* No rows: nothing to compute, still an event (a marker) when asked. */
+    const cl_uint none[] = {0, 0, 0, 0};
+    cl_mem dnone = buffer(cl->context, sizeof none, none);
+    cl_event done = NULL;
+    EXPECT_STATUS(ocltk_nf4_forward(rt, &weights, OCLTK_F32, 0, NULL, dnone, NULL, 1, -1, -1, NULL, 0, NULL, &done),
+                  OCLTK_SUCCESS, "");
+    CHECK(done != NULL, "a forward of no rows gave no event");
+    if (done) {
+      CL_OK(clWaitForEvents(1, &done));
+      clReleaseEvent(done);
+    }
+    clReleaseMemObject(dnone);
+  }
   EXPECT_STATUS(ocltk_choose_nf4(rt, 0, &weights, OCLTK_BF16, rows, 2, 5, &choice), OCLTK_SUCCESS, "");
   CHECK(choice && strcmp(ocltk_choice_kernel(choice), "nf4_forward") == 0 &&
             strcmp(ocltk_choice_shape_class(choice), "decode") == 0 && ocltk_choice_algorithm(choice)[0] != '\0',

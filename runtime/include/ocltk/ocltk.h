@@ -13,8 +13,9 @@
  *   - `queue` NULL enqueues on the runtime's own queue; the wait list is waited for by the
  *     first command the operation enqueues (as in clEnqueueNDRangeKernel);
  *   - `event`, when not NULL, receives the event of the operation's last command, which the
- *     caller releases (clReleaseEvent). An operation that enqueues no command (an empty
- *     problem) sets *event to NULL.
+ *     caller releases (clReleaseEvent); an operation with nothing to compute enqueues a marker
+ *     behind the wait list, so that a successful call always gives an event. A failed call
+ *     leaves *event NULL.
  */
 #ifndef OCLTK_OCLTK_H_
 #define OCLTK_OCLTK_H_
