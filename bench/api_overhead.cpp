@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <vector>
@@ -34,8 +35,16 @@ double median(std::vector<double> v) {
 }
 
 struct Series {
-  std::vector<double> launch_us, end_to_end_us;
+  std::vector<double> launch_us, launch_cpu_us, end_to_end_us;
 };
+
+// The calling thread's CPU time: what a launch costs the host even where other processes
+// share the cores (wall time then grows with their load; this does not).
+double thread_cpu_us() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e6 + double(t.tv_nsec) * 1e-3;
+}
 
 // One round of one API: `calls` launches behind a closed gate (a marker waiting on a user
 // event, so that the device runs nothing meanwhile and the host's time is the API's alone, not
@@ -46,10 +55,12 @@ void time_round(cl_context context, cl_command_queue queue, int calls, const std
   cl_int err = CL_SUCCESS;
   cl_event gate = clCreateUserEvent(context, &err);
   if (err != CL_SUCCESS || clEnqueueMarkerWithWaitList(queue, 1, &gate, nullptr) != CL_SUCCESS) std::exit(1);
+  const double cpu0 = thread_cpu_us();
   auto t0 = Clock::now();
   for (int i = 0; i < calls; ++i)
     if (!launch()) std::exit(1);
   const auto t1 = Clock::now();
+  s.launch_cpu_us.push_back((thread_cpu_us() - cpu0) / calls);
   clSetUserEventStatus(gate, CL_COMPLETE);
   clReleaseEvent(gate);
   clFinish(queue);
@@ -146,10 +157,11 @@ int main(int argc, char** argv) {
   const ocltk::Choice choice = rt.choose_gemm_nt(args.problem);
   std::printf(
       "{\"device\": \"%s\", \"m\": %ld, \"n\": %ld, \"k\": %ld, \"calls\": %d, \"rounds\": %d, \"choice\": \"%s\",\n"
-      " \"cpp\": {\"launch_us\": %.3f, \"end_to_end_us\": %.3f},\n"
-      " \"c\": {\"launch_us\": %.3f, \"end_to_end_us\": %.3f}}\n",
+      " \"cpp\": {\"launch_us\": %.3f, \"launch_cpu_us\": %.3f, \"end_to_end_us\": %.3f},\n"
+      " \"c\": {\"launch_us\": %.3f, \"launch_cpu_us\": %.3f, \"end_to_end_us\": %.3f}}\n",
       rt.device().name.c_str(), m, n, k, calls, rounds, choice.describe().c_str(), median(cpp_series.launch_us),
-      median(cpp_series.end_to_end_us), median(c_series.launch_us), median(c_series.end_to_end_us));
+      median(cpp_series.launch_cpu_us), median(cpp_series.end_to_end_us), median(c_series.launch_us),
+      median(c_series.launch_cpu_us), median(c_series.end_to_end_us));
   ocltk_runtime_release(crt);
   return 0;
 }
