@@ -274,7 +274,7 @@ TEST_F(ProfileTest, RejectsBadContentAtItsPosition) {
 TEST_F(ProfileTest, Nf4SegmentCountsOutsideTheirRangeAreRejected) {
   const std::string head =
       "schema: 1\ndevice: {name: x, vendor: y}\nkernels:\n  nf4_forward:\n    decode:\n"
-      "      algorithm: fused\n      params: {}\n      problem: ";
+      "      algorithm: stream\n      params: {}\n      problem: ";
   const std::string fine = "{experts: 8, rows: 32, active: 8, max_rows: 7}";
   ASSERT_NO_THROW((void)ocltk::parse_profile(head + fine + "\n", "counts.yaml"));
   ASSERT_NO_THROW((void)ocltk::parse_profile(head + "{experts: 8, rows: 32, max_rows: 4}\n", "counts.yaml"));

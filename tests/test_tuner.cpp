@@ -425,7 +425,7 @@ TEST(KeepUntunedEntries, KeepsOtherProblemsAndDropsTunedOnes) {
   };
   Profile existing, tuned;
   existing.device.name = tuned.device.name = "dev";
-  existing.entries = {entry("decode", {{"rows", 8}, {"input_bits", 32}}, "lanes"),
+  existing.entries = {entry("decode", {{"rows", 8}, {"input_bits", 32}}, "stream"),
                       entry("decode", {{"rows", 8}, {"input_bits", 16}}, "tc"), entry("decode", {{"rows", 64}}, "tc"),
                       entry("prefill", {{"rows", 4096}}, "tiled")};
   tuned.entries = {entry("decode", {{"rows", 8}}, "warps"), entry("decode", {{"rows", 64}, {"input_bits", 32}}, "tc")};
