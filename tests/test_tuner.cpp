@@ -253,6 +253,42 @@ TEST(RecordedSpaces, GuidedWithin5PercentUsingAtMost15PercentOfTheEvaluations) {
   }
 }
 
+// A recording keeps the points of algorithms a kernel has since dropped (its format does not
+// change); a replay leaves them out, so its optimum is the best a tune could find today.
+TEST(Recording, ReplayLeavesOutPointsOfRemovedAlgorithms) {
+  const fs::path dir = fs::temp_directory_path() / ("ocltk-removed-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "old.jsonl").string();
+  std::ofstream out(path);
+  out << "{\"record\": 1, \"ocltk\": \"x\", \"device\": \"D\", \"vendor\": \"V\", \"driver\": \"1\"}\n";
+  const std::string head = "{\"kernel\": \"nf4_forward\", \"class\": \"decode\", \"problem\": {\"rows\": 32}, ";
+  // The removed algorithm holds the fastest point; stream's best is 2.0 ms.
+  for (int i = 0; i < 3; ++i)
+    out << head << "\"choice\": {\"algorithm\": \"lanes\", \"params\": {\"WGS\": " << (32 << i)
+        << "}, \"ok\": true, \"time_ms\": " << 0.5 + i << "}}\n";
+  for (int tr : {1, 2, 4, 8})
+    out << head << "\"choice\": {\"algorithm\": \"stream\", \"params\": {\"RL\": 2, \"TR\": " << tr
+        << ", \"UNROLL\": 1, \"WGS\": 128}, \"ok\": true, \"time_ms\": " << 2.0 + tr << "}}\n";
+  out.close();
+  ReplayOptions options;
+  options.strategies = {Strategy::kRandom};
+  options.seeds = 2;
+  options.max_evals = 4;
+  const std::vector<ReplayClassResult> results = replay(read_recording(path), options);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].space_size, 4u);
+  EXPECT_EQ(results[0].dropped, 3u);
+  EXPECT_DOUBLE_EQ(results[0].optimum_ms, 3.0);
+  EXPECT_EQ(results[0].optimum.rfind("stream ", 0), 0u) << results[0].optimum;
+  EXPECT_EQ(results[0].strategies.at(0).median_gap, 0.0) << "every stream point evaluated";
+  std::ostringstream text;
+  print_replay(text, results, options);
+  EXPECT_NE(text.str().find("nf4_forward/decode: 3 recorded points of algorithms this ocltk no longer has"),
+            std::string::npos)
+      << text.str();
+  fs::remove_all(dir);
+}
+
 // The resume cache is keyed on this hash: whatever changes the programs the tuner measures
 // must change it, the variant it builds with included.
 TEST(Recording, SearchSpaceHashFollowsWhatIsBuilt) {
