@@ -1239,7 +1239,7 @@ TEST_F(CliTest, TuneInterruptedByCtrlCResumesFromItsCache) {
 }
 
 TEST_F(CliTest, TuneReplayComparesStrategiesWithoutADevice) {
-  const std::string rec = std::string(OCLTK_SOURCE_DIR) + "/results/pocl-space-gemm_nt-gemv.jsonl";
+  const std::string rec = std::string(OCLTK_SOURCE_DIR) + "/tests/data/spaces/pocl-gemm_nt-gemv.jsonl";
   const CliResult r = run_cli({"tune", "--replay", rec, "--seeds", "3", "--max-evals", "10%", "--json"},
                               {{"OCLTK_DEVICE", "no-such-device"}});
   ASSERT_EQ(r.status, 0) << r.describe();

@@ -1,5 +1,5 @@
 // The tuner's search and bookkeeping: strategies on recorded spaces (the 5% / 15% claim
-// on the spaces shipped in results/), determinism, budgets, bad-candidate handling,
+// on the spaces recorded in tests/data/spaces/), determinism, budgets, bad-candidate handling,
 // resume after an interrupted run, refusal of a foreign cache, the report files.
 // A mock family stands in for kernels where the behaviour under test is the tuner's
 // (an injected build failure, wrong result, hang); no OpenCL program is built here.
@@ -213,22 +213,19 @@ TEST(Strategies, ParseAndName) {
   EXPECT_FALSE(parse_strategy("annealing").has_value());
 }
 
-// ---- the claim on the recorded spaces shipped in results/ ------------------------------
+// ---- the claim on the recorded spaces in tests/data/spaces/ -----------------------------
 
 std::vector<std::string> shipped_recordings() {
   std::vector<std::string> files;
-  for (const auto& entry : fs::directory_iterator(OCLTK_RESULTS_DIR)) {
-    const std::string name = entry.path().filename().string();
-    if (name.find("-space-") != std::string::npos && entry.path().extension() == ".jsonl")
-      files.push_back(entry.path().string());
-  }
+  for (const auto& entry : fs::directory_iterator(OCLTK_SPACES_DIR))
+    if (entry.path().extension() == ".jsonl") files.push_back(entry.path().string());
   std::sort(files.begin(), files.end());
   return files;
 }
 
 TEST(RecordedSpaces, GuidedWithin5PercentUsingAtMost15PercentOfTheEvaluations) {
   const std::vector<std::string> files = shipped_recordings();
-  ASSERT_FALSE(files.empty()) << "no results/*-space-*.jsonl recordings";
+  ASSERT_FALSE(files.empty()) << "no tests/data/spaces/*.jsonl recordings";
   ReplayOptions options;
   options.strategies = {Strategy::kGuided, Strategy::kRandom};
   options.max_evals_fraction = 0.15;
