@@ -619,7 +619,7 @@ inline void tc_batch(float* acc, TcGroup* grp, const int preloaded, const __glob
   // every warp, for its barriers). NVIDIA's PTX assembler gives all code and scale loads one
   // scoreboard, so in the loop below (LW 0) the first use of a group's codes, after the loads
   // ahead were issued, waits for those loads too: a whole memory latency every group (Nsight
-  // Compute: a fifth of the stall samples there, results/h200-2026-12-01). Here the loads
+  // Compute: a fifth of the stall samples there, results/h200-2026-12-01 at 0d64363). Here the loads
   // ahead take their addresses from a code of the group about to be multiplied (tc_after), so
   // they are issued after the wait for it, and the loop body has no test, so that the
   // assembler can tell the group's other codes are in. It may still spread the loads ahead

@@ -184,7 +184,7 @@ TEST(Nf4Quantizer, BitsandbytesReciprocalIsWithinOneUlpOfIeee) {
     ASSERT_EQ(ocltk::bitsandbytes_reciprocal(-x), -fast) << x;
     differing += fast != exact;
   }
-  // 13 % of mantissas differ on the H200 (results/h200-fast-rcp.txt).
+  // 13 % of mantissas differ on the H200 (results/h200-fast-rcp.txt at 936f2b6).
   EXPECT_GT(differing, 10000);
   EXPECT_LT(differing, 16000);
   // Mantissa 1449 is the first that rounds down (x = 1 + 1449 * 2^-23).
@@ -389,7 +389,7 @@ const std::vector<std::pair<Params, Params>> kStreamPoints = {
 // Each fits NVIDIA's 48 KiB of local memory; the last two need more elsewhere (the
 // reduction's partials; run_points skips a point the device cannot hold). The barrier that
 // restages x for the next tile matters only without the local-memory reduction's barriers,
-// i.e. on NVIDIA (its tests there: results/h200-2026-12-01b/).
+// i.e. on NVIDIA (its tests there: results/h200-2026-12-01b/ at 0d64363).
 const std::vector<Params> kWarpsPoints = {
     {{"LT", 1}},
     {{"WGS", 64}, {"CW", 32}, {"RB", 4}, {"TR", 4}, {"NB", 1}, {"PF", 1}, {"LT", 1}},

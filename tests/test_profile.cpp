@@ -1168,7 +1168,7 @@ TEST(ProfileDatabase, MalformedDatabasesNameFileLineAndColumn) {
 // widths, every class's entry is the one the rows' distance alone chose (the first nearest, as
 // Profile::find takes it), and so does counting the crowding of the longest segment, zero
 // between even spreads. Entries that name `active` or `max_rows` were measured on routed,
-// uneven segments (results/h200-2026-12-01e/) and are meant to win where the total rows would
+// uneven segments (results/h200-2026-12-01e/ at 0d64363) and are meant to win where the total rows would
 // not choose them, so they are left out of both sides.
 TEST(ProfileChoice, ShippedNf4ChoicesForEvenSpreadsAreThoseOfTotalRows) {
   const auto lg = [](double v) { return std::log2(std::max(1.0, v)); };
@@ -1217,7 +1217,7 @@ TEST(ProfileChoice, ShippedNf4ChoicesForEvenSpreadsAreThoseOfTotalRows) {
   EXPECT_GT(routed, 0);  // the H200 profile's top-k entries (else this test checks less than it says)
 }
 
-// The H200 profile's entries for top-k routing (results/h200-2026-12-01e/, call 7) serve routed
+// The H200 profile's entries for top-k routing (results/h200-2026-12-01e/ at 0d64363, call 7) serve routed
 // launches at and near their problems, and even spreads keep theirs: fine-grained bf16 top-6 of
 // 8 tokens (48 rows on 33 experts, at most 4 on one) takes `warps` at two tile rows, of 16
 // tokens (96 rows on 54, at most 4) `tc`, as do 128 rows spread evenly (2 per expert); one row
