@@ -272,8 +272,10 @@ def headline(devices):
 
 
 def sources(dev):
-    return (f"`results/{dev.name}/` ({esc(dev.device)}; measured at commit {dev.commits()}, {dev.dates()}; "
-            f"copy bandwidth {num(dev.copy_gbps)} GB/s)")
+    interim = any(r.get("interim") for r in dev.runs)
+    when = (f"interim copies of the runs recorded in {dev.commits()}, {dev.dates()}: its README says which"
+            if interim else f"measured at commit {dev.commits()}, {dev.dates()}")
+    return f"`results/{dev.name}/` ({esc(dev.device)}; {when}; copy bandwidth {num(dev.copy_gbps)} GB/s)"
 
 
 def gemm_table(dev):
