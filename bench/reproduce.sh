@@ -123,7 +123,7 @@ for phase in ${phases//,/ }; do
   tune)
     if [ -n "$profile" ]; then
       need_profile
-      run_phase tune echo "profile given, not tuned: $profile"
+      run_phase tune echo "profile given, not tuned: ${profile#"$repo"/}"
     else
       run_phase tune "$ocltk" tune --device "$device" --out "$out/profile.yaml" --cache - --quiet ${budget:+--budget "$budget"}
     fi ;;

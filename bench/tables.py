@@ -106,6 +106,15 @@ def choice_of(label):
     return m.group(1) if m else label.removeprefix("choice=")
 
 
+def display_name(context):
+    """The device as a reader knows it: PoCL's CPU devices are named pthread-ARCH-CPU."""
+    name = context["device"]
+    parts = name.split("-", 3)
+    if context.get("device_platform", "").startswith("Portable Computing Language") and len(parts) == 4:
+        name = f"PoCL, {parts[3]} ({parts[1]}-{parts[2]})"
+    return name.replace("(R)", "").replace("(TM)", "")
+
+
 def shape_dims(shape):
     """(name, experts, n, k) of an NF4 shape id such as mixtral_8x14336x4096; routed shapes (_topK): None."""
     m = re.fullmatch(r"(.+)_(\d+)x(\d+)x(\d+)", shape)
@@ -131,7 +140,7 @@ class Device:
                 for k, cells in rows.items():
                     table.setdefault(k, {}).update(cells)
                 labels.update(names)
-        self.device = next((c.get("device") for c in self.contexts if c.get("device")), self.name)
+        self.device = display_name(next((c for c in self.contexts if c.get("device")), {"device": self.name}))
         self.type = next((c.get("device_type") for c in self.contexts if c.get("device_type")), "?")
         self.copy_gbps = next((float(c["copy_gbps"]) for c in self.contexts if c.get("copy_gbps")), None)
         self.cublas_gemm, self.cublas_nf4, self.bnb = {}, {}, {}
@@ -264,7 +273,8 @@ def headline(devices):
                 continue
             ours = f"{num(row['ms'])} ms"
             if kind == "gemm" and key[1] == "large" and row.get("gflops"):
-                ours = f"{row['gflops'] / 1000:.3g} TFLOP/s"
+                g = row["gflops"]
+                ours = f"{g / 1000:.3g} TFLOP/s" if g >= 1000 else f"{g:.3g} GFLOP/s"
             lines.append(f"| {esc(dev.device)} | {label} | {ours} | {pct(row.get('floor'))} | "
                          f"{times(row.get('clblast'))} | {times(row.get('cublas'))} | {times(row.get('bnb'))} | "
                          f"{target_cell(row, targets.get(dev.type))} |")
