@@ -129,7 +129,7 @@
 #include "nf4_common.clh"
 
 // Two ways to take instructions off the integer pipe, where most of the half-type decode runs
-// (docs/nf4.md): whole groups address their codes and x at constant offsets from one pointer
+// (docs/nf4-kernels.md): whole groups address their codes and x at constant offsets from one pointer
 // per row (TC_ADDR), and right shifts run as the high word of a multiply, on the FMA pipe
 // (TC_FMA). For half types with RT 2 and 4 they are 4-8 % faster (H200 lab call 14 of
 // h200-2026-11-30f, bench of h200-2026-11-30g); with RT 1 the extra live pointers cost more

@@ -44,7 +44,7 @@ AlgorithmSpec forward_stream_algorithm() {
 
 // Decode on GPUs without barriers between warps (but those that stage x, XL): each 32-wide
 // warp owns whole W rows, sweeps K by itself and reduces its own sums (warp shuffles where
-// OCLTK_PTX is defined), codes decoded through the pair table (docs/nf4.md).
+// OCLTK_PTX is defined), codes decoded through the pair table (docs/nf4-kernels.md).
 AlgorithmSpec forward_warps_algorithm() {
   AlgorithmSpec a;
   a.name = "warps";
