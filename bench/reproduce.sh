@@ -49,7 +49,7 @@ binary() {  # the path of binary $1 in BIN or BIN/bench
   echo "reproduce.sh: no $1 in $bin or $bin/bench (build first, or give --bin)" >&2
   exit 2
 }
-if [ -z "$commit" ] && [ -f "$bin/COMMIT" ]; then commit=$(head -c 40 "$bin/COMMIT"); fi
+if [ -z "$commit" ] && [ -f "$bin/COMMIT" ]; then commit=$(tr -dc '0-9a-f' < "$bin/COMMIT" | head -c 40); fi
 if [ -z "$commit" ] && git -C "$repo" rev-parse HEAD > /dev/null 2>&1; then
   commit=$(git -C "$repo" rev-parse --short=12 HEAD)
   [ -n "$(git -C "$repo" status --porcelain --untracked-files=no)" ] && commit="$commit-dirty"
