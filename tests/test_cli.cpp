@@ -754,6 +754,18 @@ TEST_F(CliTest, ProfileShowPrintsEachEntry) {
   }
   EXPECT_TRUE(gemv && lora_expand) << "want one line per entry; " << r.describe();
   EXPECT_EQ(r.err, "");
+
+  // An entry's provenance is shown on its line.
+  std::string text = read_text(path("p.yaml"));
+  const std::string anchor = "algorithm: reduce";
+  ASSERT_NE(text.find(anchor), std::string::npos) << text;
+  const std::size_t line_start = text.rfind('\n', text.find(anchor)) + 1;
+  const std::string indent = text.substr(line_start, text.find(anchor) - line_start);
+  text.insert(line_start, indent + "provenance: {kind: pinned, results: results/x/bench.json, commit: 0123abcd}\n");
+  write_text(path("p.yaml"), text);
+  const CliResult shown = run_cli({"profile", "show", "p.yaml"});
+  EXPECT_EQ(shown.status, 0) << shown.describe();
+  EXPECT_NE(shown.out.find("(pinned from results/x/bench.json at 0123abcd)"), std::string::npos) << shown.describe();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -913,6 +925,7 @@ TEST_F(CliTest, TuneWritesAValidProfileAndASummary) {
   EXPECT_EQ(p.device.driver, default_device().driver);
   ASSERT_NE(p.find("gemm_nt", "gemv"), nullptr);
   EXPECT_GT(p.find("gemm_nt", "gemv")->time_ms, 0);
+  EXPECT_EQ(p.find("gemm_nt", "gemv")->provenance.kind, "tuned") << "the entry says it was tuned";
   EXPECT_EQ(p.entries.size(), 1u) << "only the requested class is tuned";
   EXPECT_TRUE(names_in(config_).empty()) << "--out given: nothing under XDG_CONFIG_HOME";
 }
@@ -1226,7 +1239,7 @@ TEST_F(CliTest, TuneInterruptedByCtrlCResumesFromItsCache) {
 }
 
 TEST_F(CliTest, TuneReplayComparesStrategiesWithoutADevice) {
-  const std::string rec = std::string(OCLTK_SOURCE_DIR) + "/results/pocl-space-gemm_nt-gemv.jsonl";
+  const std::string rec = std::string(OCLTK_SOURCE_DIR) + "/tests/data/spaces/pocl-gemm_nt-gemv.jsonl";
   const CliResult r = run_cli({"tune", "--replay", rec, "--seeds", "3", "--max-evals", "10%", "--json"},
                               {{"OCLTK_DEVICE", "no-such-device"}});
   ASSERT_EQ(r.status, 0) << r.describe();
