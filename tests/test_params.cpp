@@ -357,7 +357,9 @@ TEST(ShapeClasses, BoundariesAndPrecedence) {
   for (const ocltk::ShapeClassSpec& cls : family().classes) {
     EXPECT_FALSE(cls.rule.empty());
     for (bool cpu : {false, true})
-      EXPECT_EQ(ocltk::gemm_nt_shape_class(ocltk::gemm_nt_class_problem(cls.name, cpu)), cls.name)
+      EXPECT_EQ(
+          ocltk::gemm_nt_shape_class(ocltk::gemm_nt_class_problem(cls.name, cpu), ocltk::gemm_nt_class_input(cls.name)),
+          cls.name)
           << "the representative problem of " << cls.name << " belongs to another class";
   }
   EXPECT_THROW(ocltk::gemm_nt_class_problem("huge", false), ocltk::Error);

@@ -10,7 +10,8 @@
 namespace ocltk::tuner {
 
 std::unique_ptr<Workload> make_gemm_nt_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng);
-std::unique_ptr<Workload> make_gemm_nt_workload_for(Runtime& rt, const GemmProblem& p, std::mt19937_64& rng);
+std::unique_ptr<Workload> make_gemm_nt_workload_for(Runtime& rt, const GemmProblem& p, ElementType type,
+                                                    std::mt19937_64& rng);
 std::unique_ptr<Workload> make_nf4_forward_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng);
 std::unique_ptr<Workload> make_nf4_backward_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng);
 std::unique_ptr<Workload> make_nf4_workload_for(Runtime& rt, bool forward, const Nf4Problem& p, std::mt19937_64& rng);
@@ -18,6 +19,8 @@ std::unique_ptr<Workload> make_nf4_workload_for(Runtime& rt, bool forward, const
 namespace {
 
 GemmProblem gemm_of(const Problem& p) { return {p.at("m"), p.at("n"), p.at("k")}; }
+// A problem's input type as the tuner measures it: bf16 for input_bits 16, else f32.
+ElementType input_type_of(const Problem& p) { return input_bits_of(p) == 16 ? ElementType::bf16 : ElementType::f32; }
 Nf4Problem nf4_of(const Problem& p) {
   const auto top_k = p.find("top_k");
   return {p.at("experts"),
@@ -87,10 +90,10 @@ const std::vector<FamilyTuning>& tunable_families() {
   static const std::vector<FamilyTuning> families = {
       {&gemm_nt_family(),
        make_gemm_nt_workload,
-       {"m", "n", "k"},
-       [](const Problem& p) { return gemm_nt_shape_class(gemm_of(p)); },
+       {"m", "n", "k", "input_bits"},
+       [](const Problem& p) { return gemm_nt_shape_class(gemm_of(p), input_type_of(p)); },
        [](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
-         return make_gemm_nt_workload_for(rt, gemm_of(p), rng);
+         return make_gemm_nt_workload_for(rt, gemm_of(p), input_type_of(p), rng);
        },
        derive_lora},
       nf4_tuning(nf4_forward_family(), true, make_nf4_forward_workload),

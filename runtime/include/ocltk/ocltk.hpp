@@ -3,6 +3,7 @@
 
 #include "ocltk/device.hpp"
 #include "ocltk/family.hpp"
+#include "ocltk/element_type.hpp"
 #include "ocltk/gemm_nt.hpp"
 #include "ocltk/nf4.hpp"
 #include "ocltk/params.hpp"
