@@ -2,12 +2,14 @@
 // lora_apply (fused and split) at several legal points of each, in f32, f16 and bf16, with
 // odd sizes and ranks, many segments (empty ones, -1 ones, an adapter on several, ranks below
 // R, per-adapter scales), accumulate and overwrite, slices of larger buffers and dispatch
-// splits; every bad input refused before anything is written.
+// splits; the segments built on the device from unsorted rows; every bad input refused
+// before anything is written.
 //
 // PoCL compiles each (point, type) in about a second: the points below are few, and the
 // half types run at one point per algorithm.
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "fixture.hpp"
 #include "ocltk/lora.hpp"
@@ -519,6 +521,120 @@ TEST_F(LoraTest, BuiltInChoicePerShapeClass) {
   EXPECT_EQ(ocltk::lora_shape_class(16, 8), "multi_decode");
   EXPECT_EQ(ocltk::lora_shape_class(128, 8), "multi_decode");
   EXPECT_EQ(ocltk::lora_shape_class(129, 8), "multi_batch");
+}
+
+// Unsorted rows with per-row adapter ids (-1, and ids outside [0, L) as none) grouped on the
+// device, X and Y gathered, applied with the grouped segments, Y scattered back: the result
+// is the reference computed on the rows in their own order.
+TEST_F(LoraTest, SegmentsFromUnsortedRowsOnTheDevice) {
+  ocltk::Runtime& rt = runtime();
+  const LoraProblem p{23, 45, 77, 4, 12};
+  const std::int64_t L = p.adapters;
+  std::vector<std::int32_t> ids(std::size_t(p.m));
+  std::uniform_int_distribution<int> pick(-1, int(L) - 1);
+  for (std::int32_t& id : ids) id = pick(rng());
+  ids[3] = int(L) + 3;  // out of range: no adapter
+  ids[7] = -7;
+  ids[11] = 2;  // adapter 2 has rows, adapter 3 may not
+  boost::compute::buffer d_ids = upload_vector(rt, ids);
+  boost::compute::buffer d_off = rt.allocate(4 * std::size_t(L + 2)).value();
+  boost::compute::buffer d_seg = rt.allocate(4 * std::size_t(L + 1)).value();
+  boost::compute::buffer d_index = rt.allocate(4 * std::size_t(p.m)).value();
+  ocltk::LoraGroupArgs g;
+  g.rows = p.m;
+  g.adapters = L;
+  g.row_adapters = d_ids.get();
+  g.offsets = d_off.get();
+  g.segment_adapters = d_seg.get();
+  g.row_index = d_index.get();
+  Status s = ocltk::lora_group_rows(rt, g);
+  ASSERT_TRUE(s.ok()) << s.message();
+  std::vector<std::uint32_t> offsets(std::size_t(L + 2)), index(std::size_t(p.m));
+  std::vector<std::int32_t> seg(std::size_t(L + 1));
+  rt.queue().enqueue_read_buffer(d_off, 0, offsets.size() * 4, offsets.data());
+  rt.queue().enqueue_read_buffer(d_seg, 0, seg.size() * 4, seg.data());
+  rt.queue().enqueue_read_buffer(d_index, 0, index.size() * 4, index.data());
+  // The grouping on the host: rows of adapter 0, 1, ..., L-1, then the rest, each in order.
+  std::vector<std::uint32_t> want_index, want_offsets{0};
+  for (std::int64_t a = 0; a <= L; ++a) {
+    for (std::size_t r = 0; r < ids.size(); ++r) {
+      const bool none = ids[r] < 0 || ids[r] >= L;
+      if ((a < L && ids[r] == a) || (a == L && none)) want_index.push_back(std::uint32_t(r));
+    }
+    want_offsets.push_back(std::uint32_t(want_index.size()));
+  }
+  EXPECT_EQ(offsets, want_offsets);
+  EXPECT_EQ(index, want_index);
+  std::vector<std::int32_t> want_seg(std::size_t(L + 1));
+  std::iota(want_seg.begin(), want_seg.end(), 0);
+  want_seg.back() = -1;
+  EXPECT_EQ(seg, want_seg);
+
+  for (const ElementType type : {ElementType::f32, ElementType::bf16}) {
+    SCOPED_TRACE(ocltk::to_string(type));
+    const std::size_t es = ocltk::element_size(type);
+    const Typed x = encode(type, ocltk_test::random_floats(rng(), std::size_t(p.m * p.k)));
+    const Typed a = encode(type, ocltk_test::random_floats(rng(), std::size_t(L * p.max_rank * p.k)));
+    const Typed b = encode(type, ocltk_test::random_floats(rng(), std::size_t(L * p.n * p.max_rank)));
+    const Typed y0 = encode(type, ocltk_test::random_floats(rng(), std::size_t(p.m * p.n)));
+    const std::vector<std::int32_t> ranks = {12, 3, 7, 1};
+    boost::compute::buffer dx = upload_vector(rt, x.bytes), da = upload_vector(rt, a.bytes),
+                           db = upload_vector(rt, b.bytes), dy = upload_vector(rt, y0.bytes),
+                           dr = upload_vector(rt, ranks);
+    boost::compute::buffer gx = rt.allocate(x.bytes.size()).value(), gy = rt.allocate(y0.bytes.size()).value();
+    ocltk::LoraPermuteArgs perm;
+    perm.rows = p.m;
+    perm.type = type;
+    perm.row_index = d_index.get();
+    perm.features = p.k;
+    perm.input = dx.get();
+    perm.output = gx.get();
+    ASSERT_TRUE(ocltk::lora_gather_rows(rt, perm).ok());
+    perm.features = p.n;
+    perm.input = dy.get();
+    perm.output = gy.get();
+    ASSERT_TRUE(ocltk::lora_gather_rows(rt, perm).ok());
+    LoraArgs args;
+    args.problem = p;
+    args.x = {gx.get(), 0, 0, type};
+    args.a = {da.get(), 0, 0, 0, type};
+    args.b = {db.get(), 0, 0, 0, type};
+    args.y = {gy.get(), 0, 0, type};
+    args.ranks = dr.get();
+    args.scale = 0.5f;
+    args.accumulate = true;
+    args.segments = L + 1;
+    args.offsets = d_off.get();
+    args.segment_adapters = d_seg.get();
+    s = ocltk::lora_apply(rt, args);
+    ASSERT_TRUE(s.ok()) << s.message();
+    perm.input = gy.get();
+    perm.output = dy.get();
+    ASSERT_TRUE(ocltk::lora_scatter_rows(rt, perm).ok());
+    rt.queue().finish();
+    const std::vector<float> got = decode(type, download_bytes(rt, dy, y0.bytes.size()));
+
+    // The reference on the caller's order: one segment per row, its id (none as -1).
+    ocltk::LoraHostSegments host;
+    host.ranks = ranks;
+    for (std::size_t r = 0; r < ids.size(); ++r) {
+      host.offsets.push_back(std::uint32_t(r));
+      host.adapters.push_back(ids[r] >= 0 && ids[r] < L ? ids[r] : -1);
+    }
+    host.offsets.push_back(std::uint32_t(p.m));
+    std::vector<double> y_old(y0.values.begin(), y0.values.end()), t, t_abs, y, y_abs;
+    ocltk::lora_reference(p, host, 0.5f, x.values.data(), a.values.data(), b.values.data(), y_old.data(), t, t_abs, y,
+                          y_abs);
+    const std::vector<std::int32_t> row_adapter = host.row_adapters(p.m);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const std::int32_t ad = row_adapter[i / std::size_t(p.n)];
+      const std::int64_t rank = ad < 0 ? 0 : ranks[ad];
+      const double bound = ocltk::lora_error_bound(p.k, rank, y_abs[i], y_old[i], y[i], type);
+      ASSERT_LE(std::fabs(double(got[i]) - y[i]), bound)
+          << "Y(" << i / p.n << ", " << i % p.n << ") = " << got[i] << ", want " << y[i] << " (adapter " << ad << ")";
+    }
+    (void)es;
+  }
 }
 
 // check_* and the launches refuse every bad input before enqueuing anything, naming the

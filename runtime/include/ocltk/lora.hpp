@@ -171,4 +171,34 @@ void lora_reference(const LoraProblem& p, const LoraHostSegments& s, float scale
 double lora_error_bound(std::int64_t k, std::int64_t rank, double y_abs, double y_old, double y_ref,
                         ElementType output);
 
+// ---- Segments from per-row adapter ids, on the device ----
+
+// Groups rows by adapter, keeping their order within an adapter: L + 1 segments, segment l
+// < L holding adapter l's rows and segment L the rows of no adapter (an id outside [0, L),
+// such as -1). What lora_apply takes as offsets (S = L + 1) and segment_adapters (0, 1, ...,
+// L - 1, -1), and row_index, the permutation: grouped row q is row row_index[q] of the
+// caller's order. Gather X (and Y, when accumulating) with lora_gather_rows, apply, then put
+// Y back with lora_scatter_rows.
+struct LoraGroupArgs {
+  std::int64_t rows = 0, adapters = 0;  // M >= 0, L >= 1
+  cl_mem row_adapters = nullptr;        // i32 × M
+  cl_mem offsets = nullptr;             // out: u32 × (L + 2)
+  cl_mem segment_adapters = nullptr;    // out: i32 × (L + 1)
+  cl_mem row_index = nullptr;           // out: u32 × M
+};
+Status lora_group_rows(Runtime& rt, const LoraGroupArgs& args, const Launch& launch = {});
+
+// Moves whole rows of `features` elements of `type` through row_index (from
+// lora_group_rows): gather output[q] = input[row_index[q]], scatter output[row_index[q]] =
+// input[q], q < rows. Bit for bit; an index at or past `rows` moves nothing.
+struct LoraPermuteArgs {
+  std::int64_t rows = 0, features = 0;
+  ElementType type = ElementType::f32;
+  cl_mem row_index = nullptr;  // u32 × rows
+  cl_mem input = nullptr;      // rows × features
+  cl_mem output = nullptr;     // rows × features
+};
+Status lora_gather_rows(Runtime& rt, const LoraPermuteArgs& args, const Launch& launch = {});
+Status lora_scatter_rows(Runtime& rt, const LoraPermuteArgs& args, const Launch& launch = {});
+
 }  // namespace ocltk
