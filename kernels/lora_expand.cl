@@ -6,13 +6,16 @@
 #define WGS 128  // work-items per workgroup, on consecutive columns of Y
 #endif
 #ifndef TR
-#define TR 4  // tile rows: segment rows each workgroup multiplies by every B row it reads
+#define TR 4  // tile rows: segment rows per workgroup
 #endif
-#ifndef RC
-#define RC 8  // rank columns of T staged in local memory per step
+#ifndef CB
+#define CB 256  // columns of Y per workgroup
 #endif
-#ifndef NB
-#define NB 2  // column batches: columns of Y per work-item (WGS · NB per workgroup)
+#ifndef VA
+#define VA 0  // 1: 4-wide accumulators over the rank, summed across once at the end; 0: a dot product per 4
+#endif
+#ifndef CN
+#define CN 1  // columns of Y each work-item sums at once (WGS apart), sharing their loads of T
 #endif
 
 #include "element_types.clh"

@@ -23,21 +23,28 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 // ---- parameter tables ----
 
 ParamSpec wgs_param() {
-  return {"WGS", 128, {32, 64, 128, 256}, "work-items per workgroup (side by side along K, or on consecutive columns)"};
+  return {"WGS",
+          128,
+          {1, 4, 16, 32, 64, 128, 256},
+          "work-items per workgroup (side by side along K for the shrink, on consecutive columns for the expand)"};
 }
 ParamSpec tr_param() { return {"TR", 4, {1, 2, 4, 8, 16}, "tile rows: segment rows per workgroup"}; }
-ParamSpec rc_param() {
-  return {"RC", 8, {4, 8, 16, 32}, "rank columns: rows of A (columns of T and B) handled per step"};
+ParamSpec rc_param() { return {"RC", 8, {4, 8, 16, 32}, "rank columns: rows of A the shrink sums at once"}; }
+ParamSpec vw_param() { return {"VW", 4, {1, 2, 4, 8, 16}, "vector width of the loads of X and A along K"}; }
+ParamSpec va_param() {
+  return {"VA",
+          0,
+          {0, 1},
+          "1: vector accumulators (the shrink's VW wide, the expand's 4 wide) summed across once at the end (SIMD "
+          "CPUs); 0: a dot product per step (GPUs: fewer registers)"};
 }
-ParamSpec vw_param() { return {"VW", 4, {1, 2, 4, 8}, "vector width of the loads of X and A along K"}; }
-ParamSpec nb_param() {
-  return {"NB", 2, {1, 2, 4, 8, 16, 32}, "column batches: columns of Y per work-item (WGS · NB per workgroup)"};
+ParamSpec cn_param() {
+  return {"CN", 1, {1, 2, 4, 8}, "columns of Y each work-item sums at once (WGS apart), sharing their loads of T"};
+}
+ParamSpec cb_param() {
+  return {"CB", 256, {32, 64, 128, 256, 512, 1024, 2048, 4096}, "columns of Y per workgroup (expand)"};
 }
 
-Constraint outputs_per_reduction() {
-  return constraint("TR * RC <= WGS (a work-item per output collects its reduction)",
-                    [](const Params& p) { return param(p, "TR") * param(p, "RC") <= param(p, "WGS"); });
-}
 Constraint partial_sums() {
   return constraint("TR * RC <= 64 (partial sums in registers)",
                     [](const Params& p) { return param(p, "TR") * param(p, "RC") <= 64; });
@@ -46,18 +53,35 @@ Constraint load_registers() {
   return constraint("TR * VW <= 64 (the rows' loads in registers)",
                     [](const Params& p) { return param(p, "TR") * param(p, "VW") <= 64; });
 }
-Constraint accumulators() {
-  return constraint("NB * TR <= 64 (accumulators)",
-                    [](const Params& p) { return param(p, "NB") * param(p, "TR") <= 64; });
+Constraint vector_accumulators() {
+  return constraint("VA == 1 implies TR * RC * VW <= 256 (accumulator registers)", [](const Params& p) {
+    return param(p, "VA") == 0 || param(p, "TR") * param(p, "RC") * param(p, "VW") <= 256;
+  });
+}
+// A GPU's scalar lanes gain nothing from vector accumulators but their registers.
+Constraint scalar_accumulators() {
+  return constraint("VA == 0 (scalar accumulators)", [](const Params& p) { return param(p, "VA") == 0; });
+}
+Constraint whole_column_steps() {
+  return constraint("CB % (WGS * CN) == 0 (every work-item takes as many columns)",
+                    [](const Params& p) { return param(p, "CB") % (param(p, "WGS") * param(p, "CN")) == 0; });
+}
+Constraint column_accumulators() {
+  return constraint("TR * CN <= 64 (accumulators)",
+                    [](const Params& p) { return param(p, "TR") * param(p, "CN") <= 64; });
+}
+// Below a warp or wavefront a GPU idles lanes, and the shrink's shuffles need whole warps.
+Constraint whole_warps() {
+  return constraint("WGS >= 32 (a warp or wavefront)", [](const Params& p) { return param(p, "WGS") >= 32; });
 }
 
-// Local memory of lora_reduce: TR·RC sums per warp on NVIDIA (shuffles first), per
-// work-item elsewhere.
+// Local memory of the shrink's lora_reduce (TR·RC sums per warp on NVIDIA, whose shuffles
+// sum each warp first; per work-item elsewhere) and its sums.
 std::uint64_t reduce_bytes(const Params& p, const DeviceLimits& limits) {
-  const std::uint64_t per_output = limits.ptx_binaries ? param(p, "WGS") / 32 : param(p, "WGS");
-  return 4ull * param(p, "TR") * param(p, "RC") * per_output;
+  const int wgs = param(p, "WGS");
+  const std::uint64_t per_output = limits.ptx_binaries && wgs % 32 == 0 ? wgs / 32 : wgs;
+  return 4ull * param(p, "TR") * param(p, "RC") * (per_output + 1);
 }
-std::uint64_t staged_t_bytes(const Params& p) { return 4ull * param(p, "TR") * param(p, "RC"); }
 
 std::array<std::size_t, 2> wgs_local_size(const Params& p) { return {std::size_t(param(p, "WGS")), 1}; }
 
@@ -65,22 +89,23 @@ AlgorithmSpec shrink_algorithm() {
   AlgorithmSpec a;
   a.name = "tiled";
   a.source_name = "lora_shrink.cl";
-  a.params = {wgs_param(), tr_param(), rc_param(), vw_param()};
-  a.constraints = {outputs_per_reduction(), partial_sums(), load_registers()};
-  a.search_pruning = {constraint("WGS >= 64", [](const Params& p) { return param(p, "WGS") >= 64; })};
+  a.params = {wgs_param(), tr_param(), rc_param(), vw_param(), va_param()};
+  a.constraints = {partial_sums(), load_registers(), vector_accumulators()};
+  a.gpu_search_pruning = {whole_warps(), scalar_accumulators()};
   a.local_mem_bytes = reduce_bytes;
   a.local_size = wgs_local_size;
   return a;
 }
 
+// The expand's T rows sit in local memory sized at launch (TR × R floats, lora_local_bytes).
 AlgorithmSpec expand_algorithm() {
   AlgorithmSpec a;
   a.name = "tiled";
   a.source_name = "lora_expand.cl";
-  a.params = {wgs_param(), tr_param(), rc_param(), nb_param()};
-  a.constraints = {outputs_per_reduction(), accumulators()};
-  a.search_pruning = {constraint("WGS >= 64", [](const Params& p) { return param(p, "WGS") >= 64; })};
-  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) { return staged_t_bytes(p); };
+  a.params = {wgs_param(), tr_param(), va_param(), cb_param(), cn_param()};
+  a.constraints = {whole_column_steps(), column_accumulators()};
+  a.gpu_search_pruning = {whole_warps(), scalar_accumulators()};
+  a.local_mem_bytes = [](const Params&, const DeviceLimits&) -> std::uint64_t { return 0; };
   a.local_size = wgs_local_size;
   return a;
 }
@@ -90,12 +115,11 @@ AlgorithmSpec apply_algorithm(const char* name, const char* source) {
   AlgorithmSpec a;
   a.name = name;
   a.source_name = source;
-  a.params = {wgs_param(), tr_param(), rc_param(), vw_param(), nb_param()};
-  a.constraints = {outputs_per_reduction(), partial_sums(), load_registers(), accumulators()};
-  a.search_pruning = {constraint("WGS >= 64", [](const Params& p) { return param(p, "WGS") >= 64; })};
-  a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) {
-    return reduce_bytes(p, limits) + staged_t_bytes(p);
-  };
+  a.params = {wgs_param(), tr_param(), rc_param(), vw_param(), va_param(), cb_param(), cn_param()};
+  a.constraints = {partial_sums(), load_registers(), vector_accumulators(), whole_column_steps(),
+                   column_accumulators()};
+  a.gpu_search_pruning = {whole_warps(), scalar_accumulators()};
+  a.local_mem_bytes = reduce_bytes;
   a.local_size = wgs_local_size;
   return a;
 }
@@ -225,7 +249,7 @@ LoraGeometry lora_geometry(const std::string& kernel, const Params& params, cons
   if (kernel == "lora_shrink")
     g.groups0 = ceil_div(p.max_rank, param(params, "RC"));
   else if (kernel == "lora_expand" || kernel == "lora_fused")
-    g.groups0 = ceil_div(p.n, param(params, "WGS") * param(params, "NB"));
+    g.groups0 = ceil_div(p.n, param(params, "CB"));
   else
     throw Error(ErrorCode::kNotFound, "no LoRA kernel named '" + kernel + "'");
   return g;
@@ -486,6 +510,10 @@ struct KernelArgs {
   cl_long x_off, a_off, a_stride, b_off, b_stride, y_off, t_off;
   cl_int ldx, lda, ldb, ldy, ldt;
   cl_float scale;
+  // The expand's rows of T in local memory: TR rows of ldtl floats (the fused kernel's rank
+  // rounded up to RC, as its shrink writes whole chunks).
+  cl_int ldtl;
+  std::size_t tl_bytes;
 };
 
 KernelArgs kernel_args(const LoraArgs& a, cl_mem any) {
@@ -608,6 +636,7 @@ detail::KernelArgs expand_args(const KernelArgs& k) {
   detail::KernelArgs args = head_args(k, true, false);
   args.insert(args.end(), {{sizeof k.t, &k.t}, {sizeof k.t_off, &k.t_off}, {sizeof k.ldt, &k.ldt}});
   push_output_args(args, k);
+  args.insert(args.end(), {{k.tl_bytes, nullptr}, {sizeof k.ldtl, &k.ldtl}});
   return args;
 }
 
@@ -621,6 +650,7 @@ detail::KernelArgs fused_args(const KernelArgs& k) {
                            {sizeof k.lda, &k.lda},
                            {sizeof k.a_stride, &k.a_stride}});
   push_output_args(args, k);
+  args.insert(args.end(), {{k.tl_bytes, nullptr}, {sizeof k.ldtl, &k.ldtl}});
   return args;
 }
 
@@ -658,10 +688,27 @@ void enqueue(Runtime& rt, Op op, const Choice& choice, const LoraArgs& a, const 
         queue_scratch(rt, queue, std::size_t(a.problem.m * a.problem.max_rank) * sizeof(float));
     resolved.intermediate = {scratch.get(), 0, 0, ElementType::f32};
   }
+  // The expand's rows of T sit in local memory sized by the rank: they must fit beside the
+  // kernel's own.
+  const bool fused = op == Op::kApply && !split;
+  std::int64_t ldtl = a.problem.max_rank;
+  if (fused) ldtl = ceil_div(ldtl, param(params, "RC")) * param(params, "RC");
+  const std::uint64_t tl_bytes = std::uint64_t(param(params, "TR")) * std::uint64_t(ldtl) * 4;
+  if (op != Op::kShrink) {
+    const DeviceLimits limits = DeviceLimits::of(rt.device());
+    const std::uint64_t own = algorithm->local_mem_bytes(params, limits);
+    if (own + tl_bytes > limits.local_mem_bytes)
+      throw invalid(family.name + "/" + algorithm->name + " {" + format_params(params) + "}: TR = " +
+                    std::to_string(param(params, "TR")) + " rows of rank R = " + std::to_string(a.problem.max_rank) +
+                    " need " + std::to_string(own + tl_bytes) + " bytes of local memory, more than " +
+                    rt.device().name + "'s " + std::to_string(limits.local_mem_bytes) + " (a smaller TR fits)");
+  }
   rt.launch(
       used, *algorithm, kernel_names,
       [&](const std::vector<cl_kernel>& kernels) {
-        const KernelArgs k = kernel_args(resolved, a.y.buffer ? a.y.buffer : a.intermediate.buffer);
+        KernelArgs k = kernel_args(resolved, a.y.buffer ? a.y.buffer : a.intermediate.buffer);
+        k.ldtl = cl_int(ldtl);
+        k.tl_bytes = std::size_t(tl_bytes);
         detail::DispatchChain chain(rt.queue().get(), rt.queue_out_of_order(), launch_options);
         for (std::size_t i = 0; i < kernels.size(); ++i) {
           const std::string& name = kernel_names[i];

@@ -106,9 +106,10 @@ std::vector<std::uint32_t> lora_even_offsets(std::int64_t m, std::int64_t segmen
 // The build options a launch adds for its element type (empty for f32).
 std::string lora_launch_variant(ElementType type);
 
-// Launch geometry of one algorithm of a family: workgroups along dimension 0 (rank chunks
-// for shrink, column blocks otherwise) and slots along dimension 1 (a slot per row tile of
-// a segment: ceil(M / TR) + S bounds them).
+// Launch geometry of one kernel ("lora_shrink", "lora_expand", "lora_fused") with its
+// parameters: workgroups along dimension 0 (the shrink's rank chunks of RC, else column
+// blocks of CB) and slots along dimension 1 (a slot per row tile of a segment: ceil(M / TR)
+// + S bounds them).
 struct LoraGeometry {
   std::int64_t groups0 = 0, groups1 = 0;
   std::size_t local = 0;  // work-items per workgroup (dimension 0)
