@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "ocltk/gemm_nt.hpp"
+#include "ocltk/lora.hpp"
 #include "ocltk/nf4.hpp"
 #include "workload.hpp"
 
@@ -15,6 +16,10 @@ std::unique_ptr<Workload> make_gemm_nt_workload_for(Runtime& rt, const GemmProbl
 std::unique_ptr<Workload> make_nf4_forward_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng);
 std::unique_ptr<Workload> make_nf4_backward_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng);
 std::unique_ptr<Workload> make_nf4_workload_for(Runtime& rt, bool forward, const Nf4Problem& p, std::mt19937_64& rng);
+std::unique_ptr<Workload> make_lora_workload(Runtime& rt, const std::string& kernel, const std::string& shape_class,
+                                             std::mt19937_64& rng);
+std::unique_ptr<Workload> make_lora_workload_for(Runtime& rt, const std::string& kernel, const LoraTuneProblem& p,
+                                                 std::mt19937_64& rng);
 
 namespace {
 
@@ -84,6 +89,64 @@ FamilyTuning nf4_tuning(const KernelFamily& family, bool forward,
           derive_experts};
 }
 
+// A LoRA problem as the tuner lays it out; shrink's problems have no N and expand's no K
+// (their buffers then take a width of 1).
+LoraTuneProblem lora_of(const Problem& p) {
+  const auto get = [&](const char* key) {
+    const auto it = p.find(key);
+    return it == p.end() ? std::int64_t(1) : it->second;
+  };
+  LoraTuneProblem t;
+  t.problem = {p.at("m"), get("n"), get("k"), p.at("adapters"), p.at("rank")};
+  t.segments = p.at("segments");
+  t.type = input_type_of(p);
+  return t;
+}
+
+// LoRA applied to every projection of the model, as engines run it (bf16): X of `hidden`
+// columns into the hidden or the intermediate width, one adapter per rank.
+std::vector<Problem> derive_lora_apply(const ModelDescription& m) {
+  std::vector<Problem> out;
+  for (std::int64_t t : m.tokens)
+    for (std::int64_t r : m.lora_ranks)
+      for (std::int64_t width : {m.hidden, m.intermediate}) {
+        if (width <= 0) continue;
+        out.push_back({{"m", t},
+                       {"n", width},
+                       {"k", m.hidden},
+                       {"rank", r},
+                       {"adapters", 1},
+                       {"segments", 1},
+                       {"input_bits", 16}});
+      }
+  return out;
+}
+
+// A LoRA family: its problems' keys (shrink has no N, expand no K), classes by rows per
+// segment, workloads by the family's name.
+FamilyTuning lora_tuning(const KernelFamily& family) {
+  const std::string name = family.name;
+  std::vector<std::string> keys = {"m"};
+  if (name != "lora_shrink") keys.push_back("n");
+  if (name != "lora_expand") keys.push_back("k");
+  keys.insert(keys.end(), {"rank", "adapters", "segments", "input_bits"});
+  const auto derive = [name](const ModelDescription& m) {
+    std::vector<Problem> out = derive_lora_apply(m);
+    for (Problem& p : out) p.erase(name == "lora_shrink" ? "n" : name == "lora_expand" ? "k" : "");
+    return out;
+  };
+  return {&family,
+          [name](Runtime& rt, const std::string& shape_class, std::mt19937_64& rng) {
+            return make_lora_workload(rt, name, shape_class, rng);
+          },
+          keys,
+          [](const Problem& p) { return lora_shape_class(p.at("m"), p.at("segments")); },
+          [name](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
+            return make_lora_workload_for(rt, name, lora_of(p), rng);
+          },
+          derive};
+}
+
 }  // namespace
 
 const std::vector<FamilyTuning>& tunable_families() {
@@ -98,6 +161,9 @@ const std::vector<FamilyTuning>& tunable_families() {
        derive_lora},
       nf4_tuning(nf4_forward_family(), true, make_nf4_forward_workload),
       nf4_tuning(nf4_backward_family(), false, make_nf4_backward_workload),
+      lora_tuning(lora_shrink_family()),
+      lora_tuning(lora_expand_family()),
+      lora_tuning(lora_apply_family()),
   };
   return families;
 }
