@@ -1445,6 +1445,33 @@ TEST_F(CliTest, TuneShapesWithBf16InputOrRoutedRowsWriteTheirEntries) {
   EXPECT_EQ(p.find("nf4_backward", "decode", &f32)->problem, f32);
 }
 
+// LoRA problems name their rank, adapters and segments, and (as gemm_nt's) input_bits 16
+// for bf16: each is tuned and stored under the class the runtime files it in.
+TEST_F(CliTest, TuneShapesTakesLoraAndHalfGemmProblems) {
+  write_text(path("shapes.yaml"),
+             "shapes:\n  - {kernel: lora_apply, m: 6, n: 40, k: 64, rank: 8, adapters: 3, segments: 3, "
+             "input_bits: 16}\n  - {kernel: gemm_nt, m: 3, n: 80, k: 70, input_bits: 16}\n");
+  const CliResult r = run_cli({"tune", "--shapes", "shapes.yaml", "--kernels", "lora_apply,gemm_nt", "--classes",
+                               "multi_decode,small_batch_half", "--max-evals", "2", "--repeats", "1", "--out", "p.yaml",
+                               "--cache", "-"});
+  ASSERT_EQ(r.status, 0) << r.describe();
+  const ocltk::Profile p = ocltk::read_profile(path("p.yaml").string());
+  const std::map<std::string, std::int64_t> lora{{"m", 6},        {"n", 40},       {"k", 64},         {"rank", 8},
+                                                 {"adapters", 3}, {"segments", 3}, {"input_bits", 16}};
+  const ocltk::ProfileEntry* e = p.find("lora_apply", "multi_decode", &lora);
+  ASSERT_NE(e, nullptr) << read_text(path("p.yaml"));
+  EXPECT_EQ(e->problem, lora);
+  const std::map<std::string, std::int64_t> gemm{{"m", 3}, {"n", 80}, {"k", 70}, {"input_bits", 16}};
+  e = p.find("gemm_nt", "small_batch_half", &gemm);
+  ASSERT_NE(e, nullptr) << read_text(path("p.yaml"));
+  EXPECT_EQ(e->problem, gemm);
+  write_text(path("bad.yaml"),
+             "shapes:\n  - {kernel: lora_shrink, m: 6, n: 40, k: 64, rank: 8, adapters: 3, "
+             "segments: 3}\n");
+  const CliResult bad = run_cli({"tune", "--shapes", "bad.yaml", "--out", "q.yaml"});
+  EXPECT_TRUE(is_usage_error(bad, {"lora_shrink has no problem dimension 'n'"}));
+}
+
 TEST_F(CliTest, TuneShapesRejectsBadFilesAndWritesNothing) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"shapes:\n  - {kernel: gemm_nt, m: 3, n: 8}\n", "shapes.yaml:2:5: shapes[0] (gemm_nt) needs 'k'"},

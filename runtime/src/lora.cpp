@@ -97,7 +97,7 @@ AlgorithmSpec shrink_algorithm() {
   return a;
 }
 
-// The expand's T rows sit in local memory sized at launch (TR × R floats, lora_local_bytes).
+// The expand's T rows sit in local memory sized at launch (TR × R floats, checked there).
 AlgorithmSpec expand_algorithm() {
   AlgorithmSpec a;
   a.name = "tiled";
@@ -701,7 +701,7 @@ void enqueue(Runtime& rt, Op op, const Choice& choice, const LoraArgs& a, const 
       throw invalid(family.name + "/" + algorithm->name + " {" + format_params(params) + "}: TR = " +
                     std::to_string(param(params, "TR")) + " rows of rank R = " + std::to_string(a.problem.max_rank) +
                     " need " + std::to_string(own + tl_bytes) + " bytes of local memory, more than " +
-                    rt.device().name + "'s " + std::to_string(limits.local_mem_bytes) + " (a smaller TR fits)");
+                    rt.device().name + "'s " + std::to_string(limits.local_mem_bytes) + " (a smaller TR needs less)");
   }
   rt.launch(
       used, *algorithm, kernel_names,
