@@ -54,10 +54,10 @@ def main():
         times.sort()
         return times[len(times) // 2]
 
+    # f32 matmuls may use TF32 on the tensor cores; ocltk's f32 is plain f32.
+    torch.backends.cuda.matmul.allow_tf32 = False
     results = []
     for name, dtype in types.items():
-        # Default f32 matmuls may use TF32 on the tensor cores; ocltk's f32 is plain f32.
-        torch.backends.cuda.matmul.allow_tf32 = False
         for m in (1, 4, 16):
             r = 16
             x = torch.randn(m, width, device=dev, dtype=dtype, generator=gen)
@@ -66,7 +66,7 @@ def main():
             y = torch.randn(m, width, device=dev, dtype=dtype, generator=gen)
 
             def decode(x=x, a=a, b=b, y=y):
-                torch.addmm(y, x @ a.t(), b.t(), alpha=scale, out=y)
+                y.addmm_(x @ a.t(), b.t(), alpha=scale)
 
             results.append({"class": "decode", "shape": f"{m}x{width}x{width}_r{r}", "dtype": name,
                             "impl": "cublas_two_calls", "ms": timed(decode)})
@@ -83,8 +83,7 @@ def main():
         def multi(x=x, a=a, b=b, y=y):
             for lo, hi, ad in segments:
                 rk = ranks[ad]
-                torch.addmm(y[lo:hi], x[lo:hi] @ a[ad, :rk].t(), b[ad, :, :rk].t(), alpha=scale * scales[ad],
-                            out=y[lo:hi])
+                y[lo:hi].addmm_(x[lo:hi] @ a[ad, :rk].t(), b[ad, :, :rk].t(), alpha=scale * scales[ad])
 
         results.append({"class": "multi_decode", "shape": f"{rows}x{width}x{width}_L{adapters}_r{min(ranks)}-{max_rank}",
                         "dtype": name, "impl": "cublas_per_segment", "ms": timed(multi)})
