@@ -985,6 +985,52 @@ TEST_F(TunerEngine, Nf4WorkloadsCheckEveryRunAgainstOneReference) {
   EXPECT_EQ(checked, 4);
 }
 
+// The LoRA families and gemm_nt's 16-bit problems: each workload names its problem as the
+// runtime keys launches (input_bits 16 for bf16; no n for shrink, no k for expand), files it
+// under the runtime's class, builds its type's variant, and checks every run against one
+// reference: a correct run passes, an output left as the NaN poison fails.
+TEST_F(TunerEngine, LoraAndHalfGemmWorkloadsCheckEveryRun) {
+  int checked = 0;
+  for (const FamilyTuning& f : tunable_families()) {
+    const std::string& name = f.family->name;
+    if (name.rfind("lora_", 0) != 0 && name != "gemm_nt") continue;
+    for (const std::int64_t bits : {32, 16}) {
+      if (name == "gemm_nt" && bits == 32) continue;  // the f32 workload predates this test
+      SCOPED_TRACE(name + " input_bits " + std::to_string(bits));
+      std::mt19937_64 rng(5);
+      Problem problem;
+      if (name == "gemm_nt") {
+        problem = {{"m", 7}, {"n", 70}, {"k", 65}};
+      } else {
+        problem = {{"m", 9}, {"rank", 12}, {"adapters", 3}, {"segments", 3}};
+        if (name != "lora_shrink") problem["n"] = 45;
+        if (name != "lora_expand") problem["k"] = 70;
+      }
+      if (bits == 16) problem["input_bits"] = 16;
+      const std::unique_ptr<Workload> w = f.make_for(*rt_, problem, rng);
+      EXPECT_EQ(w->problem(), problem);
+      const std::string shape_class = f.class_of(problem);
+      EXPECT_EQ(shape_class, name == "gemm_nt" ? "small_batch_half" : "multi_decode");
+      const AlgorithmSpec& algorithm = f.family->algorithms.front();
+      const std::string half_variant = name == "gemm_nt" ? gemm_nt_launch_variant(ElementType::bf16, ElementType::bf16)
+                                                         : lora_launch_variant(ElementType::bf16);
+      EXPECT_EQ(w->variant(algorithm), bits == 16 ? half_variant : std::string());
+      EXPECT_GT(w->min_bytes(), 0);
+      EXPECT_GT(w->flops(), 0);
+      const Choice choice = rt_->choose(name, shape_class);
+      for (int i = 0; i < 2; ++i) {
+        w->poison();
+        EXPECT_GT(w->run(choice), 0);
+        EXPECT_EQ(w->verify(), "");
+        w->poison();
+        EXPECT_NE(w->verify(), "");
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 7);
+}
+
 TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {
   const TuneResult r = tune(*rt_, options(12));
   write_report((dir_ / "report").string(), r);
