@@ -72,10 +72,10 @@ def test_pyopencl_shared_queue(queue, rng, m, n, k):
     assert_gemm_close(out.get(), a, b)
 
 
-# Each pair of element types the library implements, in the classes test_capi builds (gemv,
-# LoRA shrink and expand shapes): the same programs from the kernel cache.
+# Each pair of element types the library adds, in the classes test_capi builds (gemv, LoRA
+# expand shapes): the same programs from the kernel cache.
 HALF_CASES = [(np.float16, np.float16, (1, 37, 40)), (ml_dtypes.bfloat16, ml_dtypes.bfloat16, (5, 65, 16)),
-              (ml_dtypes.bfloat16, np.float32, (7, 16, 33)), (np.float16, np.float32, (9, 12, 40))]
+              (ml_dtypes.bfloat16, np.float32, (1, 16, 33))]
 
 
 def assert_half_close(got, a, b, alpha=1.0, c_old=None):
@@ -116,7 +116,7 @@ def test_half_pyopencl(queue, rng):
     import pyopencl.array as cla
 
     rt = ocltk.Runtime.from_queue(queue)
-    for in_type, out_type, (m, n, k) in HALF_CASES[2:]:
+    for in_type, out_type, (m, n, k) in HALF_CASES[1:]:
         a, b = exact(rng, (m, k), in_type), exact(rng, (n, k), in_type)
         host = exact(rng, (m + 1, n + 3), out_type)
         wide = cla.to_device(queue, host)
