@@ -151,6 +151,9 @@ def hand_event(out: Any, event) -> None:
     list), so its event stands for them all: it replaces them, and `out.events` stays one long
     (pyopencl's add_event would append and, past 12, block the host on old ones, making a loop of
     launches wait for the device)."""
-    outs = out if isinstance(out, (list, tuple)) else [out]
-    for i, o in enumerate(outs):
-        o.events[:] = [cl().Event.from_int_ptr(event.value, retain=i > 0)]
+    event_class = cl().Event
+    if not isinstance(out, (list, tuple)):
+        out.events[:] = [event_class.from_int_ptr(event.value, retain=False)]
+        return
+    for i, o in enumerate(out):  # the first takes the reference over, the others their own
+        o.events[:] = [event_class.from_int_ptr(event.value, retain=i > 0)]
