@@ -192,8 +192,8 @@ ocltk_status gemm(const char* who, bool accumulate, ocltk_runtime* runtime, oclt
 
 // ---- LoRA ----
 
-// The C++ arguments of a LoRA operation from the C ones: the adapters (required), the
-// segments (NULL: one segment of all rows on adapter 0) and the operands the operation names.
+// A LoRA operation's C++ arguments as far as the adapters (required) and the segments (NULL:
+// one segment of all rows on adapter 0) give them; each operation adds the operands it names.
 ocltk::LoraArgs lora_args(const char* who, ocltk::ElementType type, const ocltk_lora_adapters* adapters,
                           const ocltk_lora_segments* segments, int validate) {
   if (adapters == nullptr) throw invalid(std::string(who) + ": adapters is NULL");
