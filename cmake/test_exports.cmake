@@ -23,8 +23,19 @@ foreach(d IN LISTS declarations)
   list(APPEND declared "${name}")
 endforeach()
 list(LENGTH declared count)
-if(count LESS 30)
-  message(FATAL_ERROR "found only ${count} declarations in ${HEADER}: the pattern no longer reads it")
+# The operations the C API promises (issue #28: every operation of the C++ API): a declaration
+# the pattern above no longer reads, or one dropped from the header, fails here by name.
+set(required
+    ocltk_runtime_open ocltk_runtime_wrap ocltk_runtime_release ocltk_last_error ocltk_version
+    ocltk_gemm_nt ocltk_gemm_nt_accum
+    ocltk_lora_apply ocltk_lora_shrink ocltk_lora_expand ocltk_lora_group_rows ocltk_lora_gather_rows
+    ocltk_lora_scatter_rows
+    ocltk_nf4_forward ocltk_nf4_backward ocltk_nf4_route ocltk_nf4_scatter ocltk_nf4_quantize ocltk_nf4_dequantize
+    ocltk_choose_gemm_nt ocltk_choose_lora ocltk_choose_nf4 ocltk_last_choice)
+set(absent ${required})
+list(REMOVE_ITEM absent ${declared})
+if(absent)
+  message(FATAL_ERROR "${HEADER}: no declaration read for [${absent}] (of ${count} read): the header or the pattern changed")
 endif()
 set(extra ${exported})
 list(REMOVE_ITEM extra ${declared})

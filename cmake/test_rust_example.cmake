@@ -30,9 +30,11 @@ execute_process(COMMAND ${RUSTC} --edition 2021 -O ${SOURCE_DIR}/examples/rust/l
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "rustc failed (${rc}):\n${out}\n${err}")
 endif()
-execute_process(COMMAND ${WORK_DIR}/lora_apply --tokens 5 --hidden 256 --rank 8 RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                ERROR_VARIABLE err)
-message("${out}${err}")
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "lora_apply (Rust) failed (${rc})")
-endif()
+# One adapter on every row, then three of mixed ranks and a segment without adapter.
+foreach(run IN ITEMS "--tokens;37;--hidden;64;--rank;8" "--tokens;13;--hidden;64;--rank;8;--adapters;3")
+  execute_process(COMMAND ${WORK_DIR}/lora_apply ${run} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  message("${out}${err}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "lora_apply (Rust) ${run} failed (${rc})")
+  endif()
+endforeach()

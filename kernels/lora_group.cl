@@ -41,15 +41,18 @@ __kernel void lora_group_place(const int M, const int L, const __global int* ids
 }
 
 // esize: bytes per element (4 or 2); scatter 0: out[q] = in[row_index[q]], 1: out[row_index[q]]
-// = in[q]. Rows are copied bit for bit; an index at or past `rows` moves nothing.
+// = in[q]. Row i of `in` starts at in_off + i·ld_in elements, of `out` at out_off + i·ld_out.
+// Rows are copied bit for bit; an index at or past `rows` moves nothing.
 __kernel void lora_permute_rows(const int rows, const int features, const int esize, const int scatter,
-                                const __global uint* row_index, const __global uchar* in, __global uchar* out) {
+                                const __global uint* row_index, const __global uchar* in, const long in_off,
+                                const int ld_in, __global uchar* out, const long out_off, const int ld_out) {
   const int k = get_global_id(0);
   const int q = get_global_id(1);
   if (k >= features || q >= rows) return;
   const uint r = row_index[q];
   if (r >= (uint)rows) return;
-  const long src = (long)(scatter ? q : (int)r) * features + k, dst = (long)(scatter ? (int)r : q) * features + k;
+  const long src_row = scatter ? q : (long)r, dst_row = scatter ? (long)r : q;
+  const long src = in_off + src_row * ld_in + k, dst = out_off + dst_row * ld_out + k;
   if (esize == 4)
     ((__global uint*)out)[dst] = ((const __global uint*)in)[src];
   else

@@ -4,20 +4,19 @@
  * -Werror (tests/CMakeLists.txt), so it is also the header's check as plain C.
  *
  *   test_capi [SEED]     (default: from the clock; printed either way)
+ *
+ * gemm_nt in the 16-bit types and the LoRA operations are in test_capi_lora.c.
  */
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
-#include "ocltk/ocltk.h"
+#include "capi_test.h"
 
-static int g_checks, g_failures;
+int g_checks, g_failures;
 
-static void check_at(int ok, const char* file, int line, const char* what, const char* fmt, ...) {
+void check_at(int ok, const char* file, int line, const char* what, const char* fmt, ...) {
   va_list args;
   ++g_checks;
   if (ok) return;
@@ -28,41 +27,17 @@ static void check_at(int ok, const char* file, int line, const char* what, const
   va_end(args);
   fputc('\n', stderr);
 }
-#define CHECK(cond, ...) check_at((cond) != 0, __FILE__, __LINE__, #cond, __VA_ARGS__)
-
-/* A call must return `want` and leave a message holding `part` (or "" on success). */
-#define EXPECT_STATUS(call, want, part)                                                                         \
-  do {                                                                                                          \
-    const ocltk_status got_ = (call);                                                                           \
-    CHECK(got_ == (want), "%s returned %s, expected %s (message: %s)", #call, ocltk_status_string(got_),        \
-          ocltk_status_string(want), ocltk_last_error());                                                       \
-    CHECK(strstr(ocltk_last_error(), (part)) != NULL, "%s: message '%s' lacks '%s'", #call, ocltk_last_error(), \
-          (part));                                                                                              \
-    if ((want) == OCLTK_SUCCESS)                                                                                \
-      CHECK(ocltk_last_error()[0] == '\0', "message after success: %s", ocltk_last_error());                    \
-  } while (0)
-
-#define CL_OK(call)                                                                 \
-  do {                                                                              \
-    const cl_int e_ = (call);                                                       \
-    if (e_ != CL_SUCCESS) {                                                         \
-      fprintf(stderr, "%s:%d: %s failed with %d\n", __FILE__, __LINE__, #call, e_); \
-      exit(1);                                                                      \
-    }                                                                               \
-  } while (0)
 
 /* ---- Host helpers ---------------------------------------------------------------------- */
 
 static unsigned long long g_rng;
-static double uniform(void) { /* [-1, 1) from xorshift64* */
+double uniform(void) { /* [-1, 1) from xorshift64* */
   g_rng ^= g_rng >> 12;
   g_rng ^= g_rng << 25;
   g_rng ^= g_rng >> 27;
   return (double)((g_rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
 }
-/* Values exact in f32, f16 and bf16 (multiples of 1/64 in [-2, 2), never zero), so the test
- * converts inputs exactly and the reference sees what the device sees. */
-static float exact_value(void) {
+float exact_value(void) {
   int v = (int)floor(uniform() * 128.0);
   return (float)(v == 0 ? 1 : v) / 64.0f;
 }
@@ -76,31 +51,51 @@ static void fill_float(float* v, size_t n, float value) {
   size_t i;
   for (i = 0; i < n; ++i) v[i] = value;
 }
-static unsigned bits_of(float f) {
+unsigned bits_of(float f) {
   unsigned u;
   memcpy(&u, &f, 4);
   return u;
 }
-static float float_of(unsigned u) {
+float float_of(unsigned u) {
   float f;
   memcpy(&f, &u, 4);
   return f;
 }
-/* Exact for the values exact_value() gives (normal halves, no rounding needed). */
-static unsigned short to_f16(float f) {
+unsigned short to_f16(float f) {
   const unsigned u = bits_of(f);
   const unsigned sign = (u >> 16) & 0x8000u;
   const int exponent = (int)((u >> 23) & 0xff) - 127 + 15;
   return (unsigned short)(sign | ((unsigned)exponent << 10) | ((u >> 13) & 0x3ffu));
 }
-static float from_f16(unsigned short h) {
+float from_f16(unsigned short h) {
   const unsigned sign = (unsigned)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
   if (exponent == 0) return (sign ? -1.0f : 1.0f) * (float)mantissa * 5.9604644775390625e-8f;
   if (exponent == 31) return float_of(sign | 0x7f800000u | (mantissa << 13));
   return float_of(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
 }
-static unsigned short to_bf16(float f) { return (unsigned short)(bits_of(f) >> 16); }
-static float from_bf16(unsigned short b) { return float_of((unsigned)b << 16); }
+unsigned short to_bf16(float f) { return (unsigned short)(bits_of(f) >> 16); }
+float from_bf16(unsigned short b) { return float_of((unsigned)b << 16); }
+
+void put_element(ocltk_dtype type, void* base, size_t i, float value) {
+  if (type == OCLTK_F32)
+    ((float*)base)[i] = value;
+  else
+    ((unsigned short*)base)[i] = type == OCLTK_F16 ? to_f16(value) : to_bf16(value);
+}
+float get_element(ocltk_dtype type, const void* base, size_t i) {
+  if (type == OCLTK_F32) return ((const float*)base)[i];
+  return type == OCLTK_F16 ? from_f16(((const unsigned short*)base)[i]) : from_bf16(((const unsigned short*)base)[i]);
+}
+void poison_element(ocltk_dtype type, void* base, size_t i) {
+  if (type == OCLTK_F32)
+    ((float*)base)[i] = (float)NAN;
+  else
+    ((unsigned short*)base)[i] = type == OCLTK_F16 ? 0x7E00u : 0x7FC0u;
+}
+int same_element(ocltk_dtype type, const void* a, const void* b, size_t i) {
+  const size_t size = ocltk_dtype_size(type);
+  return memcmp((const char*)a + i * size, (const char*)b + i * size, size) == 0;
+}
 
 /* |got - want| within the forward bound of a float dot product of length k (docs/verification.md)
  * plus, for a half result, one rounding of it. */
@@ -112,20 +107,20 @@ static int near(double got, double want, double abs_dot, long k, double c_old, d
 
 /* ---- OpenCL setup --------------------------------------------------------------------- */
 
-typedef struct {
-  cl_context context;
-  cl_device_id device;
-  cl_command_queue queue;
-} Cl;
-
-static cl_mem buffer(cl_context context, size_t bytes, const void* host) {
+cl_mem buffer(cl_context context, size_t bytes, const void* host) {
   cl_int err;
   cl_mem m = clCreateBuffer(context, CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes, (void*)host, &err);
   CL_OK(err);
   return m;
 }
-static void download(cl_command_queue q, cl_mem m, size_t bytes, void* host) {
+void download(cl_command_queue q, cl_mem m, size_t bytes, void* host) {
   CL_OK(clEnqueueReadBuffer(q, m, CL_TRUE, 0, bytes, host, 0, NULL, NULL));
+}
+void finish_event(cl_event* event) {
+  if (*event == NULL) return;
+  CL_OK(clWaitForEvents(1, event));
+  clReleaseEvent(*event);
+  *event = NULL;
 }
 
 /* ---- gemm_nt ------------------------------------------------------------------------ */
@@ -544,9 +539,15 @@ static void test_errors(ocltk_runtime* rt, const Cl* cl) {
 
   REFUSED(GEMM(NULL, OCLTK_F32, OCLTK_F32, M, N, K, da, 0, db, dc, NULL, 0, NULL), OCLTK_INVALID_ARGUMENT,
           "runtime is NULL");
-  REFUSED(GEMM(rt, OCLTK_F16, OCLTK_F16, M, N, K, da, 0, db, dc, NULL, 0, NULL), OCLTK_UNSUPPORTED,
-          "A and B of type f16 with C of type f16 is not implemented");
-  REFUSED(GEMM(rt, OCLTK_BF16, OCLTK_F32, M, N, K, da, 0, db, dc, NULL, 0, NULL), OCLTK_UNSUPPORTED, "type bf16");
+  REFUSED(GEMM(rt, OCLTK_F16, OCLTK_BF16, M, N, K, da, 0, db, dc, NULL, 0, NULL), OCLTK_UNSUPPORTED,
+          "ocltk_gemm_nt: A and B of type f16 with C of type bf16 is not implemented (C takes A and B's type, or f32)");
+  REFUSED(GEMM(rt, OCLTK_F32, OCLTK_F16, M, N, K, da, 0, db, dc, NULL, 0, NULL), OCLTK_UNSUPPORTED,
+          "A and B of type f32 with C of type f16 is not implemented");
+  REFUSED(GEMM(rt, OCLTK_F32, (ocltk_dtype)-1, M, N, K, da, 0, db, dc, NULL, 0, NULL), OCLTK_INVALID_ARGUMENT,
+          "c_dtype = -1 is not an ocltk_dtype");
+  /* 16-bit types are sized as such: three f32 elements of A are six f16 ones. */
+  REFUSED(GEMM(rt, OCLTK_BF16, OCLTK_F32, 2 * M, N, K, da, 0, small, dc, NULL, 0, NULL), OCLTK_INVALID_ARGUMENT,
+          "buffer B holds 16 bytes but 5x7 bf16 elements at offset 0 with leading dimension 7 need 70");
   REFUSED(GEMM(rt, (ocltk_dtype)7, OCLTK_F32, M, N, K, da, 0, db, dc, NULL, 0, NULL), OCLTK_INVALID_ARGUMENT,
           "dtype = 7 is not an ocltk_dtype");
   REFUSED(GEMM(rt, OCLTK_F32, OCLTK_F32, 0, N, K, da, 0, db, dc, NULL, 0, NULL), OCLTK_INVALID_ARGUMENT,
@@ -578,7 +579,8 @@ static void test_errors(ocltk_runtime* rt, const Cl* cl) {
           "queue belongs to another OpenCL context");
   REFUSED(
       ocltk_gemm_nt_accum(rt, OCLTK_F32, OCLTK_F32, M, N, K, 1.0f, da, 0, 0, db, 0, 0, dc, 12, 0, NULL, 0, NULL, &ev),
-      OCLTK_INVALID_ARGUMENT, "buffer C holds 100 bytes but 3x5 f32 elements at offset 12 with leading dimension 5 need 108");
+      OCLTK_INVALID_ARGUMENT,
+      "buffer C holds 100 bytes but 3x5 f32 elements at offset 12 with leading dimension 5 need 108");
   download(cl->queue, dc, sizeof c_after, c_after);
   for (i = 0; i < sizeof c / 4; ++i) untouched &= bits_of(c[i]) == bits_of(c_after[i]);
   CHECK(untouched, "a refused gemm_nt wrote C");
@@ -590,7 +592,9 @@ static void test_errors(ocltk_runtime* rt, const Cl* cl) {
   EXPECT_STATUS(ocltk_choose_gemm_nt(rt, OCLTK_F32, OCLTK_F32, M, 0, K, &choice), OCLTK_INVALID_ARGUMENT,
                 "M, N and K must be at least 1");
   CHECK(choice == NULL, "a failed choose left its result set");
-  EXPECT_STATUS(ocltk_choose_gemm_nt(rt, OCLTK_F16, OCLTK_F32, M, N, K, &choice), OCLTK_UNSUPPORTED, "f16");
+  EXPECT_STATUS(ocltk_choose_gemm_nt(rt, OCLTK_F32, OCLTK_BF16, M, N, K, &choice), OCLTK_UNSUPPORTED,
+                "ocltk_choose_gemm_nt: A and B of type f32 with C of type bf16 is not implemented");
+  CHECK(choice == NULL, "a failed choose left its result set");
   EXPECT_STATUS(ocltk_choose_gemm_nt(rt, OCLTK_F32, OCLTK_F32, M, N, K, NULL), OCLTK_INVALID_ARGUMENT,
                 "choice (the result) is NULL");
   EXPECT_STATUS(ocltk_last_choice(NULL, &choice), OCLTK_INVALID_ARGUMENT, "runtime is NULL");
@@ -790,7 +794,10 @@ int main(int argc, char** argv) {
   }
   test_quantize();
   test_route(wrapped, &cl);
+  test_gemm_half(wrapped, &cl);
+  test_lora(wrapped, &cl);
   test_errors(wrapped, &cl);
+  test_lora_errors(wrapped, &cl);
   test_thread_local_error();
 
   ocltk_runtime_release(wrapped);

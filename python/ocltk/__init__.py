@@ -1,12 +1,17 @@
-"""ocltk: tuned OpenCL kernels for LoRA (NT GEMM) and NF4 expert GEMMs, from Python.
+"""ocltk: tuned OpenCL kernels for LoRA and NF4 expert GEMMs, from Python.
 
 A thin layer over ocltk's C API (libocltk.so.0, docs/c-api.md); docs/python.md is the guide.
+Arrays are float32, float16 or ml_dtypes.bfloat16, summed in float32.
 
     import numpy as np, ocltk
     rt = ocltk.Runtime()                      # the default device (OCLTK_DEVICE, else first GPU)
     c = rt.gemm_nt(a, b)                      # alpha * a @ b.T, numpy in and out
+    y = rt.lora_apply(x, lora_a, lora_b, scale=2 / 16, offsets=offsets, segment_adapters=ids)
+                                              # Y = scale * (x @ A.T) @ B.T, an adapter per segment
     w = ocltk.nf4.load_bitsandbytes("model.safetensors", "model.layers.0.mlp.experts")
-    y = rt.nf4_forward(x, w, offsets)         # rows grouped by expert
+    offsets, pair_row, row_token, rows = rt.nf4_route(expert_ids, x, experts=w.experts)
+    y = rt.nf4_forward(rows, w, offsets)      # rows grouped by expert
+    out = rt.nf4_scatter(y, pair_row, router_weights)
 
 With pyopencl arrays (``Runtime.from_queue(queue)``, or any runtime on the arrays' context)
 the operations are enqueued on the arrays' queue with no host copy and return pyopencl arrays.

@@ -79,6 +79,37 @@ def device_matrix(who: str, what: str, a: Any) -> Tuple[int, int, int]:
     return (base.int_ptr if base is not None else 0), a.offset // item, ld
 
 
+def device_stack(who: str, what: str, a: Any) -> Tuple[int, int, int, int]:
+    """(buffer handle, element offset, leading dimension, stride between matrices) of a 3-D
+    pyopencl array of matrices with contiguous rows, or of a 2-D one (a single matrix, stride 0:
+    packed)."""
+    if a.ndim == 2:
+        handle, offset, ld = device_matrix(who, what, a)
+        return handle, offset, ld, 0
+    if a.ndim != 3:
+        raise Error(f"{who}: {what} must be 2-D or 3-D, got shape {shape_str(a.shape)}")
+    item = a.dtype.itemsize
+    count, rows, cols = a.shape
+    s0, s1, s2 = a.strides
+    if a.offset % item:
+        raise Error(f"{who}: {what} starts {a.offset} bytes into its buffer, not a whole number of elements")
+    if cols > 1 and s2 != item:
+        raise Error(f"{who}: {what} must have contiguous rows (element stride {s2} bytes, expected {item})")
+    ld = cols
+    if rows > 1:
+        if s1 % item or s1 < cols * item:
+            raise Error(f"{who}: {what} has a row stride of {s1} bytes, not a leading dimension >= its {cols} columns")
+        ld = s1 // item
+    stride = rows * ld
+    if count > 1:
+        if s0 % item or s0 < rows * ld * item:
+            raise Error(f"{who}: {what} has a stride of {s0} bytes between matrices, less than one matrix's "
+                        f"{rows} rows of {ld} elements")
+        stride = s0 // item
+    base = a.base_data
+    return (base.int_ptr if base is not None else 0), a.offset // item, ld, stride
+
+
 def device_vector(who: str, what: str, a: Any) -> Tuple[int, int]:
     """(buffer handle, element offset) of a contiguous pyopencl array."""
     item = a.dtype.itemsize
@@ -90,6 +121,22 @@ def device_vector(who: str, what: str, a: Any) -> Tuple[int, int]:
     return (base.int_ptr if base is not None else 0), a.offset // item
 
 
+def upload(context: Any, array: np.ndarray) -> Any:
+    """A read-write pyopencl.Buffer holding a copy of a numpy array (at least 4 bytes: OpenCL
+    has no empty buffers). Copied as bytes, so any element type goes."""
+    cl_ = cl()
+    host = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    if host.nbytes == 0:
+        return cl_.Buffer(context, cl_.mem_flags.READ_WRITE, size=4)
+    return cl_.Buffer(context, cl_.mem_flags.READ_WRITE | cl_.mem_flags.COPY_HOST_PTR, hostbuf=host)
+
+
+def download(queue: Any, array: np.ndarray, buffer: Any) -> None:
+    """Copies the buffer's first bytes into a contiguous numpy array (a blocking copy)."""
+    if array.nbytes:
+        cl().enqueue_copy(queue, array.reshape(-1).view(np.uint8), buffer)
+
+
 def wait_list(*arrays: Any):
     """The pending events of pyopencl arrays, as (count, ctypes array or None)."""
     events = [e for a in arrays if a is not None for e in a.events]
@@ -99,8 +146,14 @@ def wait_list(*arrays: Any):
 
 
 def hand_event(out: Any, event) -> None:
-    """Gives `out` the launch's event. The launch waited for every event `out` held (they were
-    in its wait list), so its event stands for them all: it replaces them, and `out.events`
-    stays one long (pyopencl's add_event would append and, past 12, block the host on old ones,
-    making a loop of launches wait for the device)."""
-    out.events[:] = [cl().Event.from_int_ptr(event.value, retain=False)]
+    """Gives `out` (an array, or a list of arrays the launch wrote) the launch's event, whose
+    reference it takes over. The launch waited for every event `out` held (they were in its wait
+    list), so its event stands for them all: it replaces them, and `out.events` stays one long
+    (pyopencl's add_event would append and, past 12, block the host on old ones, making a loop of
+    launches wait for the device)."""
+    event_class = cl().Event
+    if not isinstance(out, (list, tuple)):
+        out.events[:] = [event_class.from_int_ptr(event.value, retain=False)]
+        return
+    for i, o in enumerate(out):  # the first takes the reference over, the others their own
+        o.events[:] = [event_class.from_int_ptr(event.value, retain=i > 0)]

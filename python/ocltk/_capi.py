@@ -40,6 +40,34 @@ class Nf4Weights(Structure):
     ]
 
 
+class LoraAdapters(Structure):
+    """ocltk_lora_adapters."""
+
+    _fields_ = [
+        ("adapters", c_int64),
+        ("max_rank", c_int64),
+        ("a", c_void_p),
+        ("a_offset", c_size_t),
+        ("lda", c_size_t),
+        ("a_stride", c_size_t),
+        ("b", c_void_p),
+        ("b_offset", c_size_t),
+        ("ldb", c_size_t),
+        ("b_stride", c_size_t),
+        ("ranks", c_void_p),
+        ("scales", c_void_p),
+    ]
+
+
+class LoraSegments(Structure):
+    """ocltk_lora_segments."""
+
+    _fields_ = [("count", c_int64), ("offsets", c_void_p), ("segment_adapters", c_void_p)]
+
+
+LORA_SHRINK, LORA_EXPAND, LORA_APPLY = 0, 1, 2
+
+
 def _load() -> ctypes.CDLL:
     explicit = os.environ.get("OCLTK_LIBRARY")
     candidates = [explicit] if explicit else [str(Path(__file__).with_name("libocltk.so.0")), "libocltk.so.0"]
@@ -77,6 +105,25 @@ _SIGNATURES = {
     "ocltk_gemm_nt_accum": (c_int, [c_void_p, c_int, c_int, c_int64, c_int64, c_int64, c_float,
                                     c_void_p, c_size_t, c_size_t, c_void_p, c_size_t, c_size_t, c_void_p, c_size_t,
                                     c_size_t] + _queue_wait_event),
+    "ocltk_lora_apply": (c_int, [c_void_p, c_int, c_int64, c_int64, c_int64, c_void_p, c_size_t, c_size_t,
+                                 POINTER(LoraAdapters), POINTER(LoraSegments), c_float, c_int, c_void_p, c_size_t,
+                                 c_size_t, c_void_p, c_size_t, c_size_t, c_int] + _queue_wait_event),
+    "ocltk_lora_shrink": (c_int, [c_void_p, c_int, c_int64, c_int64, c_void_p, c_size_t, c_size_t,
+                                  POINTER(LoraAdapters), POINTER(LoraSegments), c_void_p, c_size_t, c_size_t, c_int]
+                          + _queue_wait_event),
+    "ocltk_lora_expand": (c_int, [c_void_p, c_int, c_int64, c_int64, c_void_p, c_size_t, c_size_t,
+                                  POINTER(LoraAdapters), POINTER(LoraSegments), c_float, c_int, c_void_p, c_size_t,
+                                  c_size_t, c_int] + _queue_wait_event),
+    "ocltk_lora_group_rows": (c_int, [c_void_p, c_int64, c_int64, c_void_p, c_void_p, c_void_p, c_void_p]
+                              + _queue_wait_event),
+    "ocltk_lora_gather_rows": (c_int, [c_void_p, c_int, c_int64, c_int64, c_void_p, c_void_p, c_size_t, c_size_t,
+                                       c_void_p, c_size_t, c_size_t] + _queue_wait_event),
+    "ocltk_lora_scatter_rows": (c_int, [c_void_p, c_int, c_int64, c_int64, c_void_p, c_void_p, c_size_t, c_size_t,
+                                        c_void_p, c_size_t, c_size_t] + _queue_wait_event),
+    "ocltk_nf4_route": (c_int, [c_void_p, c_int64, c_int64, c_int64, c_int64, c_int, c_void_p, c_void_p, c_void_p,
+                                c_void_p, c_void_p, c_void_p] + _queue_wait_event),
+    "ocltk_nf4_scatter": (c_int, [c_void_p, c_int64, c_int64, c_int64, c_int, c_void_p, c_int64, c_void_p, c_void_p,
+                                  c_void_p] + _queue_wait_event),
     "ocltk_nf4_forward": (c_int, [c_void_p, POINTER(Nf4Weights), c_int, c_int64, c_void_p, c_void_p, c_void_p,
                                   c_int, c_int64, c_int64] + _queue_wait_event),
     "ocltk_nf4_backward": (c_int, [c_void_p, POINTER(Nf4Weights), c_int, c_int64, c_void_p, c_void_p, c_void_p,
@@ -87,6 +134,8 @@ _SIGNATURES = {
     "ocltk_nf4_dequantize": (c_int, [POINTER(c_uint8), c_size_t, POINTER(c_float), c_size_t, POINTER(c_float),
                                      c_int64, c_int64, c_size_t, POINTER(c_float)]),
     "ocltk_choose_gemm_nt": (c_int, [c_void_p, c_int, c_int, c_int64, c_int64, c_int64, POINTER(c_void_p)]),
+    "ocltk_choose_lora": (c_int, [c_void_p, c_int, c_int, c_int64, c_int64, c_int64, c_int64, c_int64, c_int64,
+                                  POINTER(c_void_p)]),
     "ocltk_choose_nf4": (c_int, [c_void_p, c_int, POINTER(Nf4Weights), c_int, c_int64, c_int64, c_int64,
                                  POINTER(c_void_p)]),
     "ocltk_last_choice": (c_int, [c_void_p, POINTER(c_void_p)]),

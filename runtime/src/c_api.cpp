@@ -157,6 +157,19 @@ void give_event(ocltk_runtime* runtime, const ocltk::Launch& launch) {
                        "clEnqueueMarkerWithWaitList failed with OpenCL status " + std::to_string(status), status);
 }
 
+// The element types of gemm_nt: A and B share `dtype`; C takes it or f32. Another pair is one
+// this version does not implement (OCLTK_UNSUPPORTED), refused before anything else is checked.
+// Returns the failing status, or OCLTK_SUCCESS.
+ocltk_status gemm_types(const char* who, ocltk_dtype dtype, ocltk_dtype c_dtype) {
+  element_type(who, "dtype", dtype);
+  element_type(who, "c_dtype", c_dtype);
+  if (c_dtype != dtype && c_dtype != OCLTK_F32)
+    return fail(OCLTK_UNSUPPORTED, std::string(who) + ": A and B of type " + ocltk_dtype_name(dtype) +
+                                       " with C of type " + ocltk_dtype_name(c_dtype) +
+                                       " is not implemented (C takes A and B's type, or f32)");
+  return OCLTK_SUCCESS;
+}
+
 ocltk_status gemm(const char* who, bool accumulate, ocltk_runtime* runtime, ocltk_dtype dtype, ocltk_dtype c_dtype,
                   int64_t m, int64_t n, int64_t k, float alpha, cl_mem a, size_t a_offset, size_t lda, cl_mem b,
                   size_t b_offset, size_t ldb, cl_mem c, size_t c_offset, size_t ldc, cl_command_queue queue,
@@ -164,20 +177,69 @@ ocltk_status gemm(const char* who, bool accumulate, ocltk_runtime* runtime, oclt
   return boundary([&] {
     if (event) *event = nullptr;
     need_runtime(who, runtime);
-    element_type(who, "dtype", dtype);
-    element_type(who, "c_dtype", c_dtype);
-    if (dtype != OCLTK_F32 || c_dtype != OCLTK_F32)
-      return fail(OCLTK_UNSUPPORTED, std::string(who) + ": A and B of type " + ocltk_dtype_name(dtype) +
-                                         " with C of type " + ocltk_dtype_name(c_dtype) +
-                                         " is not implemented (this version takes f32 for all three)");
+    if (const ocltk_status s = gemm_types(who, dtype, c_dtype); s != OCLTK_SUCCESS) return s;
     const ocltk::Launch launch = launch_of(who, runtime, queue, num_events, events, event);
+    const ocltk::ElementType in = ocltk::ElementType(int(dtype)), out = ocltk::ElementType(int(c_dtype));
     ocltk::GemmNtArgs args;
     args.problem = {m, n, k};
     args.alpha = alpha;
-    args.a = {a, a_offset, lda};
-    args.b = {b, b_offset, ldb};
-    args.c = {c, c_offset, ldc};
+    args.a = {a, a_offset, lda, in};
+    args.b = {b, b_offset, ldb, in};
+    args.c = {c, c_offset, ldc, out};
     return from(accumulate ? runtime->rt.gemm_nt_accum(args, launch) : runtime->rt.gemm_nt(args, launch));
+  });
+}
+
+// ---- LoRA ----
+
+// A LoRA operation's C++ arguments as far as the adapters (required) and the segments (NULL:
+// one segment of all rows on adapter 0) give them; each operation adds the operands it names.
+ocltk::LoraArgs lora_args(const char* who, ocltk::ElementType type, const ocltk_lora_adapters* adapters,
+                          const ocltk_lora_segments* segments, int validate) {
+  if (adapters == nullptr) throw invalid(std::string(who) + ": adapters is NULL");
+  ocltk::LoraArgs args;
+  args.problem.adapters = adapters->adapters;
+  args.problem.max_rank = adapters->max_rank;
+  args.a = {adapters->a, adapters->a_offset, adapters->lda, adapters->a_stride, type};
+  args.b = {adapters->b, adapters->b_offset, adapters->ldb, adapters->b_stride, type};
+  args.ranks = adapters->ranks;
+  args.scales = adapters->scales;
+  if (segments != nullptr) {
+    args.segments = segments->count;
+    args.offsets = segments->offsets;
+    args.segment_adapters = segments->segment_adapters;
+  }
+  args.validate = validate != 0;
+  return args;
+}
+
+ocltk::Matrix intermediate_of(cl_mem t, size_t t_offset, size_t ldt) {
+  return {t, t_offset, ldt, ocltk::ElementType::f32};
+}
+
+ocltk_status permute_rows(const char* who, bool scatter, ocltk_runtime* runtime, ocltk_dtype dtype, int64_t rows,
+                          int64_t features, cl_mem row_index, cl_mem input, size_t input_offset, size_t ld_input,
+                          cl_mem output, size_t output_offset, size_t ld_output, cl_command_queue queue,
+                          cl_uint num_events, const cl_event* events, cl_event* event) noexcept {
+  return boundary([&] {
+    if (event) *event = nullptr;
+    need_runtime(who, runtime);
+    ocltk::LoraPermuteArgs args;
+    args.rows = rows;
+    args.features = features;
+    args.type = element_type(who, "dtype", dtype);
+    args.row_index = row_index;
+    args.input = input;
+    args.input_offset = input_offset;
+    args.input_ld = ld_input;
+    args.output = output;
+    args.output_offset = output_offset;
+    args.output_ld = ld_output;
+    const ocltk::Launch launch = launch_of(who, runtime, queue, num_events, events, event);
+    const ocltk::Status s = scatter ? ocltk::lora_scatter_rows(runtime->rt, args, launch)
+                                    : ocltk::lora_gather_rows(runtime->rt, args, launch);
+    if (s.ok()) give_event(runtime, launch);
+    return from(s);
   });
 }
 
@@ -332,6 +394,113 @@ ocltk_status ocltk_gemm_nt_accum(ocltk_runtime* runtime, ocltk_dtype dtype, oclt
                                  const cl_event* event_wait_list, cl_event* event) {
   return gemm("ocltk_gemm_nt_accum", true, runtime, dtype, c_dtype, m, n, k, alpha, a, a_offset, lda, b, b_offset, ldb,
               c, c_offset, ldc, queue, num_events_in_wait_list, event_wait_list, event);
+}
+
+ocltk_status ocltk_lora_apply(ocltk_runtime* runtime, ocltk_dtype dtype, int64_t m, int64_t n, int64_t k, cl_mem x,
+                              size_t x_offset, size_t ldx, const ocltk_lora_adapters* adapters,
+                              const ocltk_lora_segments* segments, float scale, int accumulate, cl_mem y,
+                              size_t y_offset, size_t ldy, cl_mem intermediate, size_t t_offset, size_t ldt,
+                              int validate, cl_command_queue queue, cl_uint num_events_in_wait_list,
+                              const cl_event* event_wait_list, cl_event* event) {
+  return boundary([&] {
+    const char* who = "ocltk_lora_apply";
+    if (event) *event = nullptr;
+    need_runtime(who, runtime);
+    const ocltk::ElementType type = element_type(who, "dtype", dtype);
+    ocltk::LoraArgs args = lora_args(who, type, adapters, segments, validate);
+    args.problem.m = m;
+    args.problem.n = n;
+    args.problem.k = k;
+    args.x = {x, x_offset, ldx, type};
+    args.y = {y, y_offset, ldy, type};
+    args.intermediate = intermediate_of(intermediate, t_offset, ldt);
+    args.scale = scale;
+    args.accumulate = accumulate != 0;
+    const ocltk::Launch launch = launch_of(who, runtime, queue, num_events_in_wait_list, event_wait_list, event);
+    return from(ocltk::lora_apply(runtime->rt, args, launch));
+  });
+}
+
+ocltk_status ocltk_lora_shrink(ocltk_runtime* runtime, ocltk_dtype dtype, int64_t m, int64_t k, cl_mem x,
+                               size_t x_offset, size_t ldx, const ocltk_lora_adapters* adapters,
+                               const ocltk_lora_segments* segments, cl_mem t, size_t t_offset, size_t ldt, int validate,
+                               cl_command_queue queue, cl_uint num_events_in_wait_list, const cl_event* event_wait_list,
+                               cl_event* event) {
+  return boundary([&] {
+    const char* who = "ocltk_lora_shrink";
+    if (event) *event = nullptr;
+    need_runtime(who, runtime);
+    const ocltk::ElementType type = element_type(who, "dtype", dtype);
+    ocltk::LoraArgs args = lora_args(who, type, adapters, segments, validate);
+    args.problem.m = m;
+    args.problem.k = k;
+    args.x = {x, x_offset, ldx, type};
+    args.intermediate = intermediate_of(t, t_offset, ldt);
+    const ocltk::Launch launch = launch_of(who, runtime, queue, num_events_in_wait_list, event_wait_list, event);
+    return from(ocltk::lora_shrink(runtime->rt, args, launch));
+  });
+}
+
+ocltk_status ocltk_lora_expand(ocltk_runtime* runtime, ocltk_dtype dtype, int64_t m, int64_t n, cl_mem t,
+                               size_t t_offset, size_t ldt, const ocltk_lora_adapters* adapters,
+                               const ocltk_lora_segments* segments, float scale, int accumulate, cl_mem y,
+                               size_t y_offset, size_t ldy, int validate, cl_command_queue queue,
+                               cl_uint num_events_in_wait_list, const cl_event* event_wait_list, cl_event* event) {
+  return boundary([&] {
+    const char* who = "ocltk_lora_expand";
+    if (event) *event = nullptr;
+    need_runtime(who, runtime);
+    const ocltk::ElementType type = element_type(who, "dtype", dtype);
+    ocltk::LoraArgs args = lora_args(who, type, adapters, segments, validate);
+    args.problem.m = m;
+    args.problem.n = n;
+    args.intermediate = intermediate_of(t, t_offset, ldt);
+    args.y = {y, y_offset, ldy, type};
+    args.scale = scale;
+    args.accumulate = accumulate != 0;
+    const ocltk::Launch launch = launch_of(who, runtime, queue, num_events_in_wait_list, event_wait_list, event);
+    return from(ocltk::lora_expand(runtime->rt, args, launch));
+  });
+}
+
+ocltk_status ocltk_lora_group_rows(ocltk_runtime* runtime, int64_t rows, int64_t adapters, cl_mem row_adapters,
+                                   cl_mem offsets, cl_mem segment_adapters, cl_mem row_index, cl_command_queue queue,
+                                   cl_uint num_events_in_wait_list, const cl_event* event_wait_list, cl_event* event) {
+  return boundary([&] {
+    const char* who = "ocltk_lora_group_rows";
+    if (event) *event = nullptr;
+    need_runtime(who, runtime);
+    ocltk::LoraGroupArgs args;
+    args.rows = rows;
+    args.adapters = adapters;
+    args.row_adapters = row_adapters;
+    args.offsets = offsets;
+    args.segment_adapters = segment_adapters;
+    args.row_index = row_index;
+    const ocltk::Launch launch = launch_of(who, runtime, queue, num_events_in_wait_list, event_wait_list, event);
+    const ocltk::Status s = ocltk::lora_group_rows(runtime->rt, args, launch);
+    if (s.ok()) give_event(runtime, launch);
+    return from(s);
+  });
+}
+
+ocltk_status ocltk_lora_gather_rows(ocltk_runtime* runtime, ocltk_dtype dtype, int64_t rows, int64_t features,
+                                    cl_mem row_index, cl_mem input, size_t input_offset, size_t ld_input, cl_mem output,
+                                    size_t output_offset, size_t ld_output, cl_command_queue queue,
+                                    cl_uint num_events_in_wait_list, const cl_event* event_wait_list, cl_event* event) {
+  return permute_rows("ocltk_lora_gather_rows", false, runtime, dtype, rows, features, row_index, input, input_offset,
+                      ld_input, output, output_offset, ld_output, queue, num_events_in_wait_list, event_wait_list,
+                      event);
+}
+
+ocltk_status ocltk_lora_scatter_rows(ocltk_runtime* runtime, ocltk_dtype dtype, int64_t rows, int64_t features,
+                                     cl_mem row_index, cl_mem input, size_t input_offset, size_t ld_input,
+                                     cl_mem output, size_t output_offset, size_t ld_output, cl_command_queue queue,
+                                     cl_uint num_events_in_wait_list, const cl_event* event_wait_list,
+                                     cl_event* event) {
+  return permute_rows("ocltk_lora_scatter_rows", true, runtime, dtype, rows, features, row_index, input, input_offset,
+                      ld_input, output, output_offset, ld_output, queue, num_events_in_wait_list, event_wait_list,
+                      event);
 }
 
 ocltk_status ocltk_nf4_forward(ocltk_runtime* runtime, const ocltk_nf4_weights* weights, ocltk_dtype dtype,
@@ -504,16 +673,42 @@ ocltk_status ocltk_choose_gemm_nt(ocltk_runtime* runtime, ocltk_dtype dtype, ocl
     const char* who = "ocltk_choose_gemm_nt";
     need_choice_out(who, choice);
     need_runtime(who, runtime);
-    element_type(who, "dtype", dtype);
-    element_type(who, "c_dtype", c_dtype);
-    if (dtype != OCLTK_F32 || c_dtype != OCLTK_F32)
-      return fail(OCLTK_UNSUPPORTED, std::string(who) + ": A and B of type " + ocltk_dtype_name(dtype) +
-                                         " with C of type " + ocltk_dtype_name(c_dtype) +
-                                         " is not implemented (this version takes f32 for all three)");
+    if (const ocltk_status s = gemm_types(who, dtype, c_dtype); s != OCLTK_SUCCESS) return s;
     if (m < 1 || n < 1 || k < 1)
       throw invalid(std::string(who) + ": M, N and K must be at least 1, got " + std::to_string(m) + ", " +
                     std::to_string(n) + ", " + std::to_string(k));
-    return hand_out(runtime->rt.choose_gemm_nt({m, n, k}), choice);
+    return hand_out(runtime->rt.choose_gemm_nt({m, n, k}, ocltk::ElementType(int(dtype))), choice);
+  });
+}
+
+ocltk_status ocltk_choose_lora(ocltk_runtime* runtime, ocltk_lora_operation operation, ocltk_dtype dtype, int64_t m,
+                               int64_t n, int64_t k, int64_t adapters, int64_t max_rank, int64_t segments,
+                               ocltk_choice** choice) {
+  return boundary([&] {
+    const char* who = "ocltk_choose_lora";
+    need_choice_out(who, choice);
+    need_runtime(who, runtime);
+    const char* kernel = operation == OCLTK_LORA_SHRINK   ? "lora_shrink"
+                         : operation == OCLTK_LORA_EXPAND ? "lora_expand"
+                         : operation == OCLTK_LORA_APPLY  ? "lora_apply"
+                                                          : nullptr;
+    if (kernel == nullptr)
+      throw invalid(std::string(who) + ": operation = " + std::to_string(int(operation)) +
+                    " is not an ocltk_lora_operation (OCLTK_LORA_SHRINK, OCLTK_LORA_EXPAND or OCLTK_LORA_APPLY)");
+    const ocltk::ElementType type = element_type(who, "dtype", dtype);
+    const std::pair<const char*, int64_t> sizes[] = {
+        {"M", m}, {"N", n}, {"K", k}, {"L (adapters)", adapters}, {"R (max_rank)", max_rank}};
+    for (const auto& [name, value] : sizes)
+      if (value < 1)
+        throw invalid(std::string(who) + ": " + name + " = " + std::to_string(value) + " must be at least 1");
+    if (segments < 0)
+      throw invalid(std::string(who) + ": segments = " + std::to_string(segments) + " must be 0 (one) or more");
+    ocltk::LoraArgs args;
+    args.problem = {m, n, k, adapters, max_rank};
+    args.segments = segments;
+    args.x.type = type;
+    args.b.type = type;
+    return hand_out(ocltk::choose_lora(runtime->rt, kernel, args), choice);
   });
 }
 

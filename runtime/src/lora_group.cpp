@@ -66,17 +66,36 @@ Status permute(Runtime& rt, const LoraPermuteArgs& a, const Launch& launch, bool
     if (a.rows < 0 || a.rows >= INT_MAX) throw invalid(who + ": rows = " + std::to_string(a.rows) + " is out of range");
     if (a.features < 1 || a.features >= INT_MAX)
       throw invalid(who + ": features = " + std::to_string(a.features) + " must be from 1 to 2^31 - 2");
-    const double bytes = double(a.rows) * double(a.features) * double(element_size(a.type));
+    const std::int64_t ld_in = a.input_ld ? std::int64_t(a.input_ld) : a.features,
+                       ld_out = a.output_ld ? std::int64_t(a.output_ld) : a.features;
+    const struct {
+      const char* name;
+      std::int64_t ld;
+    } lds[] = {{"input", ld_in}, {"output", ld_out}};
+    for (const auto& m : lds) {
+      if (m.ld < a.features)
+        throw invalid(who + ": the leading dimension of " + m.name + " (" + std::to_string(m.ld) +
+                      ") is smaller than its row length, features = " + std::to_string(a.features));
+      if (m.ld >= INT_MAX)
+        throw invalid(who + ": the leading dimension of " + m.name + " (" + std::to_string(m.ld) +
+                      ") exceeds 2^31 - 2");
+    }
+    // Elements up to the end of the last row of each matrix.
+    const auto extent = [&](std::size_t offset, std::int64_t ld) {
+      return a.rows == 0 ? 0.0 : double(offset) + double(a.rows - 1) * double(ld) + double(a.features);
+    };
+    const double esize_bytes = double(element_size(a.type));
     need(rt, who, "row_index", a.row_index, 4.0 * double(a.rows));
-    need(rt, who, "input", a.input, bytes);
-    need(rt, who, "output", a.output, bytes);
+    need(rt, who, "input", a.input, extent(a.input_offset, ld_in) * esize_bytes);
+    need(rt, who, "output", a.output, extent(a.output_offset, ld_out) * esize_bytes);
     if (a.input != nullptr && a.input == a.output) throw invalid(who + ": input and output are the same buffer");
     Sequence seq(rt, launch);
     if (a.rows > 0) {
       const cl_int rows = cl_int(a.rows), features = cl_int(a.features), esize = cl_int(element_size(a.type)),
-                   direction = scatter ? 1 : 0;
+                   direction = scatter ? 1 : 0, ldi = cl_int(ld_in), ldo = cl_int(ld_out);
+      const cl_long in_off = cl_long(a.input_offset), out_off = cl_long(a.output_offset);
       seq.run("lora_permute_rows", std::size_t(a.features), std::size_t(a.rows), rows, features, esize, direction,
-              a.row_index, a.input, a.output);
+              a.row_index, a.input, in_off, ldi, a.output, out_off, ldo);
     }
     seq.finish();
   });

@@ -175,3 +175,96 @@ def test_nf4_refusals_leave_out_untouched(rt, rng):
     for call, message in weight_cases:
         with pytest.raises(ocltk.Error, match=message):
             call()
+
+
+def routing_reference(ids, experts):
+    """offsets, pair_row (0xFFFFFFFF: dropped) and row_token of a top-k routing, rows in token order
+    within an expert."""
+    flat = ids.reshape(-1)
+    counts = np.bincount(flat[flat < experts], minlength=experts)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.uint32)
+    pair_row = np.full(flat.size, 0xFFFFFFFF, np.uint32)
+    next_row = offsets[:-1].astype(np.int64).copy()
+    for p, e in enumerate(flat):
+        if e < experts:
+            pair_row[p] = next_row[e]
+            next_row[e] += 1
+    row_token = np.zeros(flat.size, np.uint32)
+    top_k = ids.shape[1]
+    for p, r in enumerate(pair_row):
+        if r != 0xFFFFFFFF:
+            row_token[r] = p // top_k
+    return offsets, pair_row.reshape(ids.shape), row_token
+
+
+def check_routing(result, ids, x, experts):
+    offsets, pair_row, row_token, gathered = result
+    want_offsets, want_pair, want_token = routing_reference(ids, experts)
+    routed = int(want_offsets[-1])
+    assert np.array_equal(offsets, want_offsets) and np.array_equal(pair_row, want_pair)
+    assert np.array_equal(row_token[:routed], want_token[:routed])
+    assert gathered.dtype == x.dtype and gathered.shape == (ids.size, x.shape[1])
+    assert np.array_equal(gathered[:routed], x[want_token[:routed]])
+
+
+def check_scatter(out, y, pair_row, weights):
+    want, bound = np.zeros((pair_row.shape[0], y.shape[1])), np.zeros((pair_row.shape[0], y.shape[1]))
+    for t in range(pair_row.shape[0]):
+        for s in range(pair_row.shape[1]):
+            if pair_row[t, s] != 0xFFFFFFFF:
+                term = float(weights[t, s]) * y[pair_row[t, s]].astype(np.float64)
+                want[t] += term
+                bound[t] += np.abs(term)
+    k = pair_row.shape[1]
+    rho = HALF_ULP[np.dtype(out.dtype)]
+    f32 = (k * 2.0 ** -24 / (1 - k * 2.0 ** -24)) * bound + 1e-30
+    limit = f32 + rho * (np.abs(want) + f32) + (2.0 ** -25 if out.dtype == np.float16 else 0)
+    err = np.abs(out.astype(np.float64) - want)
+    assert np.all(err <= limit * 1.0000001), f"max error {err.max()}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_route_and_scatter(rt, queue, rng, dtype):
+    import pyopencl.array as cla
+
+    tokens, top_k, experts, features = 5, 2, 3, 6
+    ids = np.array([[2, 0], [1, 2], [0, 7], [2, 1], [0, 1]], np.uint32)  # 7: dropped
+    x = (rng.integers(-128, 128, (tokens, features)) / 64).astype(dtype)
+    routed = rt.nf4_route(ids, x, experts=experts)
+    assert all(isinstance(r, np.ndarray) for r in routed)
+    check_routing(routed, ids, x, experts)
+    y = (rng.integers(-128, 128, (int(routed[0][-1]), 4)) / 64).astype(dtype)
+    weights = rng.uniform(-1, 1, (tokens, top_k)).astype(np.float32)
+    out = rt.nf4_scatter(y, routed[1], weights)
+    assert out.dtype == np.dtype(dtype) and out.shape == (tokens, 4)
+    check_scatter(out, y, routed[1], weights)
+    # On the device: the results carry the launch's event; the scatter waits for the route's.
+    shared = ocltk.Runtime.from_queue(queue)
+    droute = shared.nf4_route(cla.to_device(queue, ids), cla.to_device(queue, x), experts=experts)
+    assert all(isinstance(r, cla.Array) and r.events for r in droute)
+    check_routing(tuple(r.get() for r in droute), ids, x, experts)
+    dout = shared.nf4_scatter(cla.to_device(queue, y), droute[1], cla.to_device(queue, weights))
+    check_scatter(dout.get(), y, routed[1], weights)
+
+
+def test_route_refusals(rt, rng):
+    ids = np.array([[2, 0], [1, 2]], np.uint32)
+    x = rng.uniform(-1, 1, (2, 6)).astype(np.float32)
+    out = np.full((2, 6), 3.0, np.float32)
+    cases = [
+        (lambda: rt.nf4_route(ids.astype(np.int32), x, experts=3),
+         r"nf4_route: expert_ids must be a 2-D uint32 array \(tokens x top_k\), got int32 \(2, 2\)"),
+        (lambda: rt.nf4_route(ids, x[:1], experts=3), r"nf4_route: x must be tokens x features = \(2, features\)"),
+        (lambda: rt.nf4_route(ids, x, experts=0), "route_tokens: need tokens >= 0, top_k >= 1, experts >= 1"),
+        (lambda: rt.nf4_route(ids, x, experts=2.5), "nf4_route: experts expects an integer, got 2.5"),
+        (lambda: rt.nf4_scatter(x, ids, np.ones((2, 2), np.float64), out=out),
+         r"nf4_scatter: weights must be float32 of pair_row's shape \(2, 2\), got float64"),
+        (lambda: rt.nf4_scatter(x, ids, np.ones((2, 2), np.float32), out=out[:, :5]),
+         r"nf4_scatter: out must be float32 \(2, 6\), got float32 \(2, 5\)"),
+        (lambda: rt.nf4_scatter(x.astype(np.float64), ids, np.ones((2, 2), np.float32), out=out),
+         "nf4_scatter: y must be float32, float16 or ml_dtypes.bfloat16, got float64"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ocltk.Error, match=message):
+            call()
+        assert np.all(out == 3.0)

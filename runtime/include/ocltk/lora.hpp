@@ -191,13 +191,18 @@ Status lora_group_rows(Runtime& rt, const LoraGroupArgs& args, const Launch& lau
 
 // Moves whole rows of `features` elements of `type` through row_index (from
 // lora_group_rows): gather output[q] = input[row_index[q]], scatter output[row_index[q]] =
-// input[q], q < rows. Bit for bit; an index at or past `rows` moves nothing.
+// input[q], q < rows. Bit for bit; an index at or past `rows` moves nothing. Input and output
+// are rows × features matrices in two buffers, each with its offset and leading dimension
+// (elements; ld 0: packed), so that rows can come from and go to slices of wider matrices (a
+// layer's output columns inside a fused projection's, say).
 struct LoraPermuteArgs {
   std::int64_t rows = 0, features = 0;
   ElementType type = ElementType::f32;
   cl_mem row_index = nullptr;  // u32 × rows
   cl_mem input = nullptr;      // rows × features
   cl_mem output = nullptr;     // rows × features
+  std::size_t input_offset = 0, input_ld = 0;
+  std::size_t output_offset = 0, output_ld = 0;
 };
 Status lora_gather_rows(Runtime& rt, const LoraPermuteArgs& args, const Launch& launch = {});
 Status lora_scatter_rows(Runtime& rt, const LoraPermuteArgs& args, const Launch& launch = {});

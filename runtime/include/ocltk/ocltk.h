@@ -109,8 +109,10 @@ OCLTK_API const char* ocltk_runtime_device_name(const ocltk_runtime* runtime);
 /* ---- gemm_nt: C = alpha * A * B^T and C += alpha * A * B^T ------------------------------- */
 
 /* A is M x K (lda >= K), B is N x K (ldb >= K), C is M x N (ldc >= N). `dtype` is the type
- * of A and B, `c_dtype` that of C; this version implements f32 for both (others return
- * OCLTK_UNSUPPORTED before anything is checked further or enqueued). */
+ * of A and B (f32, f16 or bf16), `c_dtype` that of C: A and B's type, or f32 (16-bit A and B
+ * into an f32 C). Sums are f32, rounded once at the store; the accumulate form reads C, adds
+ * in f32 and rounds once. Another pair of types returns OCLTK_UNSUPPORTED before anything is
+ * checked further or enqueued. */
 OCLTK_API ocltk_status ocltk_gemm_nt(ocltk_runtime* runtime, ocltk_dtype dtype, ocltk_dtype c_dtype, int64_t m,
                                      int64_t n, int64_t k, float alpha, cl_mem a, size_t a_offset, size_t lda, cl_mem b,
                                      size_t b_offset, size_t ldb, cl_mem c, size_t c_offset, size_t ldc,
@@ -121,6 +123,97 @@ OCLTK_API ocltk_status ocltk_gemm_nt_accum(ocltk_runtime* runtime, ocltk_dtype d
                                            cl_mem b, size_t b_offset, size_t ldb, cl_mem c, size_t c_offset, size_t ldc,
                                            cl_command_queue queue, cl_uint num_events_in_wait_list,
                                            const cl_event* event_wait_list, cl_event* event);
+
+/* ---- LoRA: Y (+)= scale * (X * A^T) * B^T over many adapters (docs/lora.md) -------------- */
+
+/* L adapters, each A_l (R x K) and B_l (N x R) stacked in one buffer: adapter l's row i of A
+ * at a_offset + l*a_stride + i*lda, of B at b_offset + l*b_stride + i*ldb (elements; a
+ * leading dimension 0: packed, the row length; a stride 0: packed, rows * leading dimension).
+ * A and B are of the operation's dtype. Each operation reads what it uses: the shrink A (and
+ * ranks), the expand B, ranks and scales, the apply all. */
+typedef struct ocltk_lora_adapters {
+  int64_t adapters; /* L >= 1 */
+  int64_t max_rank; /* R >= 1: the rows of each A, the columns of each B */
+  cl_mem a;         /* L x R x K */
+  size_t a_offset, lda, a_stride;
+  cl_mem b; /* L x N x R */
+  size_t b_offset, ldb, b_stride;
+  /* i32 x L, each 1 .. R: adapter l uses the first ranks[l] rows of its A and columns of its
+   * B, and no work is spent on the rest; NULL: rank R each. */
+  cl_mem ranks;
+  cl_mem scales; /* f32 x L: adapter l's factor is scale * scales[l]; NULL: scale alone */
+} ocltk_lora_adapters;
+
+/* Rows grouped in segments, each with its adapter: rows offsets[s] .. offsets[s+1]-1 use
+ * adapter segment_adapters[s], -1 for none (their rows of Y are left as they are when
+ * accumulating and written with zeros otherwise; the shrink leaves their rows of T alone).
+ * Segments may be empty; an adapter may serve several. A NULL ocltk_lora_segments* (or count
+ * 0 with both buffers NULL) is one segment of all rows on adapter 0. */
+typedef struct ocltk_lora_segments {
+  int64_t count;           /* S */
+  cl_mem offsets;          /* u32 x (S + 1): 0 = offsets[0] <= ... <= offsets[S] = M */
+  cl_mem segment_adapters; /* i32 x S, each -1 .. L-1 */
+} ocltk_lora_segments;
+
+/* Every LoRA operation: X is M x K (ldx >= K), Y is M x N (ldy >= N), both of `dtype` as A
+ * and B are (f32, f16 or bf16); the intermediate T = X * A^T is M x R (ldt >= R), always f32.
+ * Sums are f32 and Y is rounded once at its store. `validate` non-zero reads the segments'
+ * offsets and adapters and the ranks back (small blocking reads on the runtime's queue, made
+ * before the wait list is waited for) and refuses bad ones; zero reads nothing back and the
+ * kernels clamp what they read (bad values give wrong rows, never an access outside the
+ * operands). Every other check is made either way, before anything is enqueued.
+ *
+ * Apply, in one call: Y (+)= scale * scales[l] * (X * A_l^T) * B_l^T for the rows of adapter
+ * l, T never leaving the device. `intermediate` is the f32 scratch T where the profile's
+ * choice runs two dispatches (shrink then expand); NULL: a scratch the runtime keeps per
+ * command queue (launches on an out-of-order queue that may overlap need their own). */
+OCLTK_API ocltk_status ocltk_lora_apply(ocltk_runtime* runtime, ocltk_dtype dtype, int64_t m, int64_t n, int64_t k,
+                                        cl_mem x, size_t x_offset, size_t ldx, const ocltk_lora_adapters* adapters,
+                                        const ocltk_lora_segments* segments, float scale, int accumulate, cl_mem y,
+                                        size_t y_offset, size_t ldy, cl_mem intermediate, size_t t_offset, size_t ldt,
+                                        int validate, cl_command_queue queue, cl_uint num_events_in_wait_list,
+                                        const cl_event* event_wait_list, cl_event* event);
+/* Shrink: T[r, j] = sum_k X[r, k] * A_l[j, k] for j < ranks[l]; T's columns at or past a row's
+ * rank, and the rows of -1 segments, are left alone. Reads no B, scales or Y. */
+OCLTK_API ocltk_status ocltk_lora_shrink(ocltk_runtime* runtime, ocltk_dtype dtype, int64_t m, int64_t k, cl_mem x,
+                                         size_t x_offset, size_t ldx, const ocltk_lora_adapters* adapters,
+                                         const ocltk_lora_segments* segments, cl_mem t, size_t t_offset, size_t ldt,
+                                         int validate, cl_command_queue queue, cl_uint num_events_in_wait_list,
+                                         const cl_event* event_wait_list, cl_event* event);
+/* Expand: Y[r, n] (+)= scale * scales[l] * sum_{j < ranks[l]} T[r, j] * B_l[n, j] (accumulate
+ * non-zero: Y read first and added to). `dtype` is B's and Y's type. Reads no X or A. */
+OCLTK_API ocltk_status ocltk_lora_expand(ocltk_runtime* runtime, ocltk_dtype dtype, int64_t m, int64_t n, cl_mem t,
+                                         size_t t_offset, size_t ldt, const ocltk_lora_adapters* adapters,
+                                         const ocltk_lora_segments* segments, float scale, int accumulate, cl_mem y,
+                                         size_t y_offset, size_t ldy, int validate, cl_command_queue queue,
+                                         cl_uint num_events_in_wait_list, const cl_event* event_wait_list,
+                                         cl_event* event);
+
+/* Segments from unsorted rows, on the device: groups `rows` rows by their adapter ids
+ * (row_adapters, i32 x rows; an id outside [0, adapters), such as -1, is none) keeping their
+ * order within an adapter. Writes offsets (u32 x (adapters + 2)), segment_adapters (i32 x
+ * (adapters + 1): 0, 1, ..., adapters - 1, -1) and row_index (u32 x rows: grouped row q is the
+ * caller's row row_index[q]): the segments of ocltk_lora_apply, count adapters + 1, over rows
+ * gathered with ocltk_lora_gather_rows. */
+OCLTK_API ocltk_status ocltk_lora_group_rows(ocltk_runtime* runtime, int64_t rows, int64_t adapters,
+                                             cl_mem row_adapters, cl_mem offsets, cl_mem segment_adapters,
+                                             cl_mem row_index, cl_command_queue queue, cl_uint num_events_in_wait_list,
+                                             const cl_event* event_wait_list, cl_event* event);
+/* Whole rows of `features` elements of `dtype` through row_index (u32 x rows, from
+ * ocltk_lora_group_rows), bit for bit: gather output[q] = input[row_index[q]], scatter
+ * output[row_index[q]] = input[q], q < rows; an index at or past `rows` moves nothing. input
+ * and output are rows x features matrices (leading dimensions >= features) in different
+ * buffers. */
+OCLTK_API ocltk_status ocltk_lora_gather_rows(ocltk_runtime* runtime, ocltk_dtype dtype, int64_t rows, int64_t features,
+                                              cl_mem row_index, cl_mem input, size_t input_offset, size_t ld_input,
+                                              cl_mem output, size_t output_offset, size_t ld_output,
+                                              cl_command_queue queue, cl_uint num_events_in_wait_list,
+                                              const cl_event* event_wait_list, cl_event* event);
+OCLTK_API ocltk_status ocltk_lora_scatter_rows(ocltk_runtime* runtime, ocltk_dtype dtype, int64_t rows,
+                                               int64_t features, cl_mem row_index, cl_mem input, size_t input_offset,
+                                               size_t ld_input, cl_mem output, size_t output_offset, size_t ld_output,
+                                               cl_command_queue queue, cl_uint num_events_in_wait_list,
+                                               const cl_event* event_wait_list, cl_event* event);
 
 /* ---- NF4 expert weights (docs/nf4.md) ---------------------------------------------------- */
 
@@ -201,6 +294,19 @@ typedef struct ocltk_choice ocltk_choice;
 /* The choice that would serve ocltk_gemm_nt / ocltk_gemm_nt_accum of this problem. */
 OCLTK_API ocltk_status ocltk_choose_gemm_nt(ocltk_runtime* runtime, ocltk_dtype dtype, ocltk_dtype c_dtype, int64_t m,
                                             int64_t n, int64_t k, ocltk_choice** choice);
+/* Which LoRA operation a choice is for. */
+typedef enum ocltk_lora_operation {
+  OCLTK_LORA_SHRINK = 0,
+  OCLTK_LORA_EXPAND = 1,
+  OCLTK_LORA_APPLY = 2
+} ocltk_lora_operation;
+/* The choice that would serve that LoRA operation of M rows, N outputs, K inputs, L adapters
+ * of rank at most R, in `segments` segments (0: one segment without segment buffers), X of
+ * `dtype` (for the expand: B's type). The shrink's choice does not depend on N nor the
+ * expand's on K (give any value from 1). */
+OCLTK_API ocltk_status ocltk_choose_lora(ocltk_runtime* runtime, ocltk_lora_operation operation, ocltk_dtype dtype,
+                                         int64_t m, int64_t n, int64_t k, int64_t adapters, int64_t max_rank,
+                                         int64_t segments, ocltk_choice** choice);
 /* The choice that would serve ocltk_nf4_forward (backward non-zero: ocltk_nf4_backward) of
  * `rows` rows over these weights (only their geometry is read) with the given counts (-1:
  * unknown, taken as a launch without a read-back takes them). */
@@ -211,7 +317,7 @@ OCLTK_API ocltk_status ocltk_choose_nf4(ocltk_runtime* runtime, int backward, co
 OCLTK_API ocltk_status ocltk_last_choice(ocltk_runtime* runtime, ocltk_choice** choice);
 OCLTK_API void ocltk_choice_release(ocltk_choice* choice);
 
-/* "gemm_nt", "nf4_forward", ... */
+/* "gemm_nt", "lora_apply", "nf4_forward", ... */
 OCLTK_API const char* ocltk_choice_kernel(const ocltk_choice* choice);
 /* The shape class ("gemv", "lora_shrink", "decode", ...). */
 OCLTK_API const char* ocltk_choice_shape_class(const ocltk_choice* choice);
