@@ -175,11 +175,14 @@ void WorkerProcess::start() {
 void WorkerProcess::stop() {
   if (socket_ >= 0) ::close(socket_);  // its input ends: the worker exits
   socket_ = -1;
-  if (pid_ > 0) {
+  if (const pid_t pid = pid_.exchange(-1); pid > 0) {
     int status = 0;
-    ::waitpid(pid_, &status, 0);
+    ::waitpid(pid, &status, 0);
   }
-  pid_ = -1;
+}
+
+void WorkerProcess::kill() {
+  if (const pid_t pid = pid_.load(); pid > 0) ::kill(pid, SIGKILL);
 }
 
 void WorkerProcess::build(const std::string& request) {

@@ -16,6 +16,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <iosfwd>
 #include <map>
 #include <memory>
@@ -83,13 +84,16 @@ class WorkerProcess {
   // Sends `request` and waits for the answer. Throws Error when the build failed, or when the
   // process died (a driver that crashed on a candidate: it is started again for the next).
   void build(const std::string& request);
+  // Ends the process now, from any thread: a build() waiting on it returns (throwing), so
+  // that a run that is over does not wait for a build nobody needs.
+  void kill();
 
  private:
   void start();
   void stop();
   std::vector<std::string> command_;
   std::vector<std::pair<std::string, std::string>> environment_;
-  pid_t pid_ = -1;
+  std::atomic<pid_t> pid_{-1};
   int socket_ = -1;
   std::string pending_;  // bytes read past the last answer
 };

@@ -51,12 +51,16 @@ class CompilePool {
     for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { run_builds(i); });
   }
   ~CompilePool() {
+    stop();
+    for (std::thread& t : threads_) t.join();
+  }
+  // No job starts from now on; the running ones end as they will (the destructor waits).
+  void stop() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
     }
     wake_.notify_all();
-    for (std::thread& t : threads_) t.join();
   }
   CompilePool(const CompilePool&) = delete;
   CompilePool& operator=(const CompilePool&) = delete;

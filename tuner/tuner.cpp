@@ -117,8 +117,7 @@ class Prefetcher {
       : rt_(s.rt),
         builders_(s.builders),
         rest_while_timing_(s.rest_while_timing),
-        worker_command_(std::move(s.worker_command)),
-        slots_(std::size_t(std::max(0, s.threads))),
+        slots_(make_slots(s)),
         pool_(s.threads, s.threads / 4, [this](const Build& b, int worker) { build(b, worker); }) {}
 
   // The workload whose problem the next builds serve (its input type picks the variant of
@@ -170,6 +169,14 @@ class Prefetcher {
   // next class's urgent ones.
   void class_done() { pool_.demote(); }
 
+  // The run is over: worker processes end now rather than finish builds nobody needs (a
+  // build on NVIDIA took up to 8 s), so that the run ends within its budget.
+  ~Prefetcher() {
+    pool_.stop();
+    for (Slot& slot : slots_)
+      if (slot.process) slot.process->kill();
+  }
+
  private:
   struct Build {
     Point point;
@@ -196,14 +203,7 @@ class Prefetcher {
       return;
     }
     Slot& slot = slots_[std::size_t(worker)];
-    if (builders_ == Builders::kProcesses) {
-      if (!slot.process) {
-        std::vector<std::string> command = worker_command_;
-        command.push_back("--device");
-        command.push_back(std::to_string(rt_.device().index));
-        slot.process = std::make_unique<WorkerProcess>(
-            command, std::vector<std::pair<std::string, std::string>>{{"OCLTK_CACHE_DIR", cache_dir()}});
-      }
+    if (slot.process) {
       slot.process->build(
           build_request(b.tuning->family->name, b.point.algorithm->name, b.point.params, b.variant, b.input_bits));
       return;
@@ -216,14 +216,26 @@ class Prefetcher {
   }
   // Where a worker leaves what it built: the measuring runtime's program cache folder, or
   // none where the driver keeps its own (PoCL's, which the measuring context then finds).
-  std::string cache_dir() const {
-    return compiles_at_first_launch(rt_.device()) ? "-" : rt_.program_cache().directory();
+  static std::string cache_dir(Runtime& rt) {
+    return compiles_at_first_launch(rt.device()) ? "-" : rt.program_cache().directory();
+  }
+  std::string cache_dir() const { return cache_dir(rt_); }
+  // One slot per worker; for processes, each with its process (started at its first build).
+  static std::vector<Slot> make_slots(const Setup& s) {
+    std::vector<Slot> slots(std::size_t(std::max(0, s.threads)));
+    if (s.builders != Builders::kProcesses) return slots;
+    std::vector<std::string> command = s.worker_command;
+    command.push_back("--device");
+    command.push_back(std::to_string(s.rt.device().index));
+    for (Slot& slot : slots)
+      slot.process = std::make_unique<WorkerProcess>(
+          command, std::vector<std::pair<std::string, std::string>>{{"OCLTK_CACHE_DIR", cache_dir(s.rt)}});
+    return slots;
   }
 
   Runtime& rt_;
   Builders builders_;
   bool rest_while_timing_;
-  std::vector<std::string> worker_command_;
   const Workload* workload_ = nullptr;
   const FamilyTuning* tuning_ = nullptr;
   int input_bits_ = 32;
