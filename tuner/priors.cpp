@@ -220,8 +220,13 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
                                       const std::string& kernel, const std::string& shape_class,
                                       const Problem* problem) {
   if (use == PriorUse::kNone) return std::nullopt;
-  // Each device's class nearest to the problem, and the device's distance.
-  std::vector<std::pair<int, const PriorClass*>> found;
+  // Each device's class nearest to the problem: (distance, device name, class).
+  struct Found {
+    int distance;
+    const std::string* device;
+    const PriorClass* c;
+  };
+  std::vector<Found> found;
   for (const PriorDevice& d : known) {
     const int distance = prior_distance(d.device, device);
     if (distance < 0 || (distance == 0 && use == PriorUse::kOthers)) continue;
@@ -235,18 +240,18 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
         nearest_distance = dp;
       }
     }
-    if (nearest != nullptr) found.push_back({distance, nearest});
+    if (nearest != nullptr) found.push_back({distance, &d.device.name, nearest});
   }
   if (found.empty()) return std::nullopt;
   ClassPrior out;
-  out.distance = std::min_element(found.begin(), found.end())->first;
+  out.distance = std::min_element(found.begin(), found.end(), [](const Found& a, const Found& b) {
+                   return a.distance < b.distance;
+                 })->distance;
   std::vector<const PriorClass*> nearest;
-  for (std::size_t i = 0; i < found.size(); ++i)
-    if (found[i].first == out.distance) {
-      nearest.push_back(found[i].second);
-      for (const PriorDevice& d : known)
-        for (const PriorClass& c : d.classes)
-          if (&c == found[i].second) out.devices.push_back(d.device.name);
+  for (const Found& f : found)
+    if (f.distance == out.distance) {
+      nearest.push_back(f.c);
+      out.devices.push_back(*f.device);
     }
   std::set<std::string> taken;
   for (std::size_t rank = 0;; ++rank) {
