@@ -31,6 +31,13 @@ def main():
         benchmarks = json.load(f)["benchmarks"]
     ms = lambda b: b["real_time"] if b.get("time_unit") == "ms" else None
     table, labels = benchjson.collect(benchmarks, row_key, ms, statistics.median)
+    # Registration order (kernel, then class), whatever order interleaved repetitions ran in.
+    registered = {}
+    for b in benchmarks:
+        key = row_key(b)
+        if key is not None:
+            registered[key[:2]] = min(registered.get(key[:2], 1 << 30), b.get("family_index", 1 << 30))
+    table = dict(sorted(table.items(), key=lambda item: registered.get(item[0], 1 << 30)))
     names = []
     for cells in table.values():
         for name in cells:

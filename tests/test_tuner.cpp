@@ -808,6 +808,27 @@ TEST(CompilePoolTest, DemotedUrgentJobsWaitBehindNewUrgentOnes) {
   EXPECT_EQ(log.started, (std::vector<int>{0, 4, 2, 1, 3}));
 }
 
+// With no speculative builds allowed (a CPU device, where the measuring thread waits for the
+// builds running when it times a candidate), a speculative job waits until it is wanted now.
+TEST(CompilePoolTest, WithoutSpeculativeBuildsOnlyUrgentOnesRun) {
+  BuildLog log;
+  {
+    CompilePool<int> pool(1, 0, holding_job_0(log));
+    OpenGateOnExit guard{log};
+    log.open_gate();
+    pool.add(1, "j1", false);
+    pool.add(2, "j2", false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    {
+      std::lock_guard<std::mutex> lock(log.m);
+      EXPECT_TRUE(log.started.empty()) << "a speculative build ran";
+    }
+    pool.add(2, "j2", true);
+    ASSERT_TRUE(log.wait([&] { return log.finished.size() == 1; }));
+    EXPECT_EQ(log.finished, std::vector<int>{2});
+  }
+}
+
 // The measuring thread claims a program before it builds it: a queued job is taken back (it
 // builds it itself, nothing else does), a running one is waited for and its build time
 // returned; finished() knows what workers built.
@@ -1483,6 +1504,29 @@ TEST_F(TunerEngine, TheNearestKnownDevicesBestPointsAreMeasuredFirst) {
           << summary.str();
     }
   }
+}
+
+// A built-in default that takes the whole share (a slow default on a slow device) still
+// leaves the nearest device's best point its evaluation, the one most likely to pay.
+TEST_F(TunerEngine, TheNearestDevicesBestIsMeasuredPastASpentShare) {
+  FamilyTuning slow = families_[0];
+  slow.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 30));
+  };
+  families_ = {slow};
+  const std::vector<PriorDevice> known = {mock_known(rt_->device(), "A sibling", {{6, 3, 1.0}, {5, 3, 2.0}}, 30)};
+  TuneOptions o = options(0);
+  o.budget_seconds = 0.05;
+  o.cache_dir = "-";
+  o.warm_start = true;
+  o.known_devices = &known;
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  const std::vector<Evaluation>& h = r.classes[0].history;
+  ASSERT_EQ(h.size(), 2u) << "only the built-in default and the prior's best";
+  EXPECT_EQ(h[1].params, (Params{{"X", 6}, {"Y", 3}}));
+  EXPECT_TRUE(r.classes[0].best.ok);
+  EXPECT_DOUBLE_EQ(r.classes[0].best.time_ms, 1.0);
 }
 
 // Budget where it pays: of two classes sharing 4 s, one whose best reaches what its device

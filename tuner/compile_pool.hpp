@@ -46,8 +46,9 @@ class CompilePool {
  public:
   using Build = std::function<void(const Item&, int worker)>;
 
+  // max_speculative 0: speculative jobs wait until they become urgent.
   CompilePool(int threads, int max_speculative, Build build)
-      : max_speculative_(std::max(1, max_speculative)), build_(std::move(build)) {
+      : max_speculative_(std::max(0, max_speculative)), build_(std::move(build)) {
     for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { run_builds(i); });
   }
   ~CompilePool() {

@@ -103,7 +103,9 @@ std::string now_iso8601() {
 // or through contexts or processes of the workers' own, whose builds reach the measuring
 // context through caches on disk. A quarter of the threads (at least one) may run
 // speculative builds at once (compile_pool.hpp says why). Where building and measuring share
-// the CPU, the workers rest while a candidate is timed.
+// the CPU, the workers rest while a candidate is timed, and build only what is about to be
+// measured: the measuring thread waits for the builds running when it times a candidate,
+// and on the loaded 2-core development machine a speculative one held it up to 20 s.
 class Prefetcher {
  public:
   struct Setup {
@@ -118,7 +120,8 @@ class Prefetcher {
         builders_(s.builders),
         rest_while_timing_(s.rest_while_timing),
         slots_(make_slots(s)),
-        pool_(s.threads, s.threads / 4, [this](const Build& b, int worker) { build(b, worker); }) {}
+        pool_(s.threads, s.rest_while_timing ? 0 : std::max(1, s.threads / 4),
+              [this](const Build& b, int worker) { build(b, worker); }) {}
 
   // The workload whose problem the next builds serve (its input type picks the variant of
   // algorithms built per type); null: each algorithm's tuned_variant.
@@ -168,6 +171,7 @@ class Prefetcher {
   // A class is over: what it still wanted built waits as speculative builds, behind the
   // next class's urgent ones.
   void class_done() { pool_.demote(); }
+  bool rests_while_timing() const { return rest_while_timing_ && pool_.enabled(); }
 
   // The run is over: worker processes end now rather than finish builds nobody needs (a
   // build on NVIDIA took up to 8 s), so that the run ends within its budget.
@@ -417,7 +421,7 @@ class DeviceMeasure : public Measure {
   // From here on the whole budget is open: what the search left, and what it held back.
   void start_refining() { refining_ = true; }
   // Measured even where the class's time is spent, but not after a stop or past
-  // --max-evals (the refinement's first point).
+  // --max-evals (the refinement's first point, the nearest known devices' best).
   const Evaluation* evaluate_past_time(const Point& point) {
     return out_of_evaluations() ? nullptr : evaluate(point, true);
   }
@@ -487,8 +491,15 @@ class DeviceMeasure : public Measure {
 
   // Hints queue builds only while the class has budget: past it they would only take
   // threads from the next class's builds.
+  // Where the workers share the CPU with the device, only as many as the class's time is
+  // expected to measure: a build still running when the class ends holds up the next class's
+  // first timed candidate.
   void will_evaluate(const std::vector<const Point*>& points) override {
-    if (!out_of_budget()) s_.prefetcher.prefetch(points, true);
+    if (out_of_budget()) return;
+    std::vector<const Point*> wanted = points;
+    if (const std::int64_t expected = expected_evaluations(); s_.prefetcher.rests_while_timing() && expected > 0)
+      wanted.resize(std::min(wanted.size(), std::size_t(expected)));
+    s_.prefetcher.prefetch(wanted, true);
   }
   void might_evaluate(const std::vector<const Point*>& points) override {
     if (!out_of_budget()) s_.prefetcher.prefetch(points, false);
@@ -911,14 +922,19 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     // Then the nearest known devices' best points for the class (priors.hpp).
     const std::optional<ClassPrior> class_known = prior_of(family.name, shape_class, &cr.problem);
     SearchPrior search_prior;
+    std::optional<Point> first_prior_point;
     if (class_known) {
       cr.prior_distance = class_known->distance;
       cr.prior_devices = class_known->devices;
-      for (const Point& p : prior_candidates(*class_known, family, limits, input_bits)) warm.push_back(p);
+      for (const Point& p : prior_candidates(*class_known, family, limits, input_bits)) {
+        if (!first_prior_point) first_prior_point = p;
+        warm.push_back(p);
+      }
       for (const Evaluation& e : class_known->points)
         if (const AlgorithmSpec* a = family.find_algorithm(e.algorithm))
           search_prior.log_ms.emplace(Point{a, a->at_input_bits(e.params, input_bits)}.key(), std::log(e.time_ms));
     }
+    const Point* first_prior = first_prior_point ? &*first_prior_point : nullptr;
     std::vector<const Point*> warm_hint;
     for (const Point& p : warm) warm_hint.push_back(&p);
     prefetcher.prefetch(warm_hint);
@@ -936,7 +952,13 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       measure.set_budget(
           class_share(options.budget_seconds, elapsed_before, int(jobs.size()), int(jobs.size() - ji), cr.weight));
     };
-    for (const Point& p : warm) measure.evaluate(p);
+    // The nearest devices' best point is measured even where the built-in default took the
+    // class's time (a slow default on a slow device): it is the evaluation most likely to pay.
+    for (const Point& p : warm)
+      if (first_prior != nullptr && p.key() == first_prior->key())
+        measure.evaluate_past_time(p);
+      else
+        measure.evaluate(p);
     reweigh();
     measure.on_improvement(reweigh);
 
