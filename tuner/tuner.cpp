@@ -408,8 +408,9 @@ class DeviceMeasure : public Measure {
     // the pace of measuring, builds included, once two evaluations set it): a class then ends
     // as near its share after as before it, where each class used to run past it by its last
     // evaluation (runs past 165 s of 10-60 s on the loaded 2-core development machine).
+    // The refinement has its time held back already.
     const int done = s_.cr.evaluations;
-    const double half_next = done >= 2 ? 0.5 * seconds_since(measuring_since_) / done : 0.0;
+    const double half_next = done >= 2 && !refining_ ? 0.5 * seconds_since(measuring_since_) / done : 0.0;
     return elapsed + half_next >= s_.budget_seconds - held;
   }
   // The best so far at each other value of its refined_last parameters, the points not
@@ -873,7 +874,9 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
                                                           : jobs[ji].tuning->make(rt, shape_class, rng);
     previous_workload.reset();  // kept until now, so data it shares with this one is reused
     const int input_bits = job_input_bits(jobs[ji].problem);
-    prefetcher.serve(workload.get(), jobs[ji].tuning, input_bits);
+    // The width the workload runs (a class of 16-bit input names it in its problem): what a
+    // build worker's small problem must run to build the same program.
+    prefetcher.serve(workload.get(), jobs[ji].tuning, int(input_bits_of(workload->problem())));
     cr.problem = workload->problem();
     if (!tuned_problems.insert({family.name, shape_class, cr.problem}).second) {
       result.repeated.push_back(family.name + "/" + shape_class + " " + format_problem(cr.problem));
@@ -999,6 +1002,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       entry.time_ms = cr.best.time_ms;
       entry.gflops = cr.flops / cr.best.time_ms * 1e-6;
       entry.default_time_ms = cr.builtin.ok ? cr.builtin.time_ms : 0;
+      entry.provenance.kind = "tuned";
       result.profile.entries.push_back(entry);
       const AlgorithmSpec* algorithm = family.find_algorithm(cr.best.algorithm);
       if (algorithm != nullptr) run_bests[{family.name, shape_class}].push_back({algorithm, cr.best.params});
