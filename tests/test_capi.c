@@ -578,7 +578,7 @@ static void test_errors(ocltk_runtime* rt, const Cl* cl) {
           "queue belongs to another OpenCL context");
   REFUSED(
       ocltk_gemm_nt_accum(rt, OCLTK_F32, OCLTK_F32, M, N, K, 1.0f, da, 0, 0, db, 0, 0, dc, 12, 0, NULL, 0, NULL, &ev),
-      OCLTK_INVALID_ARGUMENT, "buffer C holds 100 bytes but 3x5 floats at offset 12 with leading dimension 5 need 108");
+      OCLTK_INVALID_ARGUMENT, "buffer C holds 100 bytes but 3x5 f32 elements at offset 12 with leading dimension 5 need 108");
   download(cl->queue, dc, sizeof c_after, c_after);
   for (i = 0; i < sizeof c / 4; ++i) untouched &= bits_of(c[i]) == bits_of(c_after[i]);
   CHECK(untouched, "a refused gemm_nt wrote C");
