@@ -1542,26 +1542,38 @@ TEST_F(TunerEngine, TheNearestKnownDevicesBestPointsAreMeasuredFirst) {
 }
 
 // A built-in default that takes the whole share (a slow default on a slow device) still
-// leaves the nearest device's best point its evaluation, the one most likely to pay.
+// leaves the nearest device's best point its evaluation, the one most likely to pay, while
+// the run's budget is not spent: of two classes sharing 0.3 s, the first's default takes
+// about 0.18 s of its 0.15 s, and its prior's best is measured; the second starts past the
+// run's budget and measures its default alone.
 TEST_F(TunerEngine, TheNearestDevicesBestIsMeasuredPastASpentShare) {
-  FamilyTuning slow = families_[0];
+  static const KernelFamily two_classes = [] {
+    KernelFamily k = mock_family();
+    k.classes = {{"c1", "first"}, {"c2", "second"}};
+    k.builtin = {{"mock", {}}, {"mock", {}}};
+    return k;
+  }();
+  FamilyTuning slow;
+  slow.family = &two_classes;
   slow.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
     return std::unique_ptr<Workload>(new MockWorkload(state_, 30));
   };
   families_ = {slow};
-  const std::vector<PriorDevice> known = {mock_known(rt_->device(), "A sibling", {{6, 3, 1.0}, {5, 3, 2.0}}, 30)};
+  std::vector<PriorDevice> known = {mock_known(rt_->device(), "A sibling", {{6, 3, 1.0}, {5, 3, 2.0}}, 30)};
+  known[0].classes.push_back(known[0].classes[0]);
+  known[0].classes[1].shape_class = "c2";
   TuneOptions o = options(0);
-  o.budget_seconds = 0.05;
+  o.budget_seconds = 0.3;
   o.cache_dir = "-";
   o.warm_start = true;
   o.known_devices = &known;
   const TuneResult r = tune(*rt_, o);
-  ASSERT_EQ(r.classes.size(), 1u);
+  ASSERT_EQ(r.classes.size(), 2u);
   const std::vector<Evaluation>& h = r.classes[0].history;
   ASSERT_EQ(h.size(), 2u) << "only the built-in default and the prior's best";
   EXPECT_EQ(h[1].params, (Params{{"X", 6}, {"Y", 3}}));
-  EXPECT_TRUE(r.classes[0].best.ok);
   EXPECT_DOUBLE_EQ(r.classes[0].best.time_ms, 1.0);
+  EXPECT_EQ(r.classes[1].history.size(), 1u) << "measured past the run's budget";
 }
 
 // Budget where it pays: of two classes sharing 4 s, one whose best reaches what its device

@@ -963,8 +963,10 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     };
     // The nearest devices' best point is measured even where the built-in default took the
     // class's time (a slow default on a slow device): it is the evaluation most likely to pay.
+    // Not once the run's whole budget is spent: with 31 classes in 165 s, two evaluations a
+    // class overran it by a minute on the loaded development machine.
     for (const Point& p : warm)
-      if (first_prior != nullptr && p.key() == first_prior->key())
+      if (first_prior != nullptr && p.key() == first_prior->key() && seconds_since(start) < options.budget_seconds)
         measure.evaluate_past_time(p);
       else
         measure.evaluate(p);
