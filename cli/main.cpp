@@ -109,8 +109,9 @@ Options:
   --cold              do not start from the profiles that already fit the device and the one at --out,
                       nor from the best points of the run's earlier problems of a class (by default
                       these are measured first, so running tune again refines its last answer)
-  --jobs N            threads compiling candidates while others are measured (default: one per
-                      spare core on a GPU; 0 on a CPU device, where compiling would disturb timings)
+  --jobs N            build workers compiling candidates while others are measured (default: one
+                      per core on a CPU device, where they rest while a candidate is timed; one
+                      per spare core on a GPU, at most 4 worker processes)
   --timeout SECONDS   a candidate still running after this long is recorded as a hang and skipped
                       (default: max(2 s, 100 x the class's built-in default time))
   --cache DIR         folder of the resume caches (default: $OCLTK_CACHE_DIR/tune, else
@@ -129,6 +130,14 @@ Options:
                       problem is stored beside its class's default entry; at launch the runtime
                       picks, within the launch's class, the entry whose problem is nearest in
                       log space (sum over dimensions of |log2 launch - log2 entry|)
+  --priors WHICH      the known devices that seed a device (configs/ profiles and prior files,
+                      built in): all (default), others (all but this device's own: a first tune of
+                      a device nobody tuned, where somebody did), none. Per class the nearest
+                      devices' best points are measured after the warm start's, steer the guided
+                      model, and say how near the class is, which sets its share of the budget
+  --builders KIND     where candidates are built ahead: auto (default: own contexts on a CPU
+                      device, worker processes on NVIDIA, else threads sharing the measuring
+                      context), shared, contexts, processes
   --json              print the summary as JSON on stdout (progress and messages go to stderr)
   --quiet             no progress output
 
@@ -136,6 +145,10 @@ Resume: every measurement is appended to a cache per device, driver, kernel and 
 space as it is made. A run stopped by Ctrl-C, a crash or its budget leaves the profile as
 it was; the same command run again recalls what was measured and goes on from there. A
 cache written on another device or for another search space is refused.
+
+Priors: ocltk tune --derive-priors OUT RECORDING... [--top N] writes a prior file of the
+recordings' device: per class its N fastest verified points (default 24) and the built-in
+default. configs/priors/ ships one per device the project recorded (docs/tuning.md).
 
 Replay (no device): --replay FILE runs strategies against a recording made with --record
 (an exhaustive one gives the true optimum) and reports, per class, how close each gets to
@@ -246,6 +259,23 @@ void check_writable(const std::string& path, const std::string& option) {
   fs::remove(probe, ec);
 }
 
+// Temporary file beside `path`, then rename: a failed write leaves `path` as it was.
+void write_file_atomically(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out) throw std::runtime_error("cannot write " + tmp + " (" + std::strerror(errno) + ")");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw std::runtime_error("cannot rename " + tmp + " to " + path);
+  }
+}
+
 bool wants_help(const std::vector<std::string>& tokens) {
   for (const std::string& t : tokens)
     if (t == "--help" || t == "-h") return true;
@@ -332,7 +362,7 @@ std::vector<std::string> split_list(const std::string& text) {
 int cmd_tune_replay(const Args& args) {
   ocltk::tuner::ReplayOptions options;
   for (const char* device_only : {"--device", "--out", "--budget", "--repeats", "--record", "--report", "--jobs",
-                                  "--timeout", "--cache", "--shapes"})
+                                  "--timeout", "--cache", "--shapes", "--priors", "--builders"})
     if (args.get(device_only)) throw UsageError(std::string(device_only) + " does not apply to --replay (no device)");
   for (const char* device_only : {"--cold", "--no-resume"})
     if (args.flag(device_only)) throw UsageError(std::string(device_only) + " does not apply to --replay (no device)");
@@ -362,14 +392,52 @@ int cmd_tune_replay(const Args& args) {
   return kExitOk;
 }
 
+// `ocltk tune --derive-priors OUT RECORDING... [--top N]`.
+int cmd_tune_derive_priors(const Args& args) {
+  const std::string out = *args.get("--derive-priors");
+  if (args.positional().empty()) throw UsageError("--derive-priors needs the recordings to derive from");
+  std::size_t top = 24;
+  if (auto v = args.get("--top")) top = std::size_t(parse_int(*v, "--top", 1, 100000));
+  std::vector<ocltk::tuner::Recording> recordings;
+  for (const std::string& path : args.positional()) recordings.push_back(ocltk::tuner::read_recording(path));
+  std::ostringstream text;
+  ocltk::tuner::write_priors(text, recordings, top);
+  check_writable(out, "--derive-priors");
+  write_file_atomically(out, text.str());
+  std::cout << "priors of " << recordings.front().device << " written to " << out << "\n";
+  return kExitOk;
+}
+
+// `ocltk tune --build-worker --device N`: builds candidates for a tuner that runs it (build_workers.hpp).
+int cmd_tune_build_worker(const Args& args) {
+  ocltk::RuntimeOptions options;
+  options.device = args.get("--device").value_or("");
+  options.use_profiles = false;
+  ocltk::Runtime rt = open_runtime(options);
+  if (ocltk::tuner::compiles_at_first_launch(rt.device())) rt.program_cache().set_writes_to_disk(false);
+  ocltk::tuner::serve_build_requests(rt, ocltk::tuner::tunable_families(), std::cin, std::cout);
+  return kExitOk;
+}
+
+// The executable running now, for worker processes of its own.
+std::string own_executable() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "" : self.string();
+}
+
 int cmd_tune(const std::vector<std::string>& tokens) {
   const std::string command = "ocltk tune";
   Args args(tokens, command,
-            {"--device", "--out", "--budget", "--strategy", "--max-evals", "--kernels", "--classes", "--repeats",
-             "--seed", "--record", "--replay", "--seeds", "--jobs", "--timeout", "--cache", "--report", "--shapes"},
-            {"--quiet", "--cold", "--json", "--no-resume"});
+            {"--device",  "--out",    "--budget", "--strategy", "--max-evals", "--kernels",       "--classes",
+             "--repeats", "--seed",   "--record", "--replay",   "--seeds",     "--jobs",          "--timeout",
+             "--cache",   "--report", "--shapes", "--priors",   "--builders",  "--derive-priors", "--top"},
+            {"--quiet", "--cold", "--json", "--no-resume", "--build-worker"});
+  if (args.get("--derive-priors")) return cmd_tune_derive_priors(args);
+  if (args.get("--top")) throw UsageError("--top applies to --derive-priors only");
   if (!args.positional().empty())
     throw UsageError("unexpected argument '" + args.positional()[0] + "' for `ocltk tune`");
+  if (args.flag("--build-worker")) return cmd_tune_build_worker(args);
   if (args.get("--replay")) return cmd_tune_replay(args);
   if (args.get("--seeds")) throw UsageError("--seeds applies to --replay only");
   ocltk::tuner::TuneOptions options;
@@ -399,6 +467,18 @@ int cmd_tune(const std::vector<std::string>& tokens) {
   if (auto v = args.get("--kernels")) options.kernels = split_list(*v);
   if (auto v = args.get("--classes")) options.classes = split_list(*v);
   if (auto v = args.get("--shapes")) options.shapes = ocltk::tuner::read_shapes(*v, ocltk::tuner::tunable_families());
+  if (auto v = args.get("--priors")) {
+    const auto use = ocltk::tuner::parse_prior_use(*v);
+    if (!use) throw UsageError("--priors must be all, others or none, got '" + *v + "'");
+    options.priors = *use;
+  }
+  if (auto v = args.get("--builders")) {
+    const auto b = ocltk::tuner::parse_builders(*v);
+    if (!b) throw UsageError("--builders must be auto, shared, contexts or processes, got '" + *v + "'");
+    options.builders = *b;
+  }
+  if (const std::string self = own_executable(); !self.empty())
+    options.worker_command = {self, "tune", "--build-worker"};
   const std::optional<std::string> report = args.get("--report");
   if (report) {
     namespace fs = std::filesystem;

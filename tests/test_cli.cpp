@@ -1336,6 +1336,9 @@ TEST_F(CliTest, TuneRejectsBadOptionsAndWritesNothing) {
       {{"--cache", ""}, {"--cache"}},
       {{"--shapes", "missing.yaml"}, {"--shapes", "missing.yaml"}},
       {{"--replay", "missing.jsonl"}, {"does not apply to --replay"}},
+      {{"--priors", "mine"}, {"--priors", "mine"}},
+      {{"--builders", "threads"}, {"--builders", "threads"}},
+      {{"--top", "3"}, {"--top", "--derive-priors"}},
   };
   for (const auto& [extra, needles] : cases) {
     std::vector<std::string> args = {"tune", "--out", "p.yaml", "--budget", "5", "--quiet"};
@@ -1540,6 +1543,40 @@ TEST_F(CliTest, TuneInterruptedByCtrlCResumesFromItsCache) {
   EXPECT_NE(second.out.find("\"cached\": " + std::to_string(measured)), std::string::npos)
       << "expected " << measured << " recalled evaluations; " << second.describe();
   EXPECT_TRUE(fs::exists(path("p.yaml")));
+}
+
+// --derive-priors: the recordings' device's best points per class into one prior file; bad
+// input (no recording, recordings of two devices, a missing one) exits 2 naming it and writes
+// nothing.
+TEST_F(CliTest, TuneDerivePriorsWritesTheBestPointsOfOneDevice) {
+  const std::string header = "{\"record\": 1, \"device\": \"D\", \"vendor\": \"V\", \"driver\": \"1\"}\n";
+  auto line = [](int wgs, double ms) {
+    return "{\"kernel\": \"gemm_nt\", \"class\": \"gemv\", \"problem\": {\"k\": 64, \"m\": 1, \"n\": 64}, "
+           "\"choice\": {\"algorithm\": \"reduce\", \"params\": {\"WGS\": " +
+           std::to_string(wgs) + "}, \"ok\": true, \"time_ms\": " + std::to_string(ms) + "}}\n";
+  };
+  write_text(path("a.jsonl"), header + line(64, 3.0) + line(128, 1.0));
+  write_text(path("b.jsonl"), header + line(32, 2.0));
+  const CliResult r = run_cli({"tune", "--derive-priors", "priors.jsonl", "a.jsonl", "b.jsonl", "--top", "2"},
+                              {{"OCLTK_DEVICE", "no-such-device"}});
+  ASSERT_EQ(r.status, 0) << r.describe();
+  const std::vector<std::string> lines = lines_of(read_text(path("priors.jsonl")));
+  ASSERT_EQ(lines.size(), 3u) << read_text(path("priors.jsonl"));
+  EXPECT_NE(lines[0].find("\"device\": \"D\""), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("\"WGS\": 128"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("\"WGS\": 32"), std::string::npos) << lines[2];
+
+  write_text(path("other.jsonl"),
+             "{\"record\": 1, \"device\": \"E\", \"vendor\": \"V\", \"driver\": \"1\"}\n" + line(64, 1.0));
+  const CliResult two = run_cli({"tune", "--derive-priors", "two.jsonl", "a.jsonl", "other.jsonl"});
+  EXPECT_TRUE(is_usage_error(two, {"'D' and 'E'"})) << two.describe();
+  const CliResult none = run_cli({"tune", "--derive-priors", "none.jsonl"});
+  EXPECT_TRUE(is_usage_error(none, {"--derive-priors needs the recordings"})) << none.describe();
+  const CliResult missing = run_cli({"tune", "--derive-priors", "missing-out.jsonl", "missing.jsonl"});
+  EXPECT_EQ(missing.status, 2) << missing.describe();
+  EXPECT_NE(missing.err.find("missing.jsonl"), std::string::npos) << missing.describe();
+  for (const char* unwritten : {"two.jsonl", "none.jsonl", "missing-out.jsonl"})
+    EXPECT_FALSE(fs::exists(path(unwritten))) << unwritten;
 }
 
 TEST_F(CliTest, TuneReplayComparesStrategiesWithoutADevice) {

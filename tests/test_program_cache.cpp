@@ -256,6 +256,28 @@ TEST_F(ProgramCacheTest, DashDisablesTheDisk) {
   EXPECT_EQ(ProgramCache("").directory(), dir_);
 }
 
+// With writes off (the tuner on PoCL, whose binary fetch compiles every kernel again), a build
+// leaves no entry; an entry already there is still read; writes back on store again.
+TEST_F(ProgramCacheTest, WritesOffLeaveNoEntryButStillRead) {
+  {
+    ProgramCache off(dir_);
+    EXPECT_TRUE(off.writes_to_disk());
+    off.set_writes_to_disk(false);
+    EXPECT_FALSE(off.writes_to_disk());
+    expect_scale_runs(get(off));
+    expect_stats(off.stats(), 0, 0, 1, 0);
+    EXPECT_FALSE(ocltk_test::fs::exists(off.entry_path(device(), kScaleSource, kScaleOptions)));
+  }
+  const std::string entry = prime();
+  ASSERT_TRUE(ocltk_test::fs::exists(entry));
+  const std::string bytes = read_bytes(entry);
+  ProgramCache reader(dir_);
+  reader.set_writes_to_disk(false);
+  expect_scale_runs(get(reader));
+  expect_stats(reader.stats(), 0, 1, 0, 0);
+  EXPECT_EQ(read_bytes(entry), bytes);
+}
+
 // ptx_with_max_registers on PTX as NVIDIA's OpenCL writes it: every .entry gets the
 // directive after its parameter list and its other directives, replacing one it had;
 // functions, comments, declarations and the rest of the text are untouched.

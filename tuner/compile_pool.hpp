@@ -15,15 +15,25 @@
 // serve every class of their family) but no longer take every thread ahead of the next
 // class's own urgent builds.
 //
-// The build function is called once per distinct `options` string; its errors are left
-// for the measuring thread to meet and record when it builds the same program.
+// Workers may build where the measuring thread cannot use the result directly (a context or a
+// process of their own, which leaves the program in a cache on disk): before it needs a
+// program, the measuring thread claim()s it, waiting while a worker builds it and taking it
+// back when none has started it. hold() keeps every worker idle while the device times a
+// candidate, where building and measuring share one CPU.
+//
+// The build function is called once per distinct `options` string, with the index of the
+// worker thread that runs it; its errors are left for the measuring thread to meet and
+// record when it builds the same program.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -34,24 +44,65 @@ namespace ocltk::tuner {
 template <typename Item>
 class CompilePool {
  public:
-  using Build = std::function<void(const Item&)>;
+  using Build = std::function<void(const Item&, int worker)>;
 
+  // max_speculative 0: speculative jobs wait until they become urgent.
   CompilePool(int threads, int max_speculative, Build build)
-      : max_speculative_(std::max(1, max_speculative)), build_(std::move(build)) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { run_builds(); });
+      : max_speculative_(std::max(0, max_speculative)), build_(std::move(build)) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { run_builds(i); });
   }
   ~CompilePool() {
+    stop();
+    for (std::thread& t : threads_) t.join();
+  }
+  // No job starts from now on; the running ones end as they will (the destructor waits).
+  void stop() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
     }
     wake_.notify_all();
-    for (std::thread& t : threads_) t.join();
   }
   CompilePool(const CompilePool&) = delete;
   CompilePool& operator=(const CompilePool&) = delete;
 
   bool enabled() const { return !threads_.empty(); }
+  int threads() const { return int(threads_.size()); }
+
+  // The measuring thread is about to need `options` built: waits while a worker builds it;
+  // a job still queued leaves the queue (the caller builds it). The seconds a worker spent on
+  // it, where one built it (or failed to: the caller meets the error again).
+  std::optional<double> claim(const std::string& options) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto queued = std::find_if(queue_.begin(), queue_.end(), [&](const Job& j) { return j.options == options; });
+    if (queued != queue_.end()) {
+      queue_.erase(queued);
+      return std::nullopt;
+    }
+    wake_.wait(lock, [&] { return running_.count(options) == 0; });
+    const auto it = finished_.find(options);
+    return it == finished_.end() ? std::nullopt : std::optional<double>(it->second);
+  }
+
+  // Whether a worker has finished building `options`.
+  bool finished(const std::string& options) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return finished_.count(options) != 0;
+  }
+
+  // No job starts until release(); returns once the running ones have ended.
+  void hold() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    held_ = true;
+    wake_.wait(lock, [&] { return running_.empty(); });
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      held_ = false;
+    }
+    wake_.notify_all();
+  }
 
   // Every queued urgent job becomes speculative, in its place in the queue; running builds
   // go on.
@@ -95,13 +146,13 @@ class CompilePool {
     bool urgent = true;
   };
 
-  // The front job may start: it is urgent (urgent jobs are always in front), or fewer
-  // than max_speculative_ speculative builds are running.
+  // The front job may start: nothing holds the workers, and it is urgent (urgent jobs are
+  // always in front) or fewer than max_speculative_ speculative builds are running.
   bool can_start() const {
-    return !queue_.empty() && (queue_.front().urgent || speculative_running_ < max_speculative_);
+    return !held_ && !queue_.empty() && (queue_.front().urgent || speculative_running_ < max_speculative_);
   }
 
-  void run_builds() {
+  void run_builds(int worker) {
     while (true) {
       Job job;
       {
@@ -111,29 +162,35 @@ class CompilePool {
         job = std::move(queue_.front());
         queue_.pop_front();
         if (!job.urgent) ++speculative_running_;
+        running_.insert(job.options);
       }
+      const auto start = std::chrono::steady_clock::now();
       try {
-        build_(job.item);
+        build_(job.item, worker);
       } catch (...) {
         // Met again, and recorded, when the candidate is measured.
       }
-      if (!job.urgent) {
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          --speculative_running_;
-        }
-        wake_.notify_all();
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!job.urgent) --speculative_running_;
+        running_.erase(job.options);
+        finished_[job.options] = seconds;
       }
+      wake_.notify_all();
     }
   }
 
   const int max_speculative_;
   Build build_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Job> queue_;
   std::set<std::string> queued_;
+  std::set<std::string> running_;
+  std::map<std::string, double> finished_;  // options -> seconds the build took
   int speculative_running_ = 0;
+  bool held_ = false;
   bool stop_ = false;
   std::vector<std::thread> threads_;  // last: started once everything above exists
 };

@@ -79,14 +79,19 @@ std::string nf4_class_of(const Problem& p) {
 // An NF4 direction: its problems, classes and model shapes are the same both ways.
 FamilyTuning nf4_tuning(const KernelFamily& family, bool forward,
                         std::unique_ptr<Workload> (*make)(Runtime&, const std::string&, std::mt19937_64&)) {
-  return {&family,
-          make,
-          {"experts", "n", "k", "rows", "block_size", "input_bits", "top_k"},
-          nf4_class_of,
-          [forward](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
-            return make_nf4_workload_for(rt, forward, nf4_of(p), rng);
-          },
-          derive_experts};
+  return {
+      &family,
+      make,
+      {"experts", "n", "k", "rows", "block_size", "input_bits", "top_k"},
+      nf4_class_of,
+      [forward](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
+        return make_nf4_workload_for(rt, forward, nf4_of(p), rng);
+      },
+      derive_experts,
+      // Two experts of a few rows each, K a multiple of every block size and reduction width.
+      [](std::int64_t input_bits) -> Problem {
+        return {{"experts", 2}, {"n", 128}, {"k", 1024}, {"rows", 8}, {"block_size", 64}, {"input_bits", input_bits}};
+      }};
 }
 
 // A LoRA problem as the tuner lays it out; shrink's problems have no N and expand's no K
@@ -139,12 +144,19 @@ FamilyTuning lora_tuning(const KernelFamily& family) {
           [name](Runtime& rt, const std::string& shape_class, std::mt19937_64& rng) {
             return make_lora_workload(rt, name, shape_class, rng);
           },
-          keys,
-          [](const Problem& p) { return lora_shape_class(p.at("m"), p.at("segments")); },
+          keys, [](const Problem& p) { return lora_shape_class(p.at("m"), p.at("segments")); },
           [name](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
             return make_lora_workload_for(rt, name, lora_of(p), rng);
           },
-          derive};
+          derive,
+          // Two adapters over two segments of a few rows.
+          [name](std::int64_t input_bits) {
+            Problem p{{"m", 16}, {"rank", 16}, {"adapters", 2}, {"segments", 2}};
+            if (name != "lora_shrink") p["n"] = 64;
+            if (name != "lora_expand") p["k"] = 64;
+            if (input_bits == 16) p["input_bits"] = 16;
+            return p;
+          }};
 }
 
 }  // namespace
@@ -158,7 +170,12 @@ const std::vector<FamilyTuning>& tunable_families() {
        [](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
          return make_gemm_nt_workload_for(rt, gemm_of(p), input_type_of(p), rng);
        },
-       derive_lora},
+       derive_lora,
+       [](std::int64_t input_bits) {
+         Problem p{{"m", 16}, {"n", 64}, {"k", 64}};
+         if (input_bits == 16) p["input_bits"] = 16;
+         return p;
+       }},
       nf4_tuning(nf4_forward_family(), true, make_nf4_forward_workload),
       nf4_tuning(nf4_backward_family(), false, make_nf4_backward_workload),
       lora_tuning(lora_shrink_family()),

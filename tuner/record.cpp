@@ -112,7 +112,10 @@ std::string format_problem(const Problem& problem) {
 
 void write_record_header(std::ostream& out, const DeviceInfo& device) {
   out << "{\"record\": 1, \"ocltk\": " << json_string(version()) << ", \"device\": " << json_string(device.name)
-      << ", \"vendor\": " << json_string(device.vendor) << ", \"driver\": " << json_string(device.driver) << "}\n"
+      << ", \"vendor\": " << json_string(device.vendor) << ", \"driver\": " << json_string(device.driver)
+      << ", \"platform\": " << json_string(device.platform)
+      << ", \"architecture\": " << json_string(device.architecture) << ", \"type\": " << json_string(device.type)
+      << "}\n"
       << std::flush;
 }
 
@@ -126,6 +129,10 @@ void write_record_line(std::ostream& out, const std::string& kernel, const std::
 Recording read_recording(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error(ErrorCode::kNotFound, "cannot open recording " + path);
+  return read_recording(in, path);
+}
+
+Recording read_recording(std::istream& in, const std::string& path) {
   Recording rec;
   std::map<std::string, std::size_t> class_index;
   std::map<std::string, bool> seen;
@@ -144,6 +151,9 @@ Recording read_recording(const std::string& path) {
         rec.device = device;
         rec.vendor = node["vendor"] ? node["vendor"].as<std::string>() : "";
         rec.driver = node["driver"] ? node["driver"].as<std::string>() : "";
+        rec.platform = node["platform"] ? node["platform"].as<std::string>() : "";
+        rec.architecture = node["architecture"] ? node["architecture"].as<std::string>() : "";
+        rec.type = node["type"] ? node["type"].as<std::string>() : "";
         header_seen = true;
         continue;
       }

@@ -44,11 +44,16 @@ struct RecordedClass {
 };
 struct Recording {
   std::string device, vendor, driver;
+  // Written by headers since the tuner seeds a device nobody tuned from the nearest ones
+  // (priors.hpp); empty in older recordings.
+  std::string platform, architecture, type;
   std::vector<RecordedClass> classes;
 };
 // Reads a --record file (several runs may have appended to it; their headers must name
 // the same device). Throws Error(kInvalidArgument) naming FILE:LINE for a malformed line.
 Recording read_recording(const std::string& path);
+// The same from text already read; `name` stands for the file in messages.
+Recording read_recording(std::istream& in, const std::string& name);
 
 // The hash of a kernel family's search space on a device: algorithm names, their kernel
 // source text, the variant the tuner builds them with and every point's build options. A

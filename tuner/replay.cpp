@@ -79,6 +79,14 @@ class ReplayMeasure : public Measure {
     if (e->ok) best_ = std::min(best_, e->time_ms);
     return e;
   }
+  const Evaluation* recall(const Point& point) const override {
+    const std::string key = point.key();
+    const auto hit = space_.by_key.find(key);
+    return hit != space_.by_key.end() && seen_.count(key) ? hit->second : nullptr;
+  }
+  std::int64_t expected_evaluations() const override {
+    return std::max<std::int64_t>(0, max_evals_ - std::int64_t(seen_.size()));
+  }
   double best() const { return best_; }
 
  private:

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 
 namespace ocltk::tuner {
@@ -147,9 +148,12 @@ void local_search(const std::vector<Point>& space, Measure& measure, std::mt1993
 // Measured by replay on the recorded spaces in tests/data/spaces/ (tests/test_tuner.cpp).
 class GuidedSearch {
  public:
-  GuidedSearch(const std::vector<Point>& space, Measure& measure, std::mt19937_64& rng)
+  GuidedSearch(const std::vector<Point>& space, Measure& measure, std::mt19937_64& rng, const SearchPrior* prior)
       : space_(space), measure_(measure), rng_(rng), done_(space.size(), false) {
     number_algorithms(space, algorithms_, algorithm_of_);
+    for (std::size_t i = 0; i < space.size() && prior != nullptr; ++i)
+      if (const auto it = prior->log_ms.find(space[i].key()); it != prior->log_ms.end())
+        prior_.push_back({i, it->second});
     for (std::size_t i = 0; i < space.size(); ++i) {
       const AlgorithmSpec* a = space[i].algorithm;
       std::vector<double> x;
@@ -163,14 +167,25 @@ class GuidedSearch {
   }
 
   void run() {
-    evaluate_batch(initial_design(space_, rng_));
+    // What was measured before (the built-in default, the warm start's points, the priors'
+    // best points) is data from the start.
+    for (std::size_t i = 0; i < space_.size(); ++i)
+      if (const Evaluation* e = measure_.recall(space_[i])) record(i, *e);
+    evaluate_batch(initial_design(space_, rng_, measure_.expected_evaluations()));
     while (!measure_.out_of_budget() && measured_ < space_.size()) evaluate_batch(next_batch());
   }
 
-  // A seeded sample of max(8, min(24, n/50)) points spread over the algorithms (round robin).
-  static std::vector<std::size_t> initial_design(const std::vector<Point>& space, std::mt19937_64& rng) {
+  // A seeded sample of max(8, min(24, n/50)) points spread over the algorithms (round robin);
+  // where that is over half the evaluations the budget is expected to allow, a quarter of
+  // them (at least 4), so that a short budget leaves the model most of its evaluations (a
+  // smaller sample is a prefix of the larger one: the points compiled ahead stay the first
+  // asked for). Cutting it where it fits cost the replay of a 174-point recording its 5 %.
+  static std::vector<std::size_t> initial_design(const std::vector<Point>& space, std::mt19937_64& rng,
+                                                 std::int64_t expected_evaluations = 0) {
     const std::size_t n = space.size();
-    const std::size_t initial = std::min(n, std::clamp<std::size_t>(n / 50, 8, 24));
+    std::size_t initial = std::min(n, std::clamp<std::size_t>(n / 50, 8, 24));
+    if (expected_evaluations > 0 && std::size_t(expected_evaluations) < 2 * initial)
+      initial = std::min(initial, std::max<std::size_t>(4, std::size_t(expected_evaluations) / 4));
     std::vector<const AlgorithmSpec*> algorithms;
     std::vector<std::size_t> algorithm_of;
     number_algorithms(space, algorithms, algorithm_of);
@@ -186,19 +201,40 @@ class GuidedSearch {
  private:
   static constexpr std::size_t kBatch = 4;
   static constexpr std::size_t kSpeculative = 12;  // next-best points hinted beyond a batch
+  // The variance a prior point adds to the measurement noise (log time): a standard deviation
+  // of about 0.3, a third either way, for how far another device's landscape may be from this one's.
+  static constexpr double kPriorVariance = 0.1;
+
+  void record(std::size_t i, const Evaluation& e) {
+    done_[i] = true;
+    ++measured_;
+    if (e.ok && e.time_ms > 0) observed_.push_back({i, std::log(e.time_ms)});
+  }
 
   void evaluate_batch(const std::vector<std::size_t>& batch) {
     std::vector<const Point*> hint;
-    for (std::size_t i : batch) hint.push_back(&space_[i]);
+    for (std::size_t i : batch)
+      if (!done_[i]) hint.push_back(&space_[i]);
     measure_.will_evaluate(hint);
     for (std::size_t i : batch) {
+      if (done_[i]) continue;
       if (measure_.out_of_budget()) return;
       const Evaluation* e = measure_.evaluate(space_[i]);
       if (e == nullptr) return;
-      done_[i] = true;
-      ++measured_;
-      if (e->ok && e->time_ms > 0) observed_.push_back({i, std::log(e->time_ms)});
+      record(i, *e);
     }
+  }
+
+  // How much slower (positive) or faster this device runs the prior's points, in log time:
+  // the median difference over the prior points measured; nullopt before any is.
+  std::optional<double> prior_offset() const {
+    std::vector<double> d;
+    std::map<std::size_t, double> prior_y(prior_.begin(), prior_.end());
+    for (const auto& [i, y] : observed_)
+      if (const auto it = prior_y.find(i); it != prior_y.end()) d.push_back(y - it->second);
+    if (d.empty()) return std::nullopt;
+    std::sort(d.begin(), d.end());
+    return d.size() % 2 ? d[d.size() / 2] : 0.5 * (d[d.size() / 2 - 1] + d[d.size() / 2]);
   }
 
   double kernel(const std::vector<double>& a, const std::vector<double>& b, double inv_two_l2) const {
@@ -219,6 +255,8 @@ class GuidedSearch {
     const double mean_all = count > 0 ? sum / count : 0;
     const double sd_all = count > 1 ? std::sqrt(std::max(1e-6, sum2 / count - mean_all * mean_all)) : 1;
     std::vector<double> score(n, std::numeric_limits<double>::infinity());
+    std::vector<double> predicted(n, mean_all);  // log ms the model expects, for the cost of a point
+    const std::optional<double> offset = prior_offset();
     for (std::size_t a = 0; a < algorithms_.size(); ++a) {
       std::vector<std::size_t> idx;
       std::vector<double> y;
@@ -227,6 +265,14 @@ class GuidedSearch {
           idx.push_back(i);
           y.push_back(yi);
         }
+      const std::size_t measured = idx.size();
+      // The prior's points not measured here, at the prior's time shifted to this device.
+      if (offset)
+        for (const auto& [i, yi] : prior_)
+          if (algorithm_of_[i] == a && !done_[i]) {
+            idx.push_back(i);
+            y.push_back(yi + *offset);
+          }
       const std::size_t dims = algorithms_[a]->params.size();
       const double length = 0.25 * std::sqrt(double(std::max<std::size_t>(1, dims)));
       const double inv_two_l2 = 1.0 / (2 * length * length);
@@ -241,12 +287,13 @@ class GuidedSearch {
       double mean = 0;
       for (double v : y) mean += v;
       mean /= double(m);
-      // K + noise·I = L·Lᵀ, alpha = K⁻¹ (y - mean).
+      // K + noise·I = L·Lᵀ, alpha = K⁻¹ (y - mean); a prior point is a measurement less sure.
       const double noise = 0.02;
       std::vector<double> L(m * m, 0.0);
       for (std::size_t r = 0; r < m; ++r)
         for (std::size_t c = 0; c <= r; ++c) {
-          double v = kernel(coords_[idx[r]], coords_[idx[c]], inv_two_l2) + (r == c ? noise : 0.0);
+          double v = kernel(coords_[idx[r]], coords_[idx[c]], inv_two_l2) +
+                     (r == c ? noise + (r >= measured ? kPriorVariance : 0.0) : 0.0);
           for (std::size_t k = 0; k < c; ++k) v -= L[r * m + k] * L[c * m + k];
           L[r * m + c] = r == c ? std::sqrt(std::max(v, 1e-9)) : v / L[c * m + c];
         }
@@ -271,10 +318,11 @@ class GuidedSearch {
         for (std::size_t r = 0; r < m; ++r) {
           ks[r] = kernel(coords_[i], coords_[idx[r]], inv_two_l2);
           mu += ks[r] * alpha[r];
-          nearest = std::max(nearest, ks[r]);
+          if (r < measured) nearest = std::max(nearest, ks[r]);
         }
         // Uncertainty grows with the distance to the nearest measured point.
         score[i] = mu - kappa_ * sd * (1.0 - nearest);
+        predicted[i] = mu;
       }
     }
     std::vector<std::size_t> candidates;
@@ -283,8 +331,21 @@ class GuidedSearch {
     std::shuffle(candidates.begin(), candidates.end(), rng_);  // ties broken by the seed
     const std::size_t take = std::min(kBatch, candidates.size());
     const std::size_t ranked = std::min(kBatch + kSpeculative, candidates.size());
+    // Improvement per second: the points whose optimistic bound (score) beats the best so far
+    // come first, by how much they promise to gain (in log time) over what they cost to
+    // measure (a program not built yet costs its build); then the others, by their bound.
+    // Where every point costs the same this is the order of the bound alone.
+    std::vector<double> cost(n, 1.0);
+    for (std::size_t i : candidates) cost[i] = std::max(1e-6, measure_.cost_seconds(space_[i], std::exp(predicted[i])));
+    const bool gains = std::isfinite(best_y);
     std::partial_sort(candidates.begin(), candidates.begin() + long(ranked), candidates.end(),
-                      [&](std::size_t x, std::size_t y) { return score[x] < score[y]; });
+                      [&](std::size_t x, std::size_t y) {
+                        const double gx = best_y - score[x], gy = best_y - score[y];
+                        const bool px = gains && gx > 0, py = gains && gy > 0;
+                        if (px != py) return px;
+                        if (px) return gx / cost[x] > gy / cost[y];
+                        return score[x] < score[y];
+                      });
     // The next-best beyond the batch are likely in the next batches: compiling them while
     // this batch is measured keeps the pool busy when builds are slower than runs.
     std::vector<const Point*> speculative;
@@ -303,6 +364,7 @@ class GuidedSearch {
   std::vector<bool> done_;
   std::size_t measured_ = 0;
   std::vector<std::pair<std::size_t, double>> observed_;
+  std::vector<std::pair<std::size_t, double>> prior_;  // space index, the prior's log ms
   double kappa_ = 1.0;
 };
 
@@ -329,7 +391,8 @@ std::vector<const Point*> opening_points(Strategy strategy, const std::vector<Po
   return points;
 }
 
-void run_strategy(Strategy strategy, const std::vector<Point>& space, Measure& measure, std::mt19937_64& rng) {
+void run_strategy(Strategy strategy, const std::vector<Point>& space, Measure& measure, std::mt19937_64& rng,
+                  const SearchPrior* prior) {
   if (space.empty()) return;
   switch (strategy) {
     case Strategy::kExhaustive:  // every point; a seeded order, so a run cut by its budget is a fair sample
@@ -340,7 +403,7 @@ void run_strategy(Strategy strategy, const std::vector<Point>& space, Measure& m
       local_search(space, measure, rng);
       return;
     case Strategy::kGuided:
-      GuidedSearch(space, measure, rng).run();
+      GuidedSearch(space, measure, rng, prior).run();
       return;
   }
 }

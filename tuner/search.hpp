@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
@@ -55,6 +57,30 @@ class Measure {
   // Points the strategy may ask for after those (e.g. the model's next-best beyond the
   // batch): compiled when the pool has nothing more urgent. A hint only.
   virtual void might_evaluate(const std::vector<const Point*>& points) { (void)points; }
+  // The evaluation of `point` where it was measured before the strategy started (the
+  // built-in default, a warm start's points), without measuring it; nullptr otherwise.
+  virtual const Evaluation* recall(const Point& point) const {
+    (void)point;
+    return nullptr;
+  }
+  // How many more evaluations the budget is expected to allow; 0 where unknown.
+  virtual std::int64_t expected_evaluations() const { return 0; }
+  // The seconds an evaluation of `point` is expected to take, its time being `predicted_ms`:
+  // its build where it is not built yet, and its runs. The same for every point where
+  // unknown, which leaves the guided strategy's order as the model alone gives it.
+  virtual double cost_seconds(const Point& point, double predicted_ms) const {
+    (void)point;
+    (void)predicted_ms;
+    return 1;
+  }
+};
+
+// What the nearest known devices measured at points of a class's space (priors.hpp):
+// log(time in ms) by Point::key(). The guided strategy adds the points it has not measured
+// to its model's data, shifted by how much slower or faster this device ran the prior points
+// it measured (their median difference), and less certain than a measurement.
+struct SearchPrior {
+  std::map<std::string, double> log_ms;
 };
 
 // The first points `strategy` will ask for, given the same rng state, before any
@@ -65,6 +91,8 @@ std::vector<const Point*> opening_points(Strategy strategy, const std::vector<Po
 
 // Runs `strategy` over `space` until the space or the budget is exhausted. Deterministic
 // for a given rng state and the same measurements.
-void run_strategy(Strategy strategy, const std::vector<Point>& space, Measure& measure, std::mt19937_64& rng);
+// With `prior`, the guided strategy also fits the prior's points (others ignore it).
+void run_strategy(Strategy strategy, const std::vector<Point>& space, Measure& measure, std::mt19937_64& rng,
+                  const SearchPrior* prior = nullptr);
 
 }  // namespace ocltk::tuner

@@ -16,6 +16,7 @@
 #include <thread>
 #include <tuple>
 
+#include "build_workers.hpp"
 #include "compile_pool.hpp"
 #include "ocltk/family.hpp"
 
@@ -31,22 +32,29 @@ int job_input_bits(const std::optional<Problem>& problem) { return problem ? int
 
 // Runs, verifies, then times a candidate; stops timing early when the first timed run is
 // already three times slower than the best so far. `hang` is set when a run outlived the
-// workload's time limit (the device may still be busy with it).
-Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, double best_ms, bool& hang) {
+// workload's time limit (the device may still be busy with it). `quiet` is entered for the
+// timed runs (the build workers rest while the CPU they share with the device times);
+// `run_ms` receives the device time of every run.
+template <typename Quiet>
+Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, double best_ms, bool& hang, Quiet&& quiet,
+                              double& run_ms) {
   Evaluation e;
   e.algorithm = choice.algorithm;
   e.params = choice.params;
   hang = false;
+  run_ms = 0;
   try {
     w.poison();
-    w.run(choice);
+    run_ms += w.run(choice);
     if (std::string why = w.verify(); !why.empty()) {
       e.rejected = why;
       return e;
     }
     std::vector<double> times;
+    const auto rest = quiet();
     for (int r = 0; r < std::max(1, repeats); ++r) {
       times.push_back(w.run(choice));
+      run_ms += times.back();
       if (r == 0 && best_ms > 0 && times[0] > 3 * best_ms) break;
     }
     std::sort(times.begin(), times.end());
@@ -90,41 +98,153 @@ std::string now_iso8601() {
   return buf;
 }
 
-// Builds candidates' programs ahead of their measurement on a CompilePool. The program
-// cache (thread-safe, one build per program) hands the measuring thread the built
-// program, or makes it wait for a build in flight. A quarter of the threads (at least
-// one) may run speculative builds at once (compile_pool.hpp says why).
+// Builds candidates' programs ahead of their measurement on a CompilePool, in one of the
+// ways build_workers.hpp describes: into the measuring runtime's program cache (shared),
+// or through contexts or processes of the workers' own, whose builds reach the measuring
+// context through caches on disk. A quarter of the threads (at least one) may run
+// speculative builds at once (compile_pool.hpp says why). Where building and measuring share
+// the CPU, the workers rest while a candidate is timed, and build only what is about to be
+// measured: the measuring thread waits for the builds running when it times a candidate,
+// and on the loaded 2-core development machine a speculative one held it up to 20 s.
 class Prefetcher {
  public:
-  Prefetcher(Runtime& rt, int threads)
-      : pool_(threads, threads / 4,
-              [&rt](const Build& b) { rt.program_for(*b.point.algorithm, b.point.params, b.variant); }) {}
+  struct Setup {
+    Runtime& rt;
+    Builders builders;  // resolved: shared, contexts or processes
+    int threads;
+    bool rest_while_timing;
+    std::vector<std::string> worker_command;  // processes: the command, before "--device N"
+  };
+  explicit Prefetcher(Setup s)
+      : rt_(s.rt),
+        builders_(s.builders),
+        rest_while_timing_(s.rest_while_timing),
+        slots_(make_slots(s)),
+        pool_(s.threads, s.rest_while_timing ? 0 : std::max(1, s.threads / 4),
+              [this](const Build& b, int worker) { build(b, worker); }) {}
 
   // The workload whose problem the next builds serve (its input type picks the variant of
   // algorithms built per type); null: each algorithm's tuned_variant.
-  void serve(const Workload* workload) { workload_ = workload; }
+  void serve(const Workload* workload, const FamilyTuning* tuning, int input_bits) {
+    workload_ = workload;
+    tuning_ = tuning;
+    input_bits_ = input_bits;
+  }
 
-  // Queues builds of `points`; urgent ones (about to be measured) go first, in order.
-  void prefetch(const std::vector<const Point*>& points, bool urgent = true) {
+  // Queues builds of `points`; urgent ones (about to be measured) go first, in order. For
+  // another job than the one served, name its family and input width.
+  void prefetch(const std::vector<const Point*>& points, bool urgent = true, const FamilyTuning* tuning = nullptr,
+                int input_bits = 0) {
     if (!pool_.enabled()) return;
+    const FamilyTuning* t = tuning ? tuning : tuning_;
+    const int bits = tuning ? input_bits : input_bits_;
     for (const Point* p : points) {
-      std::string variant = workload_ ? workload_->variant(*p->algorithm) : p->algorithm->tuned_variant;
-      std::string key = p->algorithm->source_name + " " + p->algorithm->build_options(p->params) + variant;
-      pool_.add({*p, std::move(variant)}, key, urgent);
+      std::string variant = variant_of(*p, tuning == nullptr);
+      std::string key = key_of(*p, variant);
+      pool_.add({*p, std::move(variant), t, bits}, key, urgent);
     }
+  }
+
+  // The measuring thread is about to build `point`: waits for a worker building it. The
+  // seconds a worker spent on it, where one built it.
+  std::optional<double> claim(const Point& point) {
+    if (!pool_.enabled()) return std::nullopt;
+    return pool_.claim(key_of(point, variant_of(point, true)));
+  }
+  bool built(const Point& point) const {
+    return pool_.enabled() && pool_.finished(key_of(point, variant_of(point, true)));
+  }
+
+  // While the returned guard lives, no build runs (where building and measuring share the CPU).
+  auto quiet() {
+    struct Rest {
+      CompilePool<Build>* pool;
+      ~Rest() {
+        if (pool) pool->release();
+      }
+    };
+    if (!rest_while_timing_ || !pool_.enabled()) return std::unique_ptr<Rest>();
+    pool_.hold();
+    return std::make_unique<Rest>(Rest{&pool_});
   }
 
   // A class is over: what it still wanted built waits as speculative builds, behind the
   // next class's urgent ones.
   void class_done() { pool_.demote(); }
+  bool rests_while_timing() const { return rest_while_timing_ && pool_.enabled(); }
+
+  // The run is over: worker processes end now rather than finish builds nobody needs (a
+  // build on NVIDIA took up to 8 s), so that the run ends within its budget.
+  ~Prefetcher() {
+    pool_.stop();
+    for (Slot& slot : slots_)
+      if (slot.process) slot.process->kill();
+  }
 
  private:
   struct Build {
     Point point;
     std::string variant;
+    const FamilyTuning* tuning;
+    int input_bits;
   };
-  CompilePool<Build> pool_;
+  struct Slot {  // one worker thread's own runtime or process, made on its first build
+    std::optional<Runtime> rt;
+    std::unique_ptr<CandidateBuilder> builder;
+    std::unique_ptr<WorkerProcess> process;
+  };
+
+  std::string variant_of(const Point& p, bool served) const {
+    return served && workload_ ? workload_->variant(*p.algorithm) : p.algorithm->tuned_variant;
+  }
+  static std::string key_of(const Point& p, const std::string& variant) {
+    return p.algorithm->source_name + " " + p.algorithm->build_options(p.params) + variant;
+  }
+
+  void build(const Build& b, int worker) {
+    if (builders_ == Builders::kShared || b.tuning == nullptr) {
+      rt_.program_for(*b.point.algorithm, b.point.params, b.variant);
+      return;
+    }
+    Slot& slot = slots_[std::size_t(worker)];
+    if (slot.process) {
+      slot.process->build(
+          build_request(b.tuning->family->name, b.point.algorithm->name, b.point.params, b.variant, b.input_bits));
+      return;
+    }
+    if (!slot.rt) {
+      slot.rt.emplace(open_runtime_like(rt_, cache_dir()));
+      slot.builder = std::make_unique<CandidateBuilder>(*slot.rt);
+    }
+    slot.builder->build(*b.tuning, *b.point.algorithm, b.point.params, b.variant, b.input_bits);
+  }
+  // Where a worker leaves what it built: the measuring runtime's program cache folder, or
+  // none where the driver keeps its own (PoCL's, which the measuring context then finds).
+  static std::string cache_dir(Runtime& rt) {
+    return compiles_at_first_launch(rt.device()) ? "-" : rt.program_cache().directory();
+  }
+  std::string cache_dir() const { return cache_dir(rt_); }
+  // One slot per worker; for processes, each with its process (started at its first build).
+  static std::vector<Slot> make_slots(const Setup& s) {
+    std::vector<Slot> slots(std::size_t(std::max(0, s.threads)));
+    if (s.builders != Builders::kProcesses) return slots;
+    std::vector<std::string> command = s.worker_command;
+    command.push_back("--device");
+    command.push_back(std::to_string(s.rt.device().index));
+    for (Slot& slot : slots)
+      slot.process = std::make_unique<WorkerProcess>(
+          command, std::vector<std::pair<std::string, std::string>>{{"OCLTK_CACHE_DIR", cache_dir(s.rt)}});
+    return slots;
+  }
+
+  Runtime& rt_;
+  Builders builders_;
+  bool rest_while_timing_;
   const Workload* workload_ = nullptr;
+  const FamilyTuning* tuning_ = nullptr;
+  int input_bits_ = 32;
+  std::vector<Slot> slots_;  // before pool_: its threads use them until it is destroyed
+  CompilePool<Build> pool_;
 };
 
 class Progress {
@@ -167,6 +287,51 @@ class Progress {
   Clock::time_point last_line_ = Clock::now() - std::chrono::hours(1);
 };
 
+// What an evaluation costs on this device, learnt over the run (programs serve every class
+// of their family): the seconds an evaluation takes besides its runs, with the program built
+// (verification, the host's work) and without (its build added), per algorithm.
+class EvaluationCosts {
+ public:
+  // One evaluation: `seconds` besides its runs; `warm` where its program was built before
+  // (by a worker, whose own time is `worker_build`, or by an earlier evaluation).
+  void measured(const std::string& algorithm, const std::string& key, bool warm, double seconds,
+                std::optional<double> worker_build) {
+    seconds = std::max(0.0, seconds);
+    if (warm) {
+      warm_.add(seconds);
+    } else {
+      builds_[algorithm].add(std::max(0.0, seconds - overhead()));
+      all_builds_.add(std::max(0.0, seconds - overhead()));
+    }
+    if (worker_build) {
+      builds_[algorithm].add(*worker_build);
+      all_builds_.add(*worker_build);
+    }
+    built_.insert(key);
+  }
+  bool built(const std::string& key) const { return built_.count(key) != 0; }
+  double overhead() const { return warm_.count ? warm_.mean() : 0.05; }
+  double build_seconds(const std::string& algorithm) const {
+    const auto it = builds_.find(algorithm);
+    if (it != builds_.end() && it->second.count) return it->second.mean();
+    return all_builds_.count ? all_builds_.mean() : 1.0;
+  }
+
+ private:
+  struct Mean {
+    double sum = 0;
+    int count = 0;
+    void add(double v) {
+      sum += v;
+      ++count;
+    }
+    double mean() const { return sum / count; }
+  };
+  Mean warm_, all_builds_;
+  std::map<std::string, Mean> builds_;
+  std::set<std::string> built_;  // point keys measured in this run
+};
+
 // The most of a class's time (and of its --max-evals) the search leaves to the refinement
 // around its best point (DeviceMeasure::out_of_budget).
 constexpr double kRefinementShare = 0.2;
@@ -193,9 +358,38 @@ class DeviceMeasure : public Measure {
     // For the refinement around the best (refinement(), start_refining).
     const KernelFamily& family;
     const DeviceLimits& limits;
+    std::shared_ptr<EvaluationCosts> costs;  // the run's, shared by its classes
+    int* prebuilt;                           // TuneResult::prebuilt
   };
   explicit DeviceMeasure(Setup s) : s_(std::move(s)), measuring_since_(Clock::now()) {
     best_.time_ms = std::numeric_limits<double>::infinity();
+  }
+
+  // The class's share, changed where its best comes near what is known (tune()).
+  void set_budget(double seconds) { s_.budget_seconds = seconds; }
+  // Called after each new best (null: nothing).
+  void on_improvement(std::function<void()> f) { on_improvement_ = std::move(f); }
+
+  const Evaluation* recall(const Point& point) const override {
+    const auto it = seen_.find(point.key());
+    return it == seen_.end() ? nullptr : &it->second;
+  }
+
+  // The pace of the evaluations so far over the time left (the refinement's share held back).
+  std::int64_t expected_evaluations() const override {
+    const int done = s_.cr.evaluations;
+    const double elapsed = seconds_since(measuring_since_);
+    if (done == 0 || elapsed <= 0) return 0;
+    const double left = s_.budget_seconds - seconds_since(s_.class_start);
+    return std::max<std::int64_t>(1, std::int64_t(left * (1 - kRefinementShare) / (elapsed / done)));
+  }
+
+  // A program not built yet costs its algorithm's build time as measured so far in this run
+  // (any algorithm's, before its first; 1 s before any); then verification, and the runs.
+  double cost_seconds(const Point& point, double predicted_ms) const override {
+    const double runs = (1 + std::max(1, s_.options.repeats)) * predicted_ms * 1e-3 + costs_->overhead();
+    if (costs_->built(point.key()) || s_.prefetcher.built(point)) return runs;
+    return runs + costs_->build_seconds(point.algorithm->name);
   }
 
   // Until start_refining, the search stops early enough to leave the refinement of the
@@ -210,7 +404,14 @@ class DeviceMeasure : public Measure {
     // An evaluation started now ends a pace later: the pending points need their time after
     // it, so one more pace is held back while there are any.
     const double held = pending > 0 ? std::min(kRefinementShare * s_.budget_seconds, double(pending + 1) * pace) : 0.0;
-    return elapsed >= s_.budget_seconds - held;
+    // Nor does it start one expected to end more than half an evaluation past the share (at
+    // the pace of measuring, builds included, once two evaluations set it): a class then ends
+    // as near its share after as before it, where each class used to run past it by its last
+    // evaluation (runs past 165 s of 10-60 s on the loaded 2-core development machine).
+    // The refinement has its time held back already.
+    const int done = s_.cr.evaluations;
+    const double half_next = done >= 2 && !refining_ ? 0.5 * seconds_since(measuring_since_) / done : 0.0;
+    return elapsed + half_next >= s_.budget_seconds - held;
   }
   // The best so far at each other value of its refined_last parameters, the points not
   // measured yet (AlgorithmSpec::refinements).
@@ -227,7 +428,7 @@ class DeviceMeasure : public Measure {
   // From here on the whole budget is open: what the search left, and what it held back.
   void start_refining() { refining_ = true; }
   // Measured even where the class's time is spent, but not after a stop or past
-  // --max-evals (the refinement's first point).
+  // --max-evals (the refinement's first point, the nearest known devices' best).
   const Evaluation* evaluate_past_time(const Point& point) {
     return out_of_evaluations() ? nullptr : evaluate(point, true);
   }
@@ -253,7 +454,16 @@ class DeviceMeasure : public Measure {
       choice.algorithm = point.algorithm->name;
       choice.params = point.params;
       bool hang = false;
-      e = evaluate_candidate(s_.workload, choice, s_.options.repeats, best_.ok ? best_.time_ms : 0, hang);
+      // A program a worker is building is waited for, one it has not started is built here.
+      const std::optional<double> worker_build = s_.prefetcher.claim(point);
+      if (worker_build) ++*s_.prebuilt;
+      const bool warm = worker_build.has_value() || costs_->built(key);
+      const auto started = Clock::now();
+      double run_ms = 0;
+      e = evaluate_candidate(
+          s_.workload, choice, s_.options.repeats, best_.ok ? best_.time_ms : 0, hang,
+          [this] { return s_.prefetcher.quiet(); }, run_ms);
+      costs_->measured(point.algorithm->name, key, warm, seconds_since(started) - run_ms * 1e-3, worker_build);
       // Into the cache first: should waiting for the hung candidate never end, the next
       // run still knows to skip it.
       if (s_.cache != nullptr) s_.cache->append(s_.cr.shape_class, s_.cr.problem, e);
@@ -265,6 +475,7 @@ class DeviceMeasure : public Measure {
     if (!e.ok) ++s_.cr.rejected;
     const bool improved = e.ok && e.time_ms < best_.time_ms;
     if (improved) best_ = e;
+    if (improved && on_improvement_) on_improvement_();
     s_.cr.history.push_back(e);
     if (s_.options.record != nullptr)
       write_record_line(*s_.options.record, s_.kernel, s_.cr.shape_class, s_.cr.problem, e);
@@ -287,8 +498,15 @@ class DeviceMeasure : public Measure {
 
   // Hints queue builds only while the class has budget: past it they would only take
   // threads from the next class's builds.
+  // Where the workers share the CPU with the device, only as many as the class's time is
+  // expected to measure: a build still running when the class ends holds up the next class's
+  // first timed candidate.
   void will_evaluate(const std::vector<const Point*>& points) override {
-    if (!out_of_budget()) s_.prefetcher.prefetch(points, true);
+    if (out_of_budget()) return;
+    std::vector<const Point*> wanted = points;
+    if (const std::int64_t expected = expected_evaluations(); s_.prefetcher.rests_while_timing() && expected > 0)
+      wanted.resize(std::min(wanted.size(), std::size_t(expected)));
+    s_.prefetcher.prefetch(wanted, true);
   }
   void might_evaluate(const std::vector<const Point*>& points) override {
     if (!out_of_budget()) s_.prefetcher.prefetch(points, false);
@@ -328,25 +546,125 @@ class DeviceMeasure : public Measure {
   }
 
   Setup s_;
+  std::shared_ptr<EvaluationCosts> costs_ = s_.costs;
+  std::function<void()> on_improvement_;
   Clock::time_point measuring_since_;  // its workload built: the pace of evaluations counts from here
   std::map<std::string, Evaluation> seen_;
   Evaluation best_;
 };
 
-int default_compile_threads(const DeviceInfo& device) {
-  if (device.type == "cpu") return 0;  // the CPU both compiles and runs: keep timings clean
-  const unsigned hw = std::thread::hardware_concurrency();
+// The nearest known devices' best points a class measures first, legal here, in this
+// problem's names (at_input_bits): two from the device itself (its best, and a second
+// should the first be off here), four from other devices, whose order may differ here.
+std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily& family, const DeviceLimits& limits,
+                                    int input_bits) {
+  const std::size_t count = prior.distance == 0 ? 2 : 4;
+  std::vector<Point> out;
+  std::set<std::string> keys;
+  for (const Evaluation& e : prior.points) {
+    if (out.size() >= count) break;
+    const AlgorithmSpec* algorithm = family.find_algorithm(e.algorithm);
+    if (algorithm == nullptr) continue;
+    Point p{algorithm, algorithm->at_input_bits(e.params, input_bits)};
+    if (algorithm->violation(p.params, &limits) || !keys.insert(p.key()).second) continue;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// The builders `auto` stands for, and how many threads build.
+Builders resolve_builders(const TuneOptions& options, const DeviceInfo& device, const DeviceLimits& limits) {
+  const bool processes_possible = !options.worker_command.empty() && device.index >= 0;
+  if (options.builders == Builders::kProcesses && !processes_possible)
+    throw Error(ErrorCode::kInvalidArgument,
+                "build workers in processes need the worker command (the ocltk executable) and a device opened by "
+                "its index");
+  if (options.builders != Builders::kAuto) return options.builders;
+  if (device.type == "cpu") return Builders::kContexts;
+  return limits.ptx_binaries && processes_possible ? Builders::kProcesses : Builders::kShared;
+}
+
+int default_compile_threads(const DeviceInfo& device, Builders builders) {
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  // A CPU device: every core builds while the device is not timing (the workers rest then).
+  if (device.type == "cpu") return int(std::min(hw, 16u));
+  // Four processes overlapped on the H200 (2.3x one process's builds); more were not measured.
+  if (builders == Builders::kProcesses) return int(std::clamp<unsigned>(hw > 1 ? hw - 1 : 1, 1, 4));
   return int(std::clamp<unsigned>(hw > 1 ? hw - 1 : 1, 1, 16));
+}
+
+// How much of an even share a class gets, by how far its best is from what is known. Near:
+// within kNearGap of the best a nearest device measured on the same problem (distance 0) or
+// of the share of its built-in default's time the nearest devices' search saved (the smaller
+// gap of the two counts), or within kNearFloor of its memory floor (where the class's bytes
+// do not fit the device's cache; a read kernel reached 92-99 % of the copy bandwidth on the
+// H200, docs/performance.md): kNearWeight. Far: over kFarGap from what the nearest devices
+// reached: kFarWeight (a floor never says far: no kernel may reach it). Else, or with nothing
+// known, 1.
+constexpr double kNearGap = 0.05, kFarGap = 0.5, kNearFloor = 0.25;
+constexpr double kNearWeight = 0.4, kFarWeight = 1.5;
+double class_weight(const Evaluation& best, const Evaluation& builtin, const std::optional<ClassPrior>& prior,
+                    double floor_ms) {
+  if (!best.ok) return 1;
+  if (floor_ms > 0 && best.time_ms <= (1 + kNearFloor) * floor_ms) return kNearWeight;
+  // Best over what the nearest devices reached, minus one; the smaller of the two yardsticks,
+  // so that a device slower all over (another run's load, another clock) is not called far.
+  std::optional<double> gap;
+  if (prior && prior->best_ms > 0) gap = best.time_ms / prior->best_ms - 1;
+  if (prior && prior->best_ratio > 0 && builtin.ok) {
+    const double relative = (best.time_ms / builtin.time_ms) / prior->best_ratio - 1;
+    gap = gap ? std::min(*gap, relative) : relative;
+  }
+  if (!gap) return 1;
+  if (*gap <= kNearGap) return kNearWeight;
+  if (*gap > kFarGap) return kFarWeight;
+  return 1;
+}
+
+std::uint64_t global_cache_bytes(const DeviceInfo& device) {
+  cl_ulong cache = 0;
+  clGetDeviceInfo(device.handle.id(), CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof cache, &cache, nullptr);
+  return cache;
+}
+
+// The device's copy bandwidth in bytes per second (clEnqueueCopyBuffer, read + write, the
+// best of three after one warm-up); 0 where it cannot be measured.
+double copy_bandwidth(Runtime& rt) {
+  const DeviceInfo& d = rt.device();
+  const std::size_t bytes =
+      std::size_t(std::min<std::uint64_t>({256ull << 20, d.max_alloc_bytes / 2, d.global_mem_bytes / 8}));
+  if (bytes < (1u << 20)) return 0;
+  try {
+    boost::compute::buffer from = rt.allocate(bytes).value(), to = rt.allocate(bytes).value();
+    double best = 0;
+    for (int i = 0; i < 4; ++i) {
+      cl_event event = nullptr;
+      if (clEnqueueCopyBuffer(rt.queue().get(), from.get(), to.get(), 0, 0, bytes, 0, nullptr, &event) != CL_SUCCESS)
+        return 0;
+      clWaitForEvents(1, &event);
+      cl_ulong start = 0, end = 0;
+      clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
+      clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
+      clReleaseEvent(event);
+      if (i > 0 && end > start) best = std::max(best, 2.0 * double(bytes) / (double(end - start) * 1e-9));
+    }
+    return best;
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
 }  // namespace
 
-double class_share(double budget_seconds, double elapsed_seconds, int classes, int classes_left) {
+double class_share(double budget_seconds, double elapsed_seconds, int classes, int classes_left, double weight) {
   if (classes_left <= 0) return 0;
-  const double floor = kMinClassShare * budget_seconds / double(classes);
-  const double fair = std::max(0.0, budget_seconds - elapsed_seconds) / double(classes_left);
+  // This class at `weight`, those after it at 1 each (their weights are not known yet).
+  const double part = weight / (weight + double(classes_left - 1));
+  const double floor = kMinClassShare * std::min(1.0, weight) * budget_seconds / double(classes);
+  const double fair = std::max(0.0, budget_seconds - elapsed_seconds) * part;
   // The floor may carry the run past the budget, by one floor at most in all.
-  const double stretched = std::max(0.0, budget_seconds + floor - elapsed_seconds) / double(classes_left);
+  const double stretched =
+      std::max(0.0, budget_seconds + kMinClassShare * budget_seconds / double(classes) - elapsed_seconds) * part;
   return std::max(fair, std::min(floor, stretched));
 }
 
@@ -450,6 +768,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     }
   }
 
+  const PriorUse prior_use = options.warm_start ? options.priors : PriorUse::kNone;
   ProfileSelection prior;
   if (options.warm_start) {
     try {
@@ -457,10 +776,34 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     } catch (const std::exception&) {
       // An unreadable profile only costs the warm start.
     }
+    // A device nobody tuned, simulated: this device's own profiles are set aside too.
+    if (prior_use == PriorUse::kOthers)
+      prior.candidates.erase(
+          std::remove_if(prior.candidates.begin(), prior.candidates.end(),
+                         [&](const ProfileCandidate& c) { return c.profile.device.name == device.name; }),
+          prior.candidates.end());
   }
+  const std::vector<PriorDevice>& known = options.known_devices ? *options.known_devices : embedded_priors();
+  auto prior_of = [&](const std::string& kernel, const std::string& shape_class, const Problem* problem) {
+    return class_prior(known, device, prior_use, kernel, shape_class, problem);
+  };
 
-  result.compile_threads = options.compile_threads >= 0 ? options.compile_threads : default_compile_threads(device);
-  Prefetcher prefetcher(rt, result.compile_threads);
+  // Asking PoCL for a program's binary, to store it, compiles it again for any workgroup
+  // size: the tuner measures thousands of programs once each, and PoCL caches them itself.
+  struct KeepWrites {
+    ProgramCache& cache;
+    bool writes;
+    ~KeepWrites() { cache.set_writes_to_disk(writes); }
+  } keep_writes{rt.program_cache(), rt.program_cache().writes_to_disk()};
+  if (compiles_at_first_launch(device)) rt.program_cache().set_writes_to_disk(false);
+
+  const Builders builders = resolve_builders(options, device, limits);
+  result.builders = to_string(builders);
+  result.compile_threads =
+      options.compile_threads >= 0 ? options.compile_threads : default_compile_threads(device, builders);
+  Prefetcher prefetcher({rt, builders, result.compile_threads, device.type == "cpu", options.worker_command});
+  auto costs = std::make_shared<EvaluationCosts>();
+  std::optional<double> bandwidth;  // measured at the first class that needs it
   result.profile.device = profile_device_of(device);
   result.profile.tuner_version = version();
 
@@ -478,15 +821,29 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
         spaces[ji].push_back({&algorithm, std::move(p)});
     search_rngs.emplace_back(options.seed * 0x9E3779B97F4A7C15ull + ji + 1);
   }
+  // What each job will measure first: its built-in default, the nearest known devices' best
+  // points, then its strategy's opening (fewer of them on a CPU device, whose builds take the
+  // measuring CPU's time, and where a short budget cuts the opening: GuidedSearch).
+  std::vector<std::vector<Point>> first_points(jobs.size());
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     const KernelFamily& family = *jobs[ji].tuning->family;
     const BuiltinChoice builtin = family.builtin_for(jobs[ji].shape_class);
     const AlgorithmSpec* algorithm = family.find_algorithm(builtin.algorithm);
-    const Point point{algorithm, algorithm->complete(builtin.params)};
-    prefetcher.prefetch({&point}, false);
+    first_points[ji].push_back({algorithm, algorithm->complete(builtin.params)});
+    const std::optional<ClassPrior> p =
+        prior_of(family.name, jobs[ji].shape_class, jobs[ji].problem ? &*jobs[ji].problem : nullptr);
+    const int bits = job_input_bits(jobs[ji].problem);
+    if (p)
+      for (const Point& point : prior_candidates(*p, family, limits, bits)) first_points[ji].push_back(point);
+  }
+  for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
+    std::vector<const Point*> hint;
+    for (const Point& p : first_points[ji]) hint.push_back(&p);
+    prefetcher.prefetch(hint, false, jobs[ji].tuning, job_input_bits(jobs[ji].problem));
   }
   for (std::size_t ji = 0; ji < jobs.size(); ++ji)
-    prefetcher.prefetch(opening_points(options.strategy, spaces[ji], search_rngs[ji], 24), false);
+    prefetcher.prefetch(opening_points(options.strategy, spaces[ji], search_rngs[ji], device.type == "cpu" ? 8 : 24),
+                        false, jobs[ji].tuning, job_input_bits(jobs[ji].problem));
 
   // The best point of each problem tuned so far, by (kernel, class): with warm_start the
   // later problems of that class measure them first (a user's shapes of one class are
@@ -516,7 +873,10 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     std::unique_ptr<Workload> workload = jobs[ji].problem ? jobs[ji].tuning->make_for(rt, *jobs[ji].problem, rng)
                                                           : jobs[ji].tuning->make(rt, shape_class, rng);
     previous_workload.reset();  // kept until now, so data it shares with this one is reused
-    prefetcher.serve(workload.get());
+    const int input_bits = job_input_bits(jobs[ji].problem);
+    // The width the workload runs (a class of 16-bit input names it in its problem): what a
+    // build worker's small problem must run to build the same program.
+    prefetcher.serve(workload.get(), jobs[ji].tuning, int(input_bits_of(workload->problem())));
     cr.problem = workload->problem();
     if (!tuned_problems.insert({family.name, shape_class, cr.problem}).second) {
       result.repeated.push_back(family.name + "/" + shape_class + " " + format_problem(cr.problem));
@@ -534,7 +894,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
         {rt, options, family.name, cr, *workload, cache_it == caches.end() ? nullptr : cache_it->second.get(),
          prefetcher, progress,
          "[" + std::to_string(ji + 1) + "/" + std::to_string(jobs.size()) + " " + family.name + "/" + shape_class + "]",
-         class_budget, max_evals, class_start, family, limits});
+         class_budget, max_evals, class_start, family, limits, costs, &result.prebuilt});
 
     // The built-in default is always measured: it is the baseline of the speed-up, and
     // its time sets the hang limit of the others.
@@ -559,7 +919,6 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       for (const Profile& profile : options.warm_profiles) warm_from.push_back(&profile);
     // Points from elsewhere take this problem's names for parameters of another input
     // width's path (AlgorithmSpec::at_input_bits), as the search space does.
-    const int input_bits = job_input_bits(jobs[ji].problem);
     for (const Profile* profile : warm_from) {
       const ProfileEntry* entry = profile->find(family.name, shape_class, &cr.problem);
       const AlgorithmSpec* algorithm = entry ? family.find_algorithm(entry->algorithm) : nullptr;
@@ -569,12 +928,54 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     if (options.warm_start)
       for (const Point& p : run_bests[{family.name, shape_class}])
         warm.push_back({p.algorithm, p.algorithm->at_input_bits(p.params, input_bits)});
+    // Then the nearest known devices' best points for the class (priors.hpp).
+    const std::optional<ClassPrior> class_known = prior_of(family.name, shape_class, &cr.problem);
+    SearchPrior search_prior;
+    std::optional<Point> first_prior_point;
+    if (class_known) {
+      cr.prior_distance = class_known->distance;
+      cr.prior_devices = class_known->devices;
+      for (const Point& p : prior_candidates(*class_known, family, limits, input_bits)) {
+        if (!first_prior_point) first_prior_point = p;
+        warm.push_back(p);
+      }
+      for (const Evaluation& e : class_known->points)
+        if (const AlgorithmSpec* a = family.find_algorithm(e.algorithm))
+          search_prior.log_ms.emplace(Point{a, a->at_input_bits(e.params, input_bits)}.key(), std::log(e.time_ms));
+    }
+    const Point* first_prior = first_prior_point ? &*first_prior_point : nullptr;
     std::vector<const Point*> warm_hint;
     for (const Point& p : warm) warm_hint.push_back(&p);
     prefetcher.prefetch(warm_hint);
-    for (const Point& p : warm) measure.evaluate(p);
 
-    run_strategy(options.strategy, space, measure, search_rngs[ji]);
+    // The class's share follows how near its best is to what is known (class_weight): a
+    // class already there leaves time to the others, one far from it takes more.
+    double floor_ms = 0;
+    if (workload->min_bytes() > double(global_cache_bytes(device))) {
+      if (!bandwidth) bandwidth = copy_bandwidth(rt);
+      if (*bandwidth > 0) floor_ms = workload->min_bytes() / *bandwidth * 1e3;
+    }
+    const double elapsed_before = seconds_since(start) - seconds_since(class_start);
+    auto reweigh = [&] {
+      cr.weight = class_weight(measure.best(), cr.builtin, class_known, floor_ms);
+      measure.set_budget(
+          class_share(options.budget_seconds, elapsed_before, int(jobs.size()), int(jobs.size() - ji), cr.weight));
+    };
+    // The nearest devices' best point is measured even where the built-in default took the
+    // class's time (a slow default on a slow device): it is the evaluation most likely to pay.
+    // Not once the run's whole budget is spent: with 31 classes in 165 s, two evaluations a
+    // class overran it by a minute on the loaded development machine.
+    for (const Point& p : warm)
+      if (first_prior != nullptr && p.key() == first_prior->key() && seconds_since(start) < options.budget_seconds)
+        measure.evaluate_past_time(p);
+      else
+        measure.evaluate(p);
+    reweigh();
+    measure.on_improvement(reweigh);
+
+    run_strategy(options.strategy, space, measure, search_rngs[ji],
+                 search_prior.log_ms.empty() ? nullptr : &search_prior);
+    measure.on_improvement(nullptr);
     // The refinement: the best so far at each other value of its refined_last parameters.
     const std::vector<Point> around = measure.refinement();
     measure.start_refining();
@@ -638,6 +1039,16 @@ void print_summary(std::ostream& out, const TuneResult& result) {
         << (c.best.ok ? c.best.algorithm + " " + format_params(c.best.params) : "none verified") << "\n";
   }
   for (const std::string& r : result.repeated) out << "tuned once: " << r << " (named again in the shapes)\n";
+  // Which known devices seeded the classes (priors.hpp), grouped.
+  std::map<std::string, int> seeded;
+  for (const ClassResult& c : result.classes) {
+    if (c.prior_distance < 0) continue;
+    std::string from;
+    for (const std::string& d : c.prior_devices) from += (from.empty() ? "" : ", ") + d;
+    ++seeded[from + " (distance " + std::to_string(c.prior_distance) + ")"];
+  }
+  for (const auto& [from, classes] : seeded)
+    out << "seeded from " << from << ": " << classes << (classes == 1 ? " class\n" : " classes\n");
   int cached = 0;
   for (const ClassResult& c : result.classes) cached += c.cached;
   out << "tuned in " << std::fixed << std::setprecision(1) << result.seconds << " s";
@@ -651,7 +1062,8 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
       << ", \"driver\": " << json_string(d.driver) << ", \"platform\": " << json_string(d.platform) << "},\n"
       << "  \"profile\": " << json_string(profile_path) << ",\n  \"seconds\": " << std::setprecision(6)
       << result.seconds << ",\n  \"interrupted\": " << (result.interrupted ? "true" : "false")
-      << ",\n  \"compile_threads\": " << result.compile_threads << ",\n  \"caches\": [";
+      << ",\n  \"compile_threads\": " << result.compile_threads << ", \"builders\": " << json_string(result.builders)
+      << ", \"prebuilt\": " << result.prebuilt << ",\n  \"caches\": [";
   for (std::size_t i = 0; i < result.caches.size(); ++i) out << (i ? ", " : "") << json_string(result.caches[i]);
   out << "],\n  \"classes\": [";
   for (std::size_t i = 0; i < result.classes.size(); ++i) {
@@ -660,8 +1072,10 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
         << ", \"class\": " << json_string(c.shape_class) << ", \"problem\": " << json_problem(c.problem)
         << ", \"space_size\": " << c.space_size << ", \"evaluations\": " << c.evaluations
         << ", \"rejected\": " << c.rejected << ", \"cached\": " << c.cached << ", \"seconds\": " << std::setprecision(6)
-        << c.seconds << ", \"speedup\": " << c.speedup() << ",\n     \"default\": " << json_choice(c.builtin)
-        << ",\n     \"best\": " << json_choice(c.best) << "}";
+        << c.seconds << ", \"speedup\": " << c.speedup() << ", \"weight\": " << c.weight
+        << ", \"prior_distance\": " << c.prior_distance << ", \"prior_devices\": [";
+    for (std::size_t d = 0; d < c.prior_devices.size(); ++d) out << (d ? ", " : "") << json_string(c.prior_devices[d]);
+    out << "],\n     \"default\": " << json_choice(c.builtin) << ",\n     \"best\": " << json_choice(c.best) << "}";
   }
   out << "\n  ],\n  \"tuned_once\": [";
   for (std::size_t i = 0; i < result.repeated.size(); ++i) out << (i ? ", " : "") << json_string(result.repeated[i]);

@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "build_workers.hpp"
 #include "ocltk/gemm_nt.hpp"
 #include "ocltk/profile.hpp"
 #include "ocltk/runtime.hpp"
+#include "priors.hpp"
 #include "record.hpp"
 #include "search.hpp"
 #include "shapes.hpp"
@@ -38,8 +40,8 @@ struct TuneOptions {
   std::vector<Profile> warm_profiles;
   std::vector<std::string> kernels;  // empty: every tunable family
   std::vector<std::string> classes;  // empty: every class; else only these (where a family has them)
-  // Threads compiling candidates ahead of the measurement; -1: one per spare core on a
-  // GPU, none on a CPU device (compiling there would disturb the timings).
+  // Threads compiling candidates ahead of the measurement; -1: on a CPU device one per core
+  // (they rest while a candidate is timed), on a GPU one per spare core (at most 4 processes).
   int compile_threads = -1;
   // A candidate still running after this many seconds is recorded as a hang and skipped;
   // 0: max(2 s, 100 x the class's built-in default time).
@@ -61,6 +63,15 @@ struct TuneOptions {
   // an entry of its class beside the default one (the runtime picks the nearest problem).
   std::vector<UserShape> shapes;
   bool default_classes = true;  // false: only `shapes`
+  // With warm_start, which known devices seed the run (priors.hpp): their best points for
+  // each class are measured after the warm start's, steer the guided model, and set how near
+  // a class is to what is known. `known_devices`: nullptr for those embedded from configs/.
+  PriorUse priors = PriorUse::kAll;
+  const std::vector<PriorDevice>* known_devices = nullptr;
+  // Where candidates are built ahead (build_workers.hpp); processes run `worker_command`
+  // (the ocltk executable, "tune", "--build-worker"), which auto uses on NVIDIA when given.
+  Builders builders = Builders::kAuto;
+  std::vector<std::string> worker_command;
 };
 
 struct ClassResult {
@@ -76,6 +87,11 @@ struct ClassResult {
   std::vector<Evaluation> history;  // every evaluation in order (the report plots it)
   std::size_t space_size = 0;
   double seconds = 0;
+  // The nearest known devices that seeded it (priors.hpp) and their distance (-1: none), and
+  // the weight of its share when it ended (class_share).
+  int prior_distance = -1;
+  std::vector<std::string> prior_devices;
+  double weight = 1;
   double speedup() const { return best.ok && builtin.ok ? builtin.time_ms / best.time_ms : 0; }
 };
 
@@ -86,6 +102,8 @@ struct TuneResult {
   bool interrupted = false;         // stopped by options.stop before every class was tuned
   std::vector<std::string> caches;  // resume cache files used
   int compile_threads = 0;
+  int prebuilt = 0;      // evaluations whose program a build worker had built (or was building)
+  std::string builders;  // where candidates were built ahead: shared, contexts or processes
   // Problems a user's shape repeated (e.g. a class's own), tuned once: "kernel/class problem".
   std::vector<std::string> repeated;
 };
@@ -112,7 +130,12 @@ void write_report(const std::string& dir, const TuneResult& result);
 // run's planned end past the budget by one floor at most (half a class's even share), and
 // after that the classes get what is left.
 constexpr double kMinClassShare = 0.5;
-double class_share(double budget_seconds, double elapsed_seconds, int classes, int classes_left);
+//
+// `weight` scales this class's part against the classes after it (1 each): a class whose best
+// is near what is known gets less, one far from it more (tune() weighs each class once its
+// first points are measured, and again at each new best). The floor scales with a weight
+// below 1.
+double class_share(double budget_seconds, double elapsed_seconds, int classes, int classes_left, double weight = 1);
 
 // The default profile location for a device: <user profile folder>/<device>.yaml.
 std::string default_profile_path(const DeviceInfo& device);

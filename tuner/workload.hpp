@@ -72,6 +72,11 @@ struct FamilyTuning {
   std::function<std::string(const Problem&)> class_of;
   std::function<std::unique_ptr<Workload>(Runtime&, const Problem&, std::mt19937_64& rng)> make_for;
   std::function<std::vector<Problem>(const ModelDescription&)> derive;
+  // A small problem of the family for input of `input_bits` bits (32 or 16): a build worker
+  // on a device that compiles kernels at their first launch launches a candidate once on it
+  // (build_workers.hpp), so that the measuring context finds the compiled kernel in the
+  // driver's cache. Absent: workers build programs only.
+  std::function<Problem(std::int64_t input_bits)> small_problem;
 };
 
 // Every family the tuner knows, in tuning order.

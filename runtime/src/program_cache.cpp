@@ -262,7 +262,12 @@ boost::compute::program ProgramCache::get(const boost::compute::context& context
   }
   boost::compute::program program = build_from_source(context, source, options);
   if (max_registers > 0) program = rebuild_with_max_registers(context, program, options, max_registers);
-  if (!path.empty()) {
+  bool writes = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    writes = writes_to_disk_;
+  }
+  if (!path.empty() && writes) {
     try {
       write_entry(path, key, program.binary());
     } catch (const std::exception&) {
@@ -271,6 +276,16 @@ boost::compute::program ProgramCache::get(const boost::compute::context& context
   }
   remember(program, &ProgramCacheStats::builds);
   return program;
+}
+
+void ProgramCache::set_writes_to_disk(bool writes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  writes_to_disk_ = writes;
+}
+
+bool ProgramCache::writes_to_disk() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return writes_to_disk_;
 }
 
 ProgramCacheStats ProgramCache::stats() const {

@@ -49,6 +49,15 @@ class ProgramCache {
   std::string entry_path(const boost::compute::device& device, const std::string& source, const std::string& options,
                          int max_registers = 0) const;
   const std::string& directory() const { return directory_; }
+  // Whether a program built from source is written to the disk cache (entries already there
+  // are read either way). Writing asks the driver for the program's binary, which on PoCL
+  // compiles every kernel for any workgroup size, a cost paid again at the first launch
+  // for the launch's own size: that made a build take several times as long, while PoCL
+  // keeps its own cache of both (POCL_CACHE_DIR), so a program rebuilt from source in a
+  // later process takes a small part of the first build's time. The tuner, which builds
+  // thousands of programs it measures once, turns writing off there.
+  void set_writes_to_disk(bool writes);
+  bool writes_to_disk() const;
   ProgramCacheStats stats() const;
   void clear_memory();
 
@@ -56,6 +65,7 @@ class ProgramCache {
 
  private:
   std::string directory_;
+  bool writes_to_disk_ = true;
   mutable std::mutex mutex_;
   using MemoryKey = std::tuple<cl_context, cl_device_id, std::uint64_t>;
   std::map<MemoryKey, boost::compute::program> memory_;

@@ -1,0 +1,176 @@
+// ocltk_bench_profiles: several profiles of one device, measured in one run on the problems
+// `ocltk tune` tunes (each family's class problems, built by the tuner's own workloads, so
+// every family the tuner knows is covered). Per kernel, class and profile one benchmark row,
+// OP/CLASS/PROFILE, timed as the tuner times a candidate (OpenCL events, from the launch's
+// first command's start to its last's end) after the choice was verified against the CPU
+// reference. bench/first_tune.sh compares a first tune with the best known point this way;
+// run with --benchmark_enable_random_interleaving=true so that the profiles' repetitions
+// alternate.
+//
+//   ocltk_bench_profiles --ocltk_profiles=best=A.yaml,first=B.yaml [--ocltk_device=SEL]
+//                        [--benchmark_* flags]
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ocltk/profile.hpp"
+#include "ocltk/runtime.hpp"
+#include "record.hpp"
+#include "workload.hpp"
+
+namespace {
+
+using ocltk::Choice;
+using ocltk::Profile;
+using ocltk::ProfileEntry;
+using ocltk::Runtime;
+using ocltk::tuner::FamilyTuning;
+using ocltk::tuner::Workload;
+
+struct Flags {
+  std::vector<std::pair<std::string, std::string>> profiles;  // (name, file)
+  std::string device;
+};
+
+const char* const kHelp =
+    "ocltk_bench_profiles flags (before Google Benchmark's own --benchmark_* flags):\n"
+    "  --ocltk_profiles=NAME=FILE[,NAME=FILE...]  the profiles to measure (at least one)\n"
+    "  --ocltk_device=SELECTOR                    device index or name substring (env OCLTK_DEVICE)\n";
+
+// Removes --ocltk_* flags from argv; nullopt after printing one sentence for a bad one.
+std::optional<Flags> take_flags(int& argc, char** argv) {
+  Flags f;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--ocltk_profiles=", 0) == 0) {
+      std::stringstream list(arg.substr(17));
+      for (std::string item; std::getline(list, item, ',');) {
+        const std::size_t eq = item.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+          std::fprintf(stderr, "ocltk_bench_profiles: --ocltk_profiles item '%s': expected NAME=FILE\n%s", item.c_str(),
+                       kHelp);
+          return std::nullopt;
+        }
+        f.profiles.push_back({item.substr(0, eq), item.substr(eq + 1)});
+      }
+    } else if (arg.rfind("--ocltk_device=", 0) == 0) {
+      f.device = arg.substr(15);
+    } else if (arg.rfind("--ocltk_", 0) == 0) {
+      std::fprintf(stderr, "ocltk_bench_profiles: unknown flag %s\n%s", arg.c_str(), kHelp);
+      return std::nullopt;
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  if (f.profiles.empty()) {
+    std::fprintf(stderr, "ocltk_bench_profiles: --ocltk_profiles is required\n%s", kHelp);
+    return std::nullopt;
+  }
+  return f;
+}
+
+// One class's workload, shared by the profiles' rows, and whether each choice was verified.
+struct ClassCase {
+  const FamilyTuning* tuning;
+  std::string shape_class;
+  std::unique_ptr<Workload> workload;
+  std::map<std::string, std::string> verified;  // choice key -> "" when correct, else why not
+};
+
+void run_case(benchmark::State& state, ClassCase& c, const Choice& choice) {
+  const std::string key = choice.algorithm + " " + ocltk::format_params(choice.params);
+  try {
+    auto found = c.verified.find(key);
+    if (found == c.verified.end()) {
+      c.workload->poison();
+      c.workload->run(choice);
+      found = c.verified.emplace(key, c.workload->verify()).first;
+    }
+    if (!found->second.empty()) {
+      state.SkipWithError(("wrong result: " + found->second).c_str());
+      return;
+    }
+    c.workload->run(choice);  // warm-up
+    for (auto _ : state) state.SetIterationTime(c.workload->run(choice) * 1e-3);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  state.counters["verified"] = 1;
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(c.workload->flops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(key);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::optional<Flags> flags = take_flags(argc, argv);
+  if (!flags) return 2;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+
+  std::vector<std::pair<std::string, Profile>> profiles;
+  for (const auto& [name, file] : flags->profiles) {
+    try {
+      profiles.push_back({name, ocltk::read_profile(file)});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ocltk_bench_profiles: %s\n", e.what());
+      return 2;
+    }
+  }
+  ocltk::RuntimeOptions options;
+  options.device = flags->device;
+  options.use_profiles = false;  // every row runs an explicit choice
+  ocltk::Result<Runtime> opened = Runtime::open(options);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "ocltk_bench_profiles: cannot open the device: %s\n", opened.status().message().c_str());
+    return 1;
+  }
+  Runtime& rt = opened.value();
+  benchmark::AddCustomContext("ocltk_device", rt.device().name);
+  for (const auto& [name, file] : flags->profiles) benchmark::AddCustomContext("ocltk_profile_" + name, file);
+
+  // Every class of every family, its workload built now (the same seed as a tune's first).
+  std::vector<std::unique_ptr<ClassCase>> cases;
+  std::mt19937_64 rng(1);
+  for (const FamilyTuning& tuning : ocltk::tuner::tunable_families()) {
+    for (const ocltk::ShapeClassSpec& spec : tuning.family->classes) {
+      auto c = std::make_unique<ClassCase>();
+      c->tuning = &tuning;
+      c->shape_class = spec.name;
+      c->workload = tuning.make(rt, spec.name, rng);
+      c->workload->timeout_seconds = 60;
+      const ocltk::tuner::Problem problem = c->workload->problem();
+      for (const auto& [name, profile] : profiles) {
+        const ProfileEntry* entry = profile.find(tuning.family->name, spec.name, &problem);
+        if (entry == nullptr) continue;  // a profile without the class: no row
+        Choice choice;
+        choice.kernel = tuning.family->name;
+        choice.shape_class = spec.name;
+        choice.algorithm = entry->algorithm;
+        choice.params = entry->params;
+        ClassCase* raw = c.get();
+        benchmark::RegisterBenchmark((tuning.family->name + "/" + spec.name + "/" + name).c_str(),
+                                     [raw, choice](benchmark::State& state) { run_case(state, *raw, choice); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+      cases.push_back(std::move(c));
+    }
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

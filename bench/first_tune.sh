@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The first-tune figure (docs/tuning.md, "A device nobody tuned"): how close the default
+# `ocltk tune` on a fresh machine, empty caches, comes to the best known point of every class.
+#
+#   bench/first_tune.sh OUT [LONG_BUDGET_S]     (default 1200: a 20-minute long tune)
+#
+# 1. best known: a long tune (LONG_BUDGET_S, warm program caches, every point measured anew:
+#    a resume cache of its own) -> OUT/best.yaml; or FIRST_TUNE_BEST=FILE names a profile to
+#    take as best known instead (the shipped H200 profile, say), and this step is skipped;
+# 2. the first tune: the default command with HOME, the XDG folders, ocltk's, PoCL's and
+#    NVIDIA's caches in empty folders -> OUT/first.yaml, its wall time in OUT/first.txt;
+#    FIRST_TUNE_PRIORS=others sets this device's own profiles and recordings aside (a device
+#    nobody tuned, on one somebody did);
+# 3. both profiles measured in one run of build/bench/ocltk_bench_profiles, repetitions
+#    interleaved -> OUT/bench.json, and the table per class -> OUT/table.md.
+# Needs ./build (scripts/setup.sh) and a quiet machine: about 30 minutes with step 1.
+# OCLTK_DEVICE selects the device as for every ocltk command.
+set -euo pipefail
+if [[ $# -lt 1 ]]; then
+  sed -n '2,19p' "$0" >&2
+  exit 2
+fi
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+long=${2:-1200}
+root=$(cd "$(dirname "$0")/.." && pwd)
+ocltk=$root/build/ocltk
+bench=$root/build/bench/ocltk_bench_profiles
+
+if [[ -n "${FIRST_TUNE_BEST:-}" ]]; then
+  cp "$FIRST_TUNE_BEST" "$out/best.yaml"
+else
+  rm -rf "$out/long-cache"
+  "$ocltk" tune --budget "$long" --out "$out/best.yaml" --cache "$out/long-cache" --record "$out/long.jsonl" \
+    > "$out/long.txt" 2> "$out/long-progress.txt"
+fi
+
+fresh=$out/fresh
+rm -rf "$fresh" "$out/first.yaml"
+mkdir -p "$fresh/home" "$fresh/pocl" "$fresh/cuda"
+priors=()
+[[ -n "${FIRST_TUNE_PRIORS:-}" ]] && priors=(--priors "$FIRST_TUNE_PRIORS")
+TIMEFORMAT='wall %R s'
+{
+  time env -u XDG_CACHE_HOME -u XDG_CONFIG_HOME -u OCLTK_CACHE_DIR -u OCLTK_PROFILE_PATH \
+    HOME="$fresh/home" POCL_CACHE_DIR="$fresh/pocl" CUDA_CACHE_PATH="$fresh/cuda" \
+    "$ocltk" tune --out "$out/first.yaml" --report "$out/first-report" "${priors[@]}" \
+    > "$out/first.txt" 2> "$out/first-progress.txt"
+} 2>> "$out/first.txt"
+
+"$bench" --ocltk_profiles=best="$out/best.yaml",first="$out/first.yaml" --benchmark_repetitions=5 \
+  --benchmark_enable_random_interleaving=true --benchmark_out="$out/bench.json" --benchmark_out_format=json \
+  > "$out/bench.txt" 2>&1
+python3 "$root/bench/first_tune_table.py" "$out/bench.json" best | tee "$out/table.md"
+tail -n 2 "$out/first.txt"

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Markdown table per kernel and class from an ocltk_bench_profiles JSON file: each
+profile's time (ms, median over repetitions) and its ratio to the reference profile's.
+
+    python3 bench/first_tune_table.py RUN.json REFERENCE [--within 0.10]
+
+REFERENCE names the profile the others are compared with (bench/first_tune.sh: best).
+A ratio above 1 + within is marked; the last line counts the classes within it.
+Standard library only.
+"""
+import argparse
+import json
+import statistics
+
+import benchjson  # beside this script
+
+
+def row_key(bench):
+    """(op, class, profile) from a run name OP/CLASS/PROFILE/manual_time, or None."""
+    parts = [p for p in bench.get("run_name", bench["name"]).split("/") if ":" not in p and p != "manual_time"]
+    return tuple(parts[:3]) if len(parts) >= 3 else None
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("json")
+    parser.add_argument("reference")
+    parser.add_argument("--within", type=float, default=0.10)
+    args = parser.parse_args()
+    with open(args.json) as f:
+        benchmarks = json.load(f)["benchmarks"]
+    ms = lambda b: b["real_time"] if b.get("time_unit") == "ms" else None
+    table, labels = benchjson.collect(benchmarks, row_key, ms, statistics.median)
+    # Registration order (kernel, then class), whatever order interleaved repetitions ran in.
+    registered = {}
+    for b in benchmarks:
+        key = row_key(b)
+        if key is not None:
+            registered[key[:2]] = min(registered.get(key[:2], 1 << 30), b.get("family_index", 1 << 30))
+    table = dict(sorted(table.items(), key=lambda item: registered.get(item[0], 1 << 30)))
+    names = []
+    for cells in table.values():
+        for name in cells:
+            if name != args.reference and name not in names:
+                names.append(name)
+    print("| kernel | class | %s ms | %s |" % (args.reference, " | ".join("%s ms | %s / %s" % (n, n, args.reference)
+                                                                          for n in names)))
+    print("| --- | --- | ---: |" + " ---: | ---: |" * len(names))
+    within = {n: 0 for n in names}
+    classes = 0
+    for (op, cls), cells in table.items():
+        ref = cells.get(args.reference)
+        row = "| %s | %s | %s |" % (op, cls, "%.4g" % ref if isinstance(ref, float) else ref or "–")
+        classes += 1
+        for n in names:
+            cell = cells.get(n)
+            if isinstance(cell, float) and isinstance(ref, float):
+                ratio = cell / ref
+                ok = ratio <= 1 + args.within
+                within[n] += ok
+                row += " %.4g | %s%.3f%s |" % (cell, "" if ok else "**", ratio, "" if ok else "**")
+            else:
+                row += " %s | – |" % (cell or "–")
+        print(row)
+    for n in names:
+        print("\n%s: %d of %d classes within %d %% of %s." % (n, within[n], classes, round(args.within * 100),
+                                                             args.reference))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+#include "priors.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+#include "ocltk/family.hpp"
+#include "ocltk/runtime.hpp"
+#include "ocltk/status.hpp"
+
+namespace ocltk::tuner {
+namespace detail {
+// configs/*.yaml and configs/priors/*.jsonl as (file name, text), generated at build time
+// by cmake/embed_files.cmake.
+const std::vector<std::pair<std::string, std::string>>& embedded_prior_files();
+}  // namespace detail
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// `e` in today's tables: its algorithm known, its parameters complete and within the
+// constraints that do not depend on a device; nullopt for a point of an algorithm or value
+// since removed.
+std::optional<Evaluation> in_todays_tables(const std::string& kernel, const Evaluation& e) {
+  const KernelFamily* family = find_family(kernel);
+  const AlgorithmSpec* algorithm = family ? family->find_algorithm(e.algorithm) : nullptr;
+  if (algorithm == nullptr) return std::nullopt;
+  Evaluation out = e;
+  try {
+    out.params = algorithm->complete(e.params);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  if (algorithm->violation(out.params, nullptr)) return std::nullopt;
+  out.cached = true;
+  return out;
+}
+
+std::string point_key(const Evaluation& e) { return e.algorithm + " " + format_params(e.params); }
+
+bool is_builtin(const std::string& kernel, const std::string& shape_class, const Evaluation& e) {
+  const KernelFamily* family = find_family(kernel);
+  if (family == nullptr || family->find_class(shape_class) == nullptr) return false;
+  const BuiltinChoice b = family->builtin_for(shape_class);
+  const AlgorithmSpec* a = family->find_algorithm(b.algorithm);
+  return a != nullptr && e.algorithm == b.algorithm && e.params == a->complete(b.params);
+}
+
+void sort_fastest_first(std::vector<Evaluation>& points) {
+  std::stable_sort(points.begin(), points.end(),
+                   [](const Evaluation& a, const Evaluation& b) { return a.time_ms < b.time_ms; });
+}
+
+// The class of `device` for kernel, class and problem, added where missing.
+PriorClass& class_of(PriorDevice& device, const std::string& kernel, const std::string& shape_class,
+                     const Problem& problem) {
+  for (PriorClass& c : device.classes)
+    if (c.kernel == kernel && c.shape_class == shape_class && same_problem(c.problem, problem)) return c;
+  device.classes.push_back({kernel, shape_class, problem, {}, 0});
+  return device.classes.back();
+}
+
+void add_point(PriorClass& c, const Evaluation& e) {
+  const std::string key = point_key(e);
+  for (const Evaluation& have : c.points)
+    if (point_key(have) == key) return;
+  c.points.push_back(e);
+  sort_fastest_first(c.points);
+}
+
+PriorDevice& device_named(std::vector<PriorDevice>& known, const std::string& name) {
+  for (PriorDevice& d : known)
+    if (d.device.name == name) return d;
+  known.push_back({});
+  known.back().device.name = name;
+  return known.back();
+}
+
+// Fills the header fields a device lacks (a recording's header names fewer than a profile's).
+void fill_header(ProfileDevice& to, const ProfileDevice& from) {
+  for (auto field : {&ProfileDevice::vendor, &ProfileDevice::driver, &ProfileDevice::platform,
+                     &ProfileDevice::architecture, &ProfileDevice::type})
+    if ((to.*field).empty()) to.*field = from.*field;
+}
+
+void add_profile(std::vector<PriorDevice>& known, const std::string& name, const std::string& text) {
+  const Profile profile = parse_profile(text, name);
+  PriorDevice& device = device_named(known, profile.device.name);
+  fill_header(device.device, profile.device);
+  device.sources.push_back(name);
+  for (const ProfileEntry& entry : profile.entries) {
+    if (!(entry.time_ms > 0)) continue;  // pinned by hand, never measured: no time to rank it by
+    Evaluation e;
+    e.algorithm = entry.algorithm;
+    e.params = entry.params;
+    e.ok = true;
+    e.time_ms = entry.time_ms;
+    const std::optional<Evaluation> point = in_todays_tables(entry.kernel, e);
+    if (!point) continue;
+    PriorClass& c = class_of(device, entry.kernel, entry.shape_class, entry.problem);
+    add_point(c, *point);
+    if (c.builtin_ms == 0 && entry.default_time_ms > 0) c.builtin_ms = entry.default_time_ms;
+  }
+}
+
+void add_recording(std::vector<PriorDevice>& known, const std::string& name, const std::string& text) {
+  std::istringstream in(text);
+  const Recording rec = read_recording(in, name);
+  PriorDevice& device = device_named(known, rec.device);
+  ProfileDevice header;
+  header.vendor = rec.vendor;
+  header.driver = rec.driver;
+  header.platform = rec.platform;
+  header.architecture = rec.architecture;
+  header.type = rec.type;
+  fill_header(device.device, header);
+  device.sources.push_back(name);
+  for (const RecordedClass& rc : rec.classes) {
+    for (const Evaluation& recorded : rc.points) {
+      if (!recorded.ok) continue;
+      const std::optional<Evaluation> point = in_todays_tables(rc.kernel, recorded);
+      if (!point) continue;
+      PriorClass& c = class_of(device, rc.kernel, rc.shape_class, rc.problem);
+      add_point(c, *point);
+      // A recording's built-in default was measured beside its other points: it wins over a
+      // profile's figure, which may be from another run.
+      if (is_builtin(rc.kernel, rc.shape_class, *point)) c.builtin_ms = point->time_ms;
+    }
+  }
+}
+
+void add_file(std::vector<PriorDevice>& known, const std::string& name, const std::string& text) {
+  if (ends_with(name, ".yaml") || ends_with(name, ".yml")) {
+    add_profile(known, name, text);
+  } else if (ends_with(name, ".jsonl")) {
+    add_recording(known, name, text);
+  } else {
+    throw Error(ErrorCode::kInvalidArgument,
+                name + ": not a prior file (a profile, .yaml, or a recording of best points, .jsonl)");
+  }
+}
+
+// Drops classes without a point and devices without a class.
+void drop_empty(std::vector<PriorDevice>& known) {
+  for (PriorDevice& d : known)
+    d.classes.erase(
+        std::remove_if(d.classes.begin(), d.classes.end(), [](const PriorClass& c) { return c.points.empty(); }),
+        d.classes.end());
+  known.erase(std::remove_if(known.begin(), known.end(), [](const PriorDevice& d) { return d.classes.empty(); }),
+              known.end());
+}
+
+}  // namespace
+
+const char* to_string(PriorUse use) {
+  switch (use) {
+    case PriorUse::kAll:
+      return "all";
+    case PriorUse::kOthers:
+      return "others";
+    case PriorUse::kNone:
+      return "none";
+  }
+  return "all";
+}
+
+std::optional<PriorUse> parse_prior_use(const std::string& name) {
+  for (PriorUse u : {PriorUse::kAll, PriorUse::kOthers, PriorUse::kNone})
+    if (name == to_string(u)) return u;
+  return std::nullopt;
+}
+
+int prior_distance(const ProfileDevice& known, const DeviceInfo& device) {
+  if (known.name == device.name) return 0;
+  const bool same_kind = !known.type.empty() && known.type == device.type;
+  const bool same_vendor = !known.vendor.empty() && lower(known.vendor) == lower(device.vendor);
+  if (same_vendor && !known.architecture.empty() && known.architecture == device.architecture) return 1;
+  if (!same_kind) return -1;
+  if (same_vendor) return 2;
+  if (!known.platform.empty() && known.platform == device.platform) return 3;
+  return 4;
+}
+
+std::vector<PriorDevice> read_priors(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<PriorDevice> known;
+  for (const auto& [name, text] : files) add_file(known, name, text);
+  drop_empty(known);
+  return known;
+}
+
+const std::vector<PriorDevice>& embedded_priors() {
+  static const std::vector<PriorDevice> known = [] {
+    std::vector<PriorDevice> out;
+    for (const auto& [name, text] : detail::embedded_prior_files()) {
+      try {
+        add_file(out, name, text);
+      } catch (const std::exception&) {
+        // A shipped file today's tables refuse only costs its priors.
+      }
+    }
+    drop_empty(out);
+    return out;
+  }();
+  return known;
+}
+
+std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, const DeviceInfo& device, PriorUse use,
+                                      const std::string& kernel, const std::string& shape_class,
+                                      const Problem* problem) {
+  if (use == PriorUse::kNone) return std::nullopt;
+  // Each device's class nearest to the problem: (distance, device name, class).
+  struct Found {
+    int distance;
+    const std::string* device;
+    const PriorClass* c;
+  };
+  std::vector<Found> found;
+  for (const PriorDevice& d : known) {
+    const int distance = prior_distance(d.device, device);
+    if (distance < 0 || (distance == 0 && use == PriorUse::kOthers)) continue;
+    const PriorClass* nearest = nullptr;
+    double nearest_distance = 0;
+    for (const PriorClass& c : d.classes) {
+      if (c.kernel != kernel || c.shape_class != shape_class) continue;
+      const double dp = problem ? problem_distance(c.problem, *problem) : 0;
+      if (nearest == nullptr || dp < nearest_distance) {
+        nearest = &c;
+        nearest_distance = dp;
+      }
+    }
+    if (nearest != nullptr) found.push_back({distance, &d.device.name, nearest});
+  }
+  if (found.empty()) return std::nullopt;
+  ClassPrior out;
+  out.distance = std::min_element(found.begin(), found.end(), [](const Found& a, const Found& b) {
+                   return a.distance < b.distance;
+                 })->distance;
+  std::vector<const PriorClass*> nearest;
+  for (const Found& f : found)
+    if (f.distance == out.distance) {
+      nearest.push_back(f.c);
+      out.devices.push_back(*f.device);
+    }
+  std::set<std::string> taken;
+  for (std::size_t rank = 0;; ++rank) {
+    bool any = false;
+    for (const PriorClass* c : nearest) {
+      if (rank >= c->points.size()) continue;
+      any = true;
+      if (taken.insert(point_key(c->points[rank])).second) out.points.push_back(c->points[rank]);
+    }
+    if (!any) break;
+  }
+  double log_sum = 0;
+  int ratios = 0;
+  for (const PriorClass* c : nearest)
+    if (c->builtin_ms > 0) {
+      log_sum += std::log(c->points.front().time_ms / c->builtin_ms);
+      ++ratios;
+    }
+  if (ratios > 0) out.best_ratio = std::exp(log_sum / ratios);
+  if (out.distance == 0 && problem != nullptr)
+    for (const PriorClass* c : nearest)
+      if (same_problem(c->problem, *problem)) out.best_ms = c->points.front().time_ms;
+  return out;
+}
+
+void write_priors(std::ostream& out, const std::vector<Recording>& recordings, std::size_t top) {
+  if (recordings.empty()) throw Error(ErrorCode::kInvalidArgument, "no recording to derive priors from");
+  Recording header = recordings.front();
+  for (const Recording& r : recordings) {
+    if (r.device != header.device)
+      throw Error(ErrorCode::kInvalidArgument, "the recordings are of several devices ('" + header.device + "' and '" +
+                                                   r.device + "'); a prior file describes one");
+    for (auto field :
+         {&Recording::vendor, &Recording::driver, &Recording::platform, &Recording::architecture, &Recording::type})
+      if ((header.*field).empty()) header.*field = r.*field;
+  }
+  out << "{\"record\": 1, \"ocltk\": " << json_string(version()) << ", \"device\": " << json_string(header.device)
+      << ", \"vendor\": " << json_string(header.vendor) << ", \"driver\": " << json_string(header.driver)
+      << ", \"platform\": " << json_string(header.platform)
+      << ", \"architecture\": " << json_string(header.architecture) << ", \"type\": " << json_string(header.type)
+      << "}\n";
+  // Classes of all recordings, merged by kernel, class and problem, in order of first appearance.
+  std::vector<PriorDevice> merged(1);
+  for (const Recording& r : recordings)
+    for (const RecordedClass& rc : r.classes)
+      for (const Evaluation& recorded : rc.points) {
+        if (!recorded.ok) continue;
+        const std::optional<Evaluation> point = in_todays_tables(rc.kernel, recorded);
+        if (!point) continue;
+        PriorClass& c = class_of(merged[0], rc.kernel, rc.shape_class, rc.problem);
+        add_point(c, *point);
+        if (is_builtin(rc.kernel, rc.shape_class, *point)) c.builtin_ms = point->time_ms;
+      }
+  for (const PriorClass& c : merged[0].classes) {
+    bool builtin_written = false;
+    for (std::size_t i = 0; i < c.points.size() && i < top; ++i) {
+      write_record_line(out, c.kernel, c.shape_class, c.problem, c.points[i]);
+      builtin_written = builtin_written || is_builtin(c.kernel, c.shape_class, c.points[i]);
+    }
+    if (!builtin_written && c.builtin_ms > 0)
+      for (const Evaluation& e : c.points)
+        if (is_builtin(c.kernel, c.shape_class, e)) write_record_line(out, c.kernel, c.shape_class, c.problem, e);
+  }
+}
+
+}  // namespace ocltk::tuner

@@ -1,0 +1,90 @@
+// What the tuner knows before it measures a device: the profiles shipped in configs/ and the
+// best points of the recorded spaces (configs/priors/*.jsonl, derived from recordings by
+// `ocltk tune --derive-priors`), both embedded in the tuner at build time so that a build
+// tree that was never installed knows them too. A device nobody tuned is seeded from the
+// nearest devices they describe: their best points are measured first, they steer the
+// guided model, and how close a class comes to what they reached decides how much of the
+// budget it gets (docs/tuning.md, "A device nobody tuned").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ocltk/device.hpp"
+#include "ocltk/profile.hpp"
+#include "record.hpp"
+#include "search.hpp"
+
+namespace ocltk::tuner {
+
+// One class of one known device: the best points measured on one problem.
+struct PriorClass {
+  std::string kernel, shape_class;
+  Problem problem;
+  std::vector<Evaluation> points;  // verified, fastest first, complete in today's tables
+  double builtin_ms = 0;           // the built-in default on that device and problem; 0 where unknown
+};
+
+struct PriorDevice {
+  ProfileDevice device;  // from its profile's header, else from its recording's
+  std::vector<std::string> sources;
+  std::vector<PriorClass> classes;
+};
+
+// Which known devices seed a run: every one (the default), every one but this device's own
+// profiles and recordings (a device nobody tuned, on a device somebody did: `--priors
+// others`), or none (`--priors none`, `--cold`).
+enum class PriorUse { kAll, kOthers, kNone };
+const char* to_string(PriorUse use);
+std::optional<PriorUse> parse_prior_use(const std::string& name);
+
+// How near a known device is to `device`, smaller is nearer: 0 the same device (name), 1 the
+// same vendor and architecture, 2 the same vendor and kind (CL device type), 3 the same
+// platform and kind, 4 the same kind; -1 another kind, never used (a GPU's best points say
+// little about a CPU's).
+int prior_distance(const ProfileDevice& known, const DeviceInfo& device);
+
+// Known devices from files: profiles (YAML, schema 1) and prior files (recordings). A prior
+// file's device takes the header fields it lacks from a profile of the same device name.
+// Points of algorithms or parameter values today's tables no longer have are skipped, as
+// are classes left without a point. `files` holds (name, text) pairs; throws
+// Error(kInvalidArgument) naming the file for one that is neither.
+std::vector<PriorDevice> read_priors(const std::vector<std::pair<std::string, std::string>>& files);
+
+// The devices known from configs/ at build time (read once).
+const std::vector<PriorDevice>& embedded_priors();
+
+// What the nearest known devices say about one class of a run.
+struct ClassPrior {
+  int distance = -1;
+  // Their best points for the class, fastest first (the devices' lists interleaved), on the
+  // problem of each device nearest to the run's (problem_distance).
+  std::vector<Evaluation> points;
+  // Best over built-in default, the share of its time their search saved: the geometric mean
+  // over the devices that know both; 0 where none does.
+  double best_ratio = 0;
+  // The best time, from a device at distance 0 measured on the same problem; 0 otherwise.
+  double best_ms = 0;
+  std::vector<std::string> devices;  // their names, nearest first
+};
+
+// The known devices nearest to `device` under `use` (all at the smallest distance), and
+// what they say about `kernel`/`shape_class` (on the problem nearest to `problem` where
+// given); nullopt where none knows the class.
+std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, const DeviceInfo& device, PriorUse use,
+                                      const std::string& kernel, const std::string& shape_class,
+                                      const Problem* problem);
+
+// `ocltk tune --derive-priors`: a prior file of the recordings' device: a header naming it,
+// then per recorded class its `top` fastest verified points (algorithms today's tables no
+// longer have are skipped) and the built-in default where it was recorded, so the file
+// says how much the class's search saved. The recordings must be of one device; throws
+// Error(kInvalidArgument) otherwise.
+void write_priors(std::ostream& out, const std::vector<Recording>& recordings, std::size_t top);
+
+}  // namespace ocltk::tuner
