@@ -372,13 +372,8 @@ Choice Runtime::search_choice(const std::string& kernel, const std::string& shap
       if (same_class > 1) c.tuned_on = e->problem;
       c.algorithm = e->algorithm;
       c.params = e->params;
-      // A register target needs PTX: a profile matched by device name or vendor on another
-      // platform (another driver for the same GPU) runs the entry with the compiler's choice.
-      if (const int target = register_target(c.params); target != 0 && !DeviceLimits::of(impl_->device).ptx_binaries) {
-        c.params[kRegisterTarget] = 0;
-        c.adjusted = std::string(kRegisterTarget) + " " + std::to_string(target) +
-                     " -> 0: this device's program binaries are not PTX";
-      }
+      if (const AlgorithmSpec* a = family->find_algorithm(c.algorithm))
+        c.adjusted = adapt_params_to_device(*a, impl_->device, c.params);
       c.source = candidate.profile.path;
       c.section = candidate.section;
       c.level = candidate.level;
@@ -391,13 +386,37 @@ Choice Runtime::search_choice(const std::string& kernel, const std::string& shap
   return c;
 }
 
+std::string adapt_params_to_device(const AlgorithmSpec& algorithm, const DeviceInfo& device, Params& params) {
+  const DeviceLimits limits = DeviceLimits::of(device);
+  std::string adjusted;
+  // A register target needs PTX: a profile matched by device name or vendor on another
+  // platform (another driver for the same GPU) runs the entry with the compiler's choice.
+  if (const int target = register_target(params); target != 0 && !limits.ptx_binaries) {
+    params[kRegisterTarget] = 0;
+    adjusted = std::string(kRegisterTarget) + " " + std::to_string(target) +
+               " -> 0: this device's program binaries are not PTX";
+  }
+  // Likewise an OpenCL C 2.0 variant where the device has only OpenCL 1.2's memory model:
+  // the parameter's default is the conformant way everywhere.
+  if (limits.device_atomics_std.empty())
+    for (const ParamSpec& spec : algorithm.params) {
+      const auto it = params.find(spec.name);
+      if (!spec.needs_device_atomics || it == params.end() || it->second == spec.default_value) continue;
+      adjusted += (adjusted.empty() ? "" : "; ") + spec.name + " " + std::to_string(it->second) + " -> " +
+                  std::to_string(spec.default_value) + ": this device reports no device-scope atomics";
+      it->second = spec.default_value;
+    }
+  return adjusted;
+}
+
 Choice Runtime::choose_gemm_nt(const GemmProblem& problem) const {
   return choose("gemm_nt", gemm_nt_shape_class(problem), {{"m", problem.m}, {"n", problem.n}, {"k", problem.k}});
 }
 
 boost::compute::program Runtime::program_for(const AlgorithmSpec& algorithm, const Params& params,
                                              const std::string& variant) {
-  const std::string options = algorithm.build_options(params) + device_build_options(impl_->device) + variant;
+  const DeviceLimits limits = DeviceLimits::of(impl_->device);
+  const std::string options = algorithm.build_options(params, &limits) + device_build_options(impl_->device) + variant;
   const std::string key = algorithm.source_name + "\n" + options;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);

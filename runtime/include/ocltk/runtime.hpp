@@ -95,6 +95,13 @@ struct Launch {
   cl_event* first_event = nullptr;
 };
 
+// What the runtime changes in a profile entry's parameters before running them on `device`:
+// a register target (REGS) to 0 where program binaries are not PTX, and a parameter that
+// needs device-scope atomics (ParamSpec::needs_device_atomics) to its default where the
+// device has none. Changes `params` in place; returns a note of each change ("" for none),
+// as Choice::adjusted says it.
+std::string adapt_params_to_device(const AlgorithmSpec& algorithm, const DeviceInfo& device, Params& params);
+
 // Build options every kernel gets on `device`, after the algorithm's: " -DOCLTK_PTX=1" on
 // NVIDIA's platform (kernels may then use inline PTX), else nothing.
 std::string device_build_options(const DeviceInfo& device);
