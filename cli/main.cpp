@@ -392,7 +392,14 @@ int cmd_tune(const std::vector<std::string>& tokens) {
   }
   if (auto v = args.get("--kernels")) options.kernels = split_list(*v);
   if (auto v = args.get("--classes")) options.classes = split_list(*v);
-  if (auto v = args.get("--shapes")) options.shapes = ocltk::tuner::read_shapes(*v, ocltk::tuner::tunable_families());
+  if (auto v = args.get("--shapes")) {
+    try {
+      options.shapes = ocltk::tuner::read_shapes(*v, ocltk::tuner::tunable_families());
+    } catch (const ocltk::Error& e) {
+      if (e.code() != ocltk::ErrorCode::kIo && e.code() != ocltk::ErrorCode::kNotFound) throw;
+      throw UsageError("--shapes " + std::string(e.what()));  // a missing file, a FIFO, ...: name the option
+    }
+  }
   const std::optional<std::string> report = args.get("--report");
   if (report) {
     namespace fs = std::filesystem;

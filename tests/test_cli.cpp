@@ -7,6 +7,7 @@
 // OpenCL failure; on any error nothing is written (the --out file keeps its bytes and no
 // temporary file is left behind).
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 
 #include "fixture.hpp"
 #include "npy.hpp"
+#include "ocltk/bounded_file.hpp"
 #include "ocltk/ocltk.hpp"
 
 #ifndef OCLTK_CLI_PATH
@@ -1245,3 +1247,55 @@ TEST_F(CliTest, TuneReplayComparesStrategiesWithoutADevice) {
   EXPECT_EQ(bad.status, 2) << bad.describe();
   EXPECT_NE(bad.err.find("bad.jsonl:2:"), std::string::npos) << bad.describe();
 }
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Hardening: bounded reads, unusable outputs, HOME, full disks, exclusions, profile check,
+// block-padded NF4 windows (docs/robustness.md)
+
+// Every command that reads a user-named file refuses a device, a FIFO (a read would block
+// until a writer came) and an oversized file with exit 2 and one line naming it, at once
+// and without writing anything.
+TEST_F(CliTest, ReadersRefuseDevicesFifosAndOversizedFiles) {
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  const std::string big = (root_ / "big.yaml").string();  // outside work_, which is read back whole
+  {
+    std::ofstream out(big);
+    out << "schema: 1\n";
+  }
+  fs::resize_file(big, ocltk::kMaxYamlFileBytes + 1);  // sparse
+  write_matrix(path("A.npy"), 2, 3, random_floats(6));
+  write_matrix(path("B.npy"), 4, 3, random_floats(12));
+  write_text(path("p.yaml"), profile_text(ocltk::profile_device_of(default_device()), {}));
+  const std::map<std::string, std::string> what = {
+      {"/dev/zero", "a character device"}, {"fifo", "a FIFO"}, {big, "bytes, more than the 64 MiB"}};
+  for (const auto& [bad, kind] : what) {
+    const std::vector<std::vector<std::string>> commands = {
+        {"profile", "validate", bad},
+        {"profile", "show", bad},
+        {"profile", "diff", "p.yaml", bad},
+        {"profile", "merge", "p.yaml", bad, "-o", "db.yaml"},
+        {"run", "gemm-nt", "--lhs", bad, "--rhs", "B.npy", "--out", "C.npy"},
+        {"run", "gemm-nt", "--lhs", "A.npy", "--rhs", "B.npy", "--out", "C.npy", "--profile", bad},
+        {"tune", "--shapes", bad, "--out", "q.yaml", "--budget", "60", "--quiet"},
+        {"tune", "--replay", bad},
+    };
+    for (const std::vector<std::string>& args : commands) {
+      // Not a .npy file (bad magic), and within a recording's 1 GiB: refused for their content.
+      if ((args[0] == "run" && args[3] == bad) || args[1] == "--replay")
+        if (bad == big) continue;
+      std::string line;
+      for (const std::string& a : args) line += a + " ";
+      SCOPED_TRACE(line);
+      const auto before = snapshot(work_);
+      const auto start = std::chrono::steady_clock::now();
+      const CliResult r = run_cli(args);
+      EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 60);
+      EXPECT_TRUE(is_usage_error(r, {bad, kind}));
+      EXPECT_EQ(snapshot(work_), before);
+    }
+  }
+}
+
+}  // namespace

@@ -1,12 +1,16 @@
 // Profiles: YAML round trip, atomic writes, rejections with file:line:column, match
 // levels, and the fallback chain from explicit path to built-in defaults; profile
 // databases: merge, derived entries, the chain through one database file, diff.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
 #include "fixture.hpp"
+#include "ocltk/bounded_file.hpp"
 #include "ocltk/nf4.hpp"
 
 namespace {
@@ -1299,3 +1303,57 @@ TEST_F(ProfileTest, SeveralEntriesPerClassServeTheNearestProblem) {
   EXPECT_FALSE(ocltk::same_problem({{"rows", 8}, {"input_bits", 16}}, {{"rows", 8}}));
   EXPECT_FALSE(ocltk::same_problem({{"rows", 8}}, {{"rows", 16}}));
 }
+
+namespace {
+
+// ---- Bounded reads, exclusions, the user's folders ----
+
+// What every reader of a user-named file refuses: a device, a FIFO (which would block the
+// read until a writer came), a folder and a file larger than its kind may be; each with
+// one sentence naming the file and what it is, and without reading it.
+TEST_F(ProfileTest, ReadersRefuseDevicesFifosFoldersAndOversizedFiles) {
+  const std::string fifo = file("fifo.yaml");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string big = file("big.yaml");
+  {
+    std::ofstream out(big);
+    out << "schema: 1\n";
+  }
+  ocltk_test::fs::resize_file(big, ocltk::kMaxYamlFileBytes + 1);  // sparse: nothing written
+  const std::pair<std::string, std::string> cases[] = {
+      {"/dev/zero", "a character device"}, {fifo, "a FIFO"}, {dir_, "a folder"}, {big, "more than the 64 MiB"}};
+  for (const auto& [name, what] : cases) {
+    const std::string f = name;  // a structured binding cannot be captured (C++17)
+    SCOPED_TRACE(f);
+    for (const auto& read :
+         std::vector<std::function<void()>>{[&] { ocltk::read_profile(f); }, [&] { ocltk::read_profile_file(f); }}) {
+      try {
+        read();
+        ADD_FAILURE() << "read " << f;
+      } catch (const ocltk::Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kIo);
+        const std::string m = e.what();
+        EXPECT_EQ(m.rfind(f + ": ", 0), 0u) << m;
+        EXPECT_NE(m.find(what), std::string::npos) << m;
+        EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+      }
+    }
+  }
+  try {
+    ocltk::read_profile(file("missing.yaml"));
+    ADD_FAILURE() << "read a missing file";
+  } catch (const ocltk::Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    EXPECT_NE(std::string(e.what()).find("cannot open profile"), std::string::npos) << e.what();
+  }
+  // Within the limit a file reads whole, and a runtime given such a file as its profile
+  // fails to open with that sentence rather than hanging or allocating.
+  write_text(file("small.txt"), "line one\nline two\n");
+  EXPECT_EQ(ocltk::read_bounded_file(file("small.txt"), 64, "note"), "line one\nline two\n");
+  EXPECT_THROW(ocltk::read_bounded_file(file("small.txt"), 8, "note"), ocltk::Error);
+  const ocltk::Result<ocltk::Runtime> rt = open_with_profiles(fifo);
+  ASSERT_FALSE(rt.ok());
+  EXPECT_NE(rt.status().message().find("a FIFO"), std::string::npos) << rt.status().message();
+}
+
+}  // namespace

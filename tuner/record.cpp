@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "ocltk/bounded_file.hpp"
 #include "ocltk/program_cache.hpp"
 #include "ocltk/runtime.hpp"
 #include "ocltk/status.hpp"
@@ -124,8 +125,7 @@ void write_record_line(std::ostream& out, const std::string& kernel, const std::
 }
 
 Recording read_recording(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(ErrorCode::kNotFound, "cannot open recording " + path);
+  std::istringstream in(read_bounded_file(path, kMaxRecordingBytes, "recording"));
   Recording rec;
   std::map<std::string, std::size_t> class_index;
   std::map<std::string, bool> seen;

@@ -47,7 +47,10 @@ struct Recording {
   std::vector<RecordedClass> classes;
 };
 // Reads a --record file (several runs may have appended to it; their headers must name
-// the same device). Throws Error(kInvalidArgument) naming FILE:LINE for a malformed line.
+// the same device). Throws Error(kInvalidArgument) naming FILE:LINE for a malformed line, and
+// Error(kIo / kNotFound) for a file that is missing, not a regular file or larger than
+// kMaxRecordingBytes.
+constexpr std::uint64_t kMaxRecordingBytes = std::uint64_t(1) << 30;
 Recording read_recording(const std::string& path);
 
 // The hash of a kernel family's search space on a device: algorithm names, their kernel
