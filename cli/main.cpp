@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "nf4_commands.hpp"
 #include "npy.hpp"
 #include "ocltk/ocltk.hpp"
@@ -31,13 +32,17 @@
 
 namespace {
 
+using ocltk::cli::Args;
+using ocltk::cli::check_output_path;
+using ocltk::cli::parse_double;
+using ocltk::cli::parse_int;
+using ocltk::cli::parse_max_evals;
+using ocltk::cli::split_list;
+using ocltk::cli::UsageError;
+
 constexpr int kExitOk = 0;
 constexpr int kExitDevice = 1;
 constexpr int kExitUsage = 2;
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 const char* const kMainHelp = R"(ocltk - tuned OpenCL kernels for LoRA (NT GEMM) and NF4 expert GEMMs
 
@@ -155,91 +160,6 @@ Options:
   --profile FILE      use this profile instead of searching for one
 )";
 
-// Options of one command: "--name value", "--name=value" and flags.
-class Args {
- public:
-  Args(const std::vector<std::string>& tokens, const std::string& command, const std::set<std::string>& with_value,
-       const std::set<std::string>& flags) {
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      const std::string& t = tokens[i];
-      if (t.rfind("--", 0) != 0 || t == "--") {
-        positional_.push_back(t);
-        continue;
-      }
-      std::string name = t, value;
-      bool has_value = false;
-      if (const auto eq = t.find('='); eq != std::string::npos) {
-        name = t.substr(0, eq);
-        value = t.substr(eq + 1);
-        has_value = true;
-      }
-      if (flags.count(name)) {
-        if (has_value) throw UsageError(name + " takes no value (`" + command + "`)");
-        flags_.insert(name);
-      } else if (with_value.count(name)) {
-        if (!has_value) {
-          if (i + 1 >= tokens.size()) throw UsageError(name + " needs a value (`" + command + " --help`)");
-          value = tokens[++i];
-        }
-        values_[name] = value;
-      } else {
-        throw UsageError("unknown option " + name + " for `" + command + "` (see `" + command + " --help`)");
-      }
-    }
-  }
-  bool flag(const std::string& name) const { return flags_.count(name) > 0; }
-  std::optional<std::string> get(const std::string& name) const {
-    const auto it = values_.find(name);
-    return it == values_.end() ? std::nullopt : std::optional<std::string>(it->second);
-  }
-  std::string required(const std::string& name, const std::string& command) const {
-    if (auto v = get(name)) return *v;
-    throw UsageError("`" + command + "` needs " + name + " (see `" + command + " --help`)");
-  }
-  const std::vector<std::string>& positional() const { return positional_; }
-
- private:
-  std::map<std::string, std::string> values_;
-  std::set<std::string> flags_;
-  std::vector<std::string> positional_;
-};
-
-long long parse_int(const std::string& text, const std::string& option, long long min_value, long long max_value) {
-  try {
-    std::size_t used = 0;
-    const long long v = std::stoll(text, &used);
-    if (used == text.size() && v >= min_value && v <= max_value) return v;
-  } catch (const std::exception&) {
-  }
-  throw UsageError(option + " expects an integer from " + std::to_string(min_value) + " to " +
-                   std::to_string(max_value) + ", got '" + text + "'");
-}
-
-double parse_double(const std::string& text, const std::string& option) {
-  try {
-    std::size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used == text.size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw UsageError(option + " expects a number, got '" + text + "'");
-}
-
-// Fails now, with a usage error, if `path` could not be written later: its folder is
-// created if missing and a probe file is made and removed beside it.
-void check_writable(const std::string& path, const std::string& option) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path target(path);
-  if (fs::is_directory(target, ec)) throw UsageError(option + " " + path + " is a folder, not a file");
-  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
-  const std::string probe = path + ".probe." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(probe.c_str(), "w");
-  if (f == nullptr) throw UsageError(option + " " + path + " cannot be written (" + std::strerror(errno) + ")");
-  std::fclose(f);
-  fs::remove(probe, ec);
-}
-
 bool wants_help(const std::vector<std::string>& tokens) {
   for (const std::string& t : tokens)
     if (t == "--help" || t == "-h") return true;
@@ -266,7 +186,7 @@ ocltk::Runtime open_runtime(const ocltk::RuntimeOptions& options) {
 }
 
 int cmd_devices(const std::vector<std::string>& tokens) {
-  Args args(tokens, "ocltk devices", {}, {});
+  Args args(tokens, ocltk::cli::kDevicesSyntax);
   if (!args.positional().empty()) throw UsageError("`ocltk devices` takes no arguments");
   const std::vector<ocltk::DeviceInfo> devices = ocltk::list_devices();
   if (devices.empty()) {
@@ -302,27 +222,6 @@ std::atomic<bool> g_stop_tuning{false};
 
 extern "C" void request_tune_stop(int) { g_stop_tuning.store(true); }
 
-// "N" or "P%": an evaluation count or a fraction of each class's space.
-void parse_max_evals(const std::string& text, std::int64_t& count, double& fraction) {
-  if (!text.empty() && text.back() == '%') {
-    const double percent = parse_double(text.substr(0, text.size() - 1), "--max-evals");
-    if (!(percent > 0 && percent <= 100)) throw UsageError("--max-evals P% needs 0 < P <= 100, got '" + text + "'");
-    fraction = percent / 100;
-    count = 0;
-  } else {
-    count = parse_int(text, "--max-evals", 1, 1000000000);
-    fraction = 0;
-  }
-}
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
-
 int cmd_tune_replay(const Args& args) {
   ocltk::tuner::ReplayOptions options;
   for (const char* device_only : {"--device", "--out", "--budget", "--repeats", "--record", "--report", "--jobs",
@@ -357,11 +256,7 @@ int cmd_tune_replay(const Args& args) {
 }
 
 int cmd_tune(const std::vector<std::string>& tokens) {
-  const std::string command = "ocltk tune";
-  Args args(tokens, command,
-            {"--device", "--out", "--budget", "--strategy", "--max-evals", "--kernels", "--classes", "--repeats",
-             "--seed", "--record", "--replay", "--seeds", "--jobs", "--timeout", "--cache", "--report", "--shapes"},
-            {"--quiet", "--cold", "--json", "--no-resume"});
+  Args args(tokens, ocltk::cli::kTuneSyntax);
   if (!args.positional().empty())
     throw UsageError("unexpected argument '" + args.positional()[0] + "' for `ocltk tune`");
   if (args.get("--replay")) return cmd_tune_replay(args);
@@ -408,14 +303,15 @@ int cmd_tune(const std::vector<std::string>& tokens) {
       throw UsageError("--report " + *report + " exists and is not a folder");
     fs::create_directories(*report, ec);
     if (ec) throw UsageError("--report " + *report + " cannot be created (" + ec.message() + ")");
-    check_writable((fs::path(*report) / "report.json").string(), "--report");
+    check_output_path((fs::path(*report) / "report.json").string(), "--report");
   }
   ocltk::RuntimeOptions rt_options;
   rt_options.device = args.get("--device").value_or("");
   rt_options.use_profiles = false;  // the tuner measures explicit choices only
   ocltk::Runtime rt = open_runtime(rt_options);
-  const std::string out = args.get("--out").value_or(ocltk::tuner::default_profile_path(rt.device()));
-  check_writable(out, "--out");  // before minutes of tuning, not after
+  const std::optional<std::string> out_option = args.get("--out");
+  const std::string out = out_option ? *out_option : ocltk::tuner::default_profile_path(rt.device());
+  check_output_path(out, "--out");  // before minutes of tuning, not after
   // A profile already at --out keeps what this run does not tune; anything else there is
   // refused now rather than overwritten after minutes of tuning.
   std::optional<ocltk::Profile> existing;
@@ -485,12 +381,12 @@ int cmd_tune(const std::vector<std::string>& tokens) {
 }
 
 int cmd_run_gemm_nt(const std::vector<std::string>& tokens) {
-  const std::string command = "ocltk run gemm-nt";
-  Args args(tokens, command, {"--lhs", "--rhs", "--out", "--alpha", "--device", "--profile"}, {"--accumulate"});
+  const std::string command = ocltk::cli::kRunGemmNtSyntax.command;
+  Args args(tokens, ocltk::cli::kRunGemmNtSyntax);
   if (!args.positional().empty())
     throw UsageError("unexpected argument '" + args.positional()[0] + "' for `" + command + "`");
-  const std::string lhs = args.required("--lhs", command), rhs = args.required("--rhs", command),
-                    out = args.required("--out", command);
+  const std::string lhs = args.required("--lhs"), rhs = args.required("--rhs"), out = args.required("--out");
+  check_output_path(out, "--out");
   const float alpha = float(parse_double(args.get("--alpha").value_or("1"), "--alpha"));
   const bool accumulate = args.flag("--accumulate");
 

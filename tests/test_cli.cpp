@@ -1298,4 +1298,36 @@ TEST_F(CliTest, ReadersRefuseDevicesFifosAndOversizedFiles) {
   }
 }
 
+// An output that cannot become a file is refused before any work: an empty name, a name of
+// a folder, a device (replacing /dev/null is not writing a file) or a FIFO.
+TEST_F(CliTest, UnusableOutputPathsAreRefusedBeforeAnyWork) {
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  fs::create_directories(path("folder"));
+  write_matrix(path("A.npy"), 2, 3, random_floats(6));
+  write_matrix(path("B.npy"), 4, 3, random_floats(12));
+  write_text(path("p.yaml"), profile_text(ocltk::profile_device_of(default_device()), {}));
+  const std::vector<std::pair<std::string, std::string>> outs = {
+      {"", "is empty"},          {"sub/", "names a folder"},          {".", "names a folder"},
+      {"folder", "is a folder"}, {"/dev/null", "not a regular file"}, {"fifo", "not a regular file"}};
+  for (const auto& [out, why] : outs) {
+    const std::vector<std::vector<std::string>> commands = {
+        {"tune", "--classes", "gemv", "--budget", "120", "--quiet", "--out", out},
+        {"run", "gemm-nt", "--lhs", "A.npy", "--rhs", "B.npy", "--out", out},
+        {"quantize", "nf4", "--weights", "A.npy", "--block-size", "64", "--packed", out, "--scales", "S.npy"},
+    };
+    for (const std::vector<std::string>& args : commands) {
+      SCOPED_TRACE(args[0] + " " + args[1] + " -> '" + out + "'");
+      const auto before = snapshot(work_);
+      const auto start = std::chrono::steady_clock::now();
+      const CliResult r = run_cli(args);
+      // Refused before the 120 s budget (or any measuring) began.
+      EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 60);
+      EXPECT_TRUE(is_usage_error(r, {why}));
+      EXPECT_EQ(snapshot(work_), before);
+      EXPECT_TRUE(names_in(config_).empty()) << joined(names_in(config_));
+    }
+  }
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+}
+
 }  // namespace
