@@ -91,8 +91,10 @@ built-in default, speed-up, evaluations, space size and time spent.
 Options:
   --device SEL        device index or name substring (default: OCLTK_DEVICE, else first GPU, else first device)
   --out FILE          where to write the profile (default: ~/.config/ocltk/profiles/<device>.yaml,
-                      where the runtime finds it); a profile of this device already there keeps
-                      the entries this run does not tune
+                      where the runtime finds it: $XDG_CONFIG_HOME/ocltk/profiles where set, and the
+                      password database's home folder where HOME is unset); a profile of this device
+                      already there keeps the entries this run does not tune. Checked before tuning:
+                      an empty path, a folder or anything but a regular file is refused
   --budget SECONDS    time budget of the search (default 165, so that a whole run, with the candidate
                       in flight at the end, stays within 3 minutes), split over the classes (each
                       at least half an even share, so a class that ran long cannot starve the last)

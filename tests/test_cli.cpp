@@ -7,6 +7,9 @@
 // OpenCL failure; on any error nothing is written (the --out file keeps its bytes and no
 // temporary file is left behind).
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -213,6 +216,15 @@ class SuiteCacheEnvironment : public ::testing::Environment {
 };
 ::testing::Environment* const kSuiteCacheEnvironment = ::testing::AddGlobalTestEnvironment(new SuiteCacheEnvironment);
 
+// What a child `ocltk` runs under besides its environment.
+struct ChildLimits {
+  // > 0: the largest file the child may write (RLIMIT_FSIZE, SIGXFSZ ignored): a write past
+  // it fails with EFBIG, as on a full disk.
+  long file_size_limit = 0;
+  // >= 0: the user (and group) id the child runs as (the test must run as root).
+  int uid = -1;
+};
+
 class CliTest : public ::testing::Test {
  public:
   static void SetUpTestSuite() {
@@ -238,8 +250,8 @@ class CliTest : public ::testing::Test {
   // Runs `ocltk ARGS...` in work_ with a scrubbed environment plus `env` (nullopt unsets).
   // interrupt_after > 0: sends SIGINT to the command that many seconds after it started.
   CliResult run_cli(const std::vector<std::string>& args,
-                    const std::map<std::string, std::optional<std::string>>& env = {},
-                    double interrupt_after = 0) const {
+                    const std::map<std::string, std::optional<std::string>>& env = {}, double interrupt_after = 0,
+                    const ChildLimits& limits = {}) const {
     std::map<std::string, std::optional<std::string>> vars;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry = *e;
@@ -279,6 +291,14 @@ class CliTest : public ::testing::Test {
       const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (in < 0 || out < 0 || err < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0 ||
           ::chdir(cwd.c_str()) != 0)
+        ::_exit(126);
+      if (limits.file_size_limit > 0) {
+        const rlimit fsize{rlim_t(limits.file_size_limit), rlim_t(limits.file_size_limit)};
+        if (::setrlimit(RLIMIT_FSIZE, &fsize) != 0) ::_exit(126);
+        ::signal(SIGXFSZ, SIG_IGN);  // kept across exec: the write fails with EFBIG instead
+      }
+      if (limits.uid >= 0 &&
+          (::setgroups(0, nullptr) != 0 || ::setgid(gid_t(limits.uid)) != 0 || ::setuid(uid_t(limits.uid)) != 0))
         ::_exit(126);
       ::execve(argv[0], argv.data(), envp.data());
       ::_exit(127);
@@ -1328,6 +1348,43 @@ TEST_F(CliTest, UnusableOutputPathsAreRefusedBeforeAnyWork) {
     }
   }
   EXPECT_TRUE(fs::is_character_file("/dev/null"));
+}
+
+// Without HOME (and XDG_CONFIG_HOME), the profile goes where the runtime looks: the password
+// database's home folder (test_profile checks the folder); where the user has none, `tune`
+// refuses at once saying to pass --out, and a program cache without a folder is announced,
+// not silently dropped. A user id without a password entry needs root to switch to.
+TEST_F(CliTest, WithoutAHomeFolderTuneRefusesAndTheCacheSaysSo) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run as a user without a password entry";
+  int uid = 54321;
+  while (::getpwuid(uid_t(uid)) != nullptr) ++uid;
+  fs::permissions(root_, fs::perms::all);
+  fs::permissions(work_, fs::perms::all);
+  fs::create_directories(root_ / "pocl");
+  fs::permissions(root_ / "pocl", fs::perms::all);
+  const std::map<std::string, std::optional<std::string>> no_home = {
+      {"HOME", std::nullopt},
+      {"XDG_CONFIG_HOME", std::nullopt},
+      {"XDG_CACHE_HOME", std::nullopt},
+      {"OCLTK_CACHE_DIR", std::nullopt},
+      {"POCL_CACHE_DIR", (root_ / "pocl").string()}};  // PoCL itself needs a cache folder
+  const CliResult refused = run_cli({"tune", "--classes", "gemv", "--budget", "120", "--quiet"}, no_home, 0, {0, uid});
+  EXPECT_EQ(refused.status, 2) << refused.describe();
+  const std::vector<std::string> err = lines_of(refused.err);
+  ASSERT_FALSE(err.empty()) << refused.describe();
+  EXPECT_NE(err.back().find("XDG_CONFIG_HOME and HOME are unset"), std::string::npos) << refused.describe();
+  EXPECT_NE(err.back().find("pass --out FILE"), std::string::npos) << refused.describe();
+  EXPECT_TRUE(names_in(work_).empty()) << joined(names_in(work_));
+
+  write_matrix(path("A.npy"), 2, 3, random_floats(6));
+  write_matrix(path("B.npy"), 4, 3, random_floats(12));
+  fs::permissions(path("A.npy"), fs::perms::all);
+  fs::permissions(path("B.npy"), fs::perms::all);
+  const CliResult ran =
+      run_cli({"run", "gemm-nt", "--lhs", "A.npy", "--rhs", "B.npy", "--out", "C.npy"}, no_home, 0, {0, uid});
+  EXPECT_EQ(ran.status, 0) << ran.describe();
+  EXPECT_NE(ran.err.find("no program cache on disk"), std::string::npos) << ran.describe();
+  EXPECT_TRUE(fs::exists(path("C.npy")));
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Profiles: YAML round trip, atomic writes, rejections with file:line:column, match
 // levels, and the fallback chain from explicit path to built-in defaults; profile
 // databases: merge, derived entries, the chain through one database file, diff.
+#include <pwd.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +14,7 @@
 #include "fixture.hpp"
 #include "ocltk/bounded_file.hpp"
 #include "ocltk/nf4.hpp"
+#include "user_dirs.hpp"
 
 namespace {
 
@@ -1354,6 +1357,39 @@ TEST_F(ProfileTest, ReadersRefuseDevicesFifosFoldersAndOversizedFiles) {
   const ocltk::Result<ocltk::Runtime> rt = open_with_profiles(fifo);
   ASSERT_FALSE(rt.ok());
   EXPECT_NE(rt.status().message().find("a FIFO"), std::string::npos) << rt.status().message();
+}
+
+// The user's folders follow the XDG base directory spec: an absolute XDG_CONFIG_HOME or
+// XDG_CACHE_HOME wins, a relative one is ignored, and without HOME the password database's
+// home folder stands in for it (where a login shell takes HOME from).
+TEST(UserFolders, FollowXdgAndThePasswordDatabaseWithoutHome) {
+  const passwd* pw = ::getpwuid(::getuid());
+  const std::string pw_home = pw != nullptr && pw->pw_dir != nullptr ? pw->pw_dir : "";
+  ScopedEnv no_cache_dir("OCLTK_CACHE_DIR", std::nullopt);
+  {
+    ScopedEnv config("XDG_CONFIG_HOME", "/tmp/xdg-config");
+    ScopedEnv cache("XDG_CACHE_HOME", "/tmp/xdg-cache");
+    EXPECT_EQ(ocltk::user_profile_dir(), "/tmp/xdg-config/ocltk/profiles");
+    EXPECT_EQ(ocltk::ProgramCache::default_directory(), "/tmp/xdg-cache/ocltk");
+  }
+  {
+    ScopedEnv config("XDG_CONFIG_HOME", "relative/config");
+    ScopedEnv cache("XDG_CACHE_HOME", "");
+    ScopedEnv home("HOME", "/tmp/some-home");
+    EXPECT_EQ(ocltk::user_profile_dir(), "/tmp/some-home/.config/ocltk/profiles");
+    EXPECT_EQ(ocltk::ProgramCache::default_directory(), "/tmp/some-home/.cache/ocltk");
+  }
+  ScopedEnv config("XDG_CONFIG_HOME", std::nullopt);
+  ScopedEnv cache("XDG_CACHE_HOME", std::nullopt);
+  ScopedEnv home("HOME", std::nullopt);
+  EXPECT_EQ(ocltk::detail::home_dir(), pw_home);
+  if (pw_home.empty()) {
+    EXPECT_EQ(ocltk::user_profile_dir(), "");
+    EXPECT_EQ(ocltk::ProgramCache::default_directory(), "-");
+  } else {
+    EXPECT_EQ(ocltk::user_profile_dir(), pw_home + "/.config/ocltk/profiles");
+    EXPECT_EQ(ocltk::ProgramCache::default_directory(), pw_home + "/.cache/ocltk");
+  }
 }
 
 }  // namespace

@@ -352,8 +352,11 @@ double class_share(double budget_seconds, double elapsed_seconds, int classes, i
 
 std::string default_profile_path(const DeviceInfo& device) {
   const std::string dir = user_profile_dir();
-  const std::string file = file_name_of(device.name) + ".yaml";
-  return dir.empty() ? file : dir + "/" + file;
+  if (dir.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "no folder to write the profile to where the runtime looks: XDG_CONFIG_HOME and HOME are unset and "
+                "the user has no home folder; pass --out FILE (and OCLTK_PROFILE_PATH=FILE to the runtime)");
+  return dir + "/" + file_name_of(device.name) + ".yaml";
 }
 
 namespace {

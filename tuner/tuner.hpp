@@ -114,7 +114,9 @@ void write_report(const std::string& dir, const TuneResult& result);
 constexpr double kMinClassShare = 0.5;
 double class_share(double budget_seconds, double elapsed_seconds, int classes, int classes_left);
 
-// The default profile location for a device: <user profile folder>/<device>.yaml.
+// The default profile location for a device: <user profile folder>/<device>.yaml. Throws
+// Error(kInvalidArgument) where there is no user profile folder (no XDG_CONFIG_HOME, HOME or
+// home folder in the password database), rather than a folder the runtime never reads.
 std::string default_profile_path(const DeviceInfo& device);
 
 // A run that tunes some kernels or classes must not drop the others from the profile it

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "dispatch.hpp"
+#include "user_dirs.hpp"
 
 namespace ocltk {
 namespace fs = std::filesystem;
@@ -62,10 +63,8 @@ Params complete_choice(const AlgorithmSpec& algorithm, const Params& params) {
 }  // namespace
 
 std::string user_profile_dir() {
-  const std::string xdg = env_or("XDG_CONFIG_HOME", "");
-  if (!xdg.empty()) return (fs::path(xdg) / "ocltk" / "profiles").string();
-  const std::string home = env_or("HOME", "");
-  return home.empty() ? "" : (fs::path(home) / ".config" / "ocltk" / "profiles").string();
+  const std::string base = detail::xdg_base_dir("XDG_CONFIG_HOME", ".config");
+  return base.empty() ? "" : (fs::path(base) / "ocltk" / "profiles").string();
 }
 
 std::string installed_configs_dir() {

@@ -51,7 +51,9 @@ struct ProfileSelection {
   std::vector<std::string> searched;         // every file looked at, in order
 };
 ProfileSelection find_profiles(const DeviceInfo& device, const RuntimeOptions& options);
-std::string user_profile_dir();       // $XDG_CONFIG_HOME/ocltk/profiles or ~/.config/ocltk/profiles
+// $XDG_CONFIG_HOME/ocltk/profiles, else ~/.config/ocltk/profiles (HOME, else the password
+// database's home folder: XDG's base directories); "" where there is no home folder at all.
+std::string user_profile_dir();
 std::string installed_configs_dir();  // <prefix>/share/ocltk/configs
 
 // Which algorithm and parameters serve a launch, and why.
