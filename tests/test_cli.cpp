@@ -1387,4 +1387,41 @@ TEST_F(CliTest, WithoutAHomeFolderTuneRefusesAndTheCacheSaysSo) {
   EXPECT_TRUE(fs::exists(path("C.npy")));
 }
 
+// A full disk (here: RLIMIT_FSIZE, so a write past 2 KB fails with EFBIG) while the resume
+// cache grows: `tune` warns once and goes on, the cache keeps a whole header and the lines
+// written before, and the next run resumes from it. A cache left empty by older versions is
+// started afresh, not refused.
+TEST_F(CliTest, TuneCacheSurvivesAFullDiskAndResumes) {
+  const std::string cache = (root_ / "tune-cache").string();
+  const std::vector<std::string> args = {"tune",    "--kernels", "gemm_nt", "--classes", "gemv",  "--max-evals",
+                                         "12",      "--repeats", "1",       "--budget",  "120",   "--cold",
+                                         "--cache", cache,       "--out",   "p.yaml",    "--json"};
+  const CliResult full = run_cli(args, {}, 0, {2048, -1});
+  ASSERT_EQ(full.status, 0) << full.describe();
+  const std::vector<std::string> err = lines_of(full.err);
+  EXPECT_EQ(std::count_if(err.begin(), err.end(),
+                          [](const std::string& l) { return l.find("warning: tune cache") != std::string::npos; }),
+            1)
+      << full.describe();
+  EXPECT_NE(full.err.find("File too large"), std::string::npos) << full.describe();
+  std::size_t kept = 0;
+  for (const auto& f : fs::directory_iterator(cache)) {
+    const std::string text = read_text(f.path());
+    EXPECT_EQ(text.rfind("{\"tune_cache\": 1", 0), 0u) << text.substr(0, 200);
+    EXPECT_LE(text.size(), 2048u);
+    kept += std::size_t(std::count(text.begin(), text.end(), '\n')) - 1;  // whole lines after the header
+  }
+  ASSERT_GT(kept, 0u) << "nothing written before the disk filled";
+  fs::remove(path("p.yaml"));
+  const CliResult again = run_cli(args);
+  ASSERT_EQ(again.status, 0) << again.describe();
+  EXPECT_NE(again.out.find("\"cached\": " + std::to_string(kept)), std::string::npos)
+      << "expected " << kept << " recalled evaluations; " << again.describe();
+
+  for (const auto& f : fs::directory_iterator(cache)) write_text(f.path(), "");  // an older version's empty file
+  const CliResult empty = run_cli(args);
+  EXPECT_EQ(empty.status, 0) << empty.describe();
+  for (const auto& f : fs::directory_iterator(cache)) EXPECT_EQ(read_text(f.path()).rfind("{\"tune_cache\": 1", 0), 0u);
+}
+
 }  // namespace

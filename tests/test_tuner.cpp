@@ -4,12 +4,15 @@
 // A mock family stands in for kernels where the behaviour under test is the tuner's
 // (an injected build failure, wrong result, hang); no OpenCL program is built here.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <csignal>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -967,6 +970,108 @@ TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {
   EXPECT_NE(j.find("\"history\""), std::string::npos);
   EXPECT_NE(j.find("\"best_so_far_ms\""), std::string::npos);
   EXPECT_NE(j.find("mock-c1.svg"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// ---- resume caches on a full disk, profile check ---------------------------------------
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// RLIMIT_FSIZE for one scope: a write past `bytes` fails with EFBIG, as on a full disk
+// (SIGXFSZ ignored meanwhile, or the write would kill the process).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &old_);
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{bytes, old_.rlim_max};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  void (*old_handler_)(int) = nullptr;
+};
+
+Evaluation mock_evaluation(int x, int y) {
+  Evaluation e;
+  e.algorithm = "mock";
+  e.params = {{"X", x}, {"Y", y}};
+  e.ok = true;
+  e.time_ms = 1.0 + x + y;
+  return e;
+}
+
+// A cache whose header cannot be written leaves no file; one whose appends start failing
+// warns once and keeps a valid file with the lines written whole; either way the run goes on
+// and the next one loads what is there. An empty file (a header lost by older versions) is
+// started afresh.
+TEST_F(TunerEngine, ResumeCacheStaysValidWhenTheDiskFills) {
+  const std::string path = (dir_ / "cache" / "c.jsonl").string();
+  const DeviceInfo& device = rt_->device();
+  const Problem problem = {{"n", 10}};
+  {
+    std::ostringstream warnings;
+    {
+      const FileSizeLimit full(16);
+      TuneCache cache(path, device, "mock", 42, warnings);
+      EXPECT_FALSE(cache.writable());
+      cache.append("c1", problem, mock_evaluation(1, 1));  // kept in memory only
+      EXPECT_NE(cache.find("c1", problem, "mock X=1 Y=1"), nullptr);
+    }
+    const std::vector<std::string> lines = split_lines(warnings.str());
+    ASSERT_EQ(lines.size(), 1u) << warnings.str();
+    EXPECT_NE(lines[0].find("tune cache " + path + ": cannot create it (File too large)"), std::string::npos)
+        << lines[0];
+    EXPECT_FALSE(fs::exists(path));
+    EXPECT_TRUE(fs::is_empty(dir_ / "cache"));  // no temporary file left either
+  }
+  std::size_t appended = 0;
+  {
+    std::ostringstream warnings;
+    {
+      const FileSizeLimit full(700);
+      TuneCache cache(path, device, "mock", 42, warnings);
+      EXPECT_TRUE(cache.writable());
+      for (int i = 0; i < 16; ++i, ++appended) cache.append("c1", problem, mock_evaluation(1 + i % 8, 1 + i / 8));
+      EXPECT_FALSE(cache.writable());
+    }
+    const std::vector<std::string> lines = split_lines(warnings.str());
+    ASSERT_EQ(lines.size(), 1u) << warnings.str();
+    EXPECT_NE(lines[0].find("a write failed (File too large)"), std::string::npos) << lines[0];
+    EXPECT_LE(fs::file_size(path), 700u);
+  }
+  std::ostringstream quiet;
+  TuneCache again(path, device, "mock", 42, quiet);
+  EXPECT_TRUE(quiet.str().empty()) << quiet.str();
+  EXPECT_GT(again.size(), 0u);
+  EXPECT_LT(again.size(), appended);
+  for (int i = 0; i < int(again.size()); ++i) {
+    const Evaluation* e =
+        again.find("c1", problem, "mock X=" + std::to_string(1 + i % 8) + " Y=" + std::to_string(1 + i / 8));
+    ASSERT_NE(e, nullptr) << i;
+    EXPECT_TRUE(e->cached);
+  }
+  std::ofstream(path, std::ios::trunc).close();
+  TuneCache fresh(path, device, "mock", 42, quiet);
+  EXPECT_TRUE(fresh.writable());
+  EXPECT_EQ(fresh.size(), 0u);
+  std::ifstream in(path);
+  std::string header;
+  std::getline(in, header);
+  EXPECT_EQ(header.rfind("{\"tune_cache\": 1", 0), 0u) << header;
 }
 
 }  // namespace

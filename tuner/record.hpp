@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -59,6 +60,9 @@ Recording read_recording(const std::string& path);
 // reused across such changes.
 std::uint64_t search_space_hash(const KernelFamily& family, const DeviceLimits& limits);
 
+// The most bytes a resume cache may hold (a whole exhaustive search is a few MB).
+constexpr std::uint64_t kMaxCacheBytes = std::uint64_t(1) << 30;
+
 // Append-only cache of one kernel's measurements on one device, driver and search space
 // (<dir>/<device>-<kernel>-<hash>.jsonl). An interrupted `tune` (Ctrl-C, crash, budget)
 // run again finds every point it already measured here and goes on from there.
@@ -66,18 +70,27 @@ class TuneCache {
  public:
   // Loads the file if it exists; throws Error(kInvalidArgument) when its header names
   // another device, driver, kernel or space ("refusing cache FILE: ...").
-  TuneCache(const std::string& path, const DeviceInfo& device, const std::string& kernel, std::uint64_t space_hash);
+  // A cache that cannot be written (a full disk, a read-only folder) is not an error: the
+  // run goes on without it after one line on `warnings`, and never leaves a file the next
+  // run refuses (the header is written whole or not at all; a line cut short is skipped).
+  TuneCache(const std::string& path, const DeviceInfo& device, const std::string& kernel, std::uint64_t space_hash,
+            std::ostream& warnings = std::cerr);
   const Evaluation* find(const std::string& shape_class, const Problem& problem, const std::string& point_key) const;
   void append(const std::string& shape_class, const Problem& problem, const Evaluation& e);
   const std::string& path() const { return path_; }
   std::size_t size() const { return entries_.size(); }
+  bool writable() const { return !disabled_; }  // false after a failed write (warned once)
 
   static std::string path_for(const std::string& dir, const DeviceInfo& device, const std::string& kernel,
                               std::uint64_t space_hash);
   static std::string default_dir();  // <program cache folder>/tune, "" when disabled
 
  private:
+  void disable(const std::string& why);  // warns once and stops writing
+
   std::string path_, kernel_;
+  std::ostream* warnings_;
+  bool disabled_ = false;
   std::ofstream out_;
   std::map<std::string, Evaluation> entries_;  // class + problem + point key
 };
