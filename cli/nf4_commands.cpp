@@ -19,8 +19,10 @@ const char* const kForwardHelp =
 Segmented grouped GEMM over NF4 expert weights: rows OFF[e] .. OFF[e+1]-1 of X multiply
 expert e, Y[r, n] = sum_k X[r, k] * W[e, n, k], accumulated in f32.
 
-  --packed P.npy        uint8 payload, two codes per byte, high nibble first (bitsandbytes)
-  --scales S.npy        float32 absmax per block of B flat coefficients
+  --packed P.npy        uint8 payload, two codes per byte, high nibble first (bitsandbytes): at least
+                        the bytes the window's coefficients reach, at most the bytes of the whole
+                        blocks its scales cover (a shard cut at block boundaries)
+  --scales S.npy        float32 absmax per block of B flat coefficients, one per block the window touches
   --codebook C.npy      float32, 16 levels (default: NF4)
   --experts E --out-features N --in-features K --block-size B (power of two, 32..4096)
   --element-offset O    window: first coefficient O positions into the first stored block (default 0)
@@ -158,11 +160,17 @@ LoadedWeights load_weights(const Nf4Flags& f, const std::string& command, bool e
   const std::string& sp = required(f, command, "--scales");
   w.packed = read_typed(pp, "--packed", npy::DType::u8);
   w.scales = read_typed(sp, "--scales", npy::DType::f32);
-  if (std::int64_t(w.packed.count()) != g.packed_bytes())
+  // A shard cut at block boundaries holds the bytes of whole blocks: any length from what
+  // the window's coefficients need to what its scales' blocks cover is a window.
+  const std::int64_t covered = g.scale_count() * g.block_size / 2;
+  if (std::int64_t(w.packed.count()) < g.packed_bytes() || std::int64_t(w.packed.count()) > covered)
     throw Nf4UsageError(pp + ": --packed holds " + std::to_string(w.packed.count()) + " bytes, but " +
                         std::to_string(g.experts) + " experts x " + std::to_string(g.out_features) + " x " +
                         std::to_string(g.in_features) + " from element offset " + std::to_string(g.element_offset) +
-                        " need " + std::to_string(g.packed_bytes()));
+                        " need " + std::to_string(g.packed_bytes()) +
+                        (covered > g.packed_bytes() ? " to " + std::to_string(covered) + " (the bytes of the " +
+                                                          std::to_string(g.scale_count()) + " blocks the scales cover)"
+                                                    : ""));
   if (std::int64_t(w.scales.count()) != g.scale_count())
     throw Nf4UsageError(sp + ": --scales holds " + std::to_string(w.scales.count()) + " values, but the window needs " +
                         std::to_string(g.scale_count()) + " blocks of " + std::to_string(g.block_size));

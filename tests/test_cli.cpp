@@ -1424,4 +1424,85 @@ TEST_F(CliTest, TuneCacheSurvivesAFullDiskAndResumes) {
   for (const auto& f : fs::directory_iterator(cache)) EXPECT_EQ(read_text(f.path()).rfind("{\"tune_cache\": 1", 0), 0u);
 }
 
+// A shard cut at block boundaries holds the bytes of whole blocks: run nf4-forward,
+// nf4-backward and dequantize nf4 accept any payload from the bytes the window's
+// coefficients reach to those its scales' blocks cover, and refuse one byte past either end.
+TEST_F(CliTest, Nf4WindowsPaddedToWholeBlocksAreAccepted) {
+  // 2 experts x 3 x 20 = 120 coefficients from stream position 5: bytes 0 .. 62 are reached
+  // (63), and 4 blocks of 32 are touched, whose bytes are 64.
+  const std::int64_t experts = 2, n = 3, k = 20, block = 32, offset = 5, count = experts * n * k;
+  const std::vector<float> stream = random_floats(std::size_t(offset + count + 3));  // a block's tail beyond
+  const ocltk::Nf4Packed q = ocltk::quantize_nf4(stream.data(), stream.size(), block);
+  ASSERT_EQ(q.scales.size(), 4u);
+  std::vector<float> w(static_cast<std::size_t>(count));
+  ocltk::dequantize_nf4(q.packed.data(), q.scales.data(), ocltk::kNf4Codebook, offset, block, w.size(), w.data());
+  const auto write_payload = [&](std::size_t bytes) {
+    ocltk::npy::Array a;
+    a.dtype = ocltk::npy::DType::u8;
+    a.shape = {bytes};
+    a.data.assign(bytes, 0xA5);  // bytes past the stream's: never decoded
+    std::memcpy(a.data.data(), q.packed.data(), std::min(bytes, q.packed.size()));
+    ocltk::npy::write_atomically(path("P.npy").string(), a);
+  };
+  ocltk::npy::Array scales;
+  scales.dtype = ocltk::npy::DType::f32;
+  scales.shape = {q.scales.size()};
+  scales.data.resize(q.scales.size() * 4);
+  std::memcpy(scales.data.data(), q.scales.data(), scales.data.size());
+  ocltk::npy::write_atomically(path("S.npy").string(), scales);
+  const std::int64_t rows = 5;
+  const std::vector<float> x = random_floats(std::size_t(rows * k)), g = random_floats(std::size_t(rows * n));
+  write_matrix(path("X.npy"), std::size_t(rows), std::size_t(k), x);
+  write_matrix(path("G.npy"), std::size_t(rows), std::size_t(n), g);
+  ocltk::npy::Array off;
+  off.dtype = ocltk::npy::DType::u32;
+  off.shape = {3};
+  const std::uint32_t offsets[] = {0, 2, 5};
+  off.data.resize(12);
+  std::memcpy(off.data.data(), offsets, 12);
+  ocltk::npy::write_atomically(path("OFF.npy").string(), off);
+  const std::vector<std::string> geometry = {
+      "--packed",      "P.npy", "--scales",     "S.npy", "--experts",        "2", "--out-features", "3",
+      "--in-features", "20",    "--block-size", "32",    "--element-offset", "5"};
+  const auto command = [&](std::vector<std::string> head, const std::vector<std::string>& tail) {
+    head.insert(head.end(), geometry.begin(), geometry.end());
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  const auto forward = command({"run", "nf4-forward"}, {"--input", "X.npy", "--offsets", "OFF.npy", "--out", "Y.npy"});
+  const auto backward =
+      command({"run", "nf4-backward"}, {"--grad", "G.npy", "--offsets", "OFF.npy", "--out", "DX.npy"});
+  const auto dequantize = command({"dequantize", "nf4"}, {"--out", "W.npy"});
+  std::vector<double> want_y(std::size_t(rows * n)), want_dx(std::size_t(rows * k));
+  ocltk::nf4_forward_reference({experts, n, k, block, offset}, w.data(), x.data(), offsets, rows, want_y.data());
+  ocltk::nf4_backward_reference({experts, n, k, block, offset}, w.data(), g.data(), offsets, rows, want_dx.data());
+  for (const std::size_t bytes : {std::size_t(63), std::size_t(64)}) {
+    SCOPED_TRACE(std::to_string(bytes) + " payload bytes");
+    write_payload(bytes);
+    for (const auto& args : {forward, backward, dequantize}) {
+      const CliResult r = run_cli(args);
+      ASSERT_EQ(r.status, 0) << r.describe();
+    }
+    const std::vector<float> y = read_matrix(path("Y.npy"), std::size_t(rows), std::size_t(n));
+    const std::vector<float> dx = read_matrix(path("DX.npy"), std::size_t(rows), std::size_t(k));
+    for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want_y[i], 1e-4 * (1 + std::fabs(want_y[i])));
+    for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx[i], want_dx[i], 1e-4 * (1 + std::fabs(want_dx[i])));
+    const ocltk::npy::Array wa = ocltk::npy::read(path("W.npy").string());
+    ASSERT_EQ(wa.count(), w.size());
+    EXPECT_EQ(std::memcmp(wa.data.data(), w.data(), w.size() * 4), 0);
+  }
+  for (const std::size_t bytes : {std::size_t(62), std::size_t(65)}) {
+    SCOPED_TRACE(std::to_string(bytes) + " payload bytes");
+    write_payload(bytes);
+    for (const auto& args : {forward, backward, dequantize}) {
+      fs::remove(path("Y.npy"));
+      fs::remove(path("DX.npy"));
+      fs::remove(path("W.npy"));
+      const CliResult r = run_cli(args);
+      EXPECT_TRUE(is_usage_error(r, {"P.npy", "--packed holds " + std::to_string(bytes) + " bytes", "need 63 to 64"}));
+      EXPECT_FALSE(fs::exists(path("Y.npy")) || fs::exists(path("DX.npy")) || fs::exists(path("W.npy")));
+    }
+  }
+}
+
 }  // namespace
