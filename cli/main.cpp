@@ -67,7 +67,8 @@ Options for every command:
 
 Environment: OCLTK_DEVICE (device selector), OCLTK_PROFILE_PATH (profile files or folders,
 ':'-separated), OCLTK_VERBOSE=1 (log which profile entry serves each launch), OCLTK_CACHE_DIR
-(program cache folder; '-' disables it).
+(program cache folder; '-' disables it), OCLTK_EXCLUDE_ALGORITHMS (algorithms the runtime and
+`tune` must not choose, e.g. "tc,gemm_nt:xgemm": a driver escape hatch, docs/robustness.md).
 Exit status: 0 success, 2 bad usage or input, 1 device or OpenCL failure.
 )";
 
@@ -136,7 +137,11 @@ Options:
 Resume: every measurement is appended to a cache per device, driver, kernel and search
 space as it is made. A run stopped by Ctrl-C, a crash or its budget leaves the profile as
 it was; the same command run again recalls what was measured and goes on from there. A
-cache written on another device or for another search space is refused.
+cache written on another device or for another search space is refused. A cache that
+cannot be written (a full disk) is warned about once and the run goes on without it; what
+it already holds stays valid for the next run.
+
+Algorithms named in OCLTK_EXCLUDE_ALGORITHMS are not searched, measured first or written.
 
 Replay (no device): --replay FILE runs strategies against a recording made with --record
 (an exhaustive one gives the true optimum) and reports, per class, how close each gets to

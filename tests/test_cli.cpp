@@ -1424,6 +1424,34 @@ TEST_F(CliTest, TuneCacheSurvivesAFullDiskAndResumes) {
   for (const auto& f : fs::directory_iterator(cache)) EXPECT_EQ(read_text(f.path()).rfind("{\"tune_cache\": 1", 0), 0u);
 }
 
+// OCLTK_EXCLUDE_ALGORITHMS: `tune` never measures first, searches or writes an excluded
+// algorithm (gemv's built-in reduce: the baseline becomes the family's first other one),
+// and a list naming no algorithm is refused naming the variable.
+TEST_F(CliTest, ExcludedAlgorithmsAreNeitherTunedNorRun) {
+  const CliResult r = run_cli({"tune", "--classes", "gemv", "--max-evals", "4", "--repeats", "1", "--budget", "60",
+                               "--cold", "--cache", "-", "--out", "p.yaml", "--record", "rec.jsonl"},
+                              {{"OCLTK_EXCLUDE_ALGORITHMS", "reduce,xgemm"}});
+  ASSERT_EQ(r.status, 0) << r.describe();
+  const ocltk::Profile p = ocltk::read_profile(path("p.yaml").string());
+  ASSERT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries[0].algorithm, "tiled");
+  const std::string record = read_text(path("rec.jsonl"));
+  EXPECT_EQ(record.find("\"algorithm\": \"reduce\""), std::string::npos) << record;
+  EXPECT_EQ(record.find("\"algorithm\": \"xgemm\""), std::string::npos) << record;
+  EXPECT_NE(record.find("\"algorithm\": \"tiled\""), std::string::npos) << record;
+
+  write_matrix(path("A.npy"), 2, 3, random_floats(6));
+  write_matrix(path("B.npy"), 4, 3, random_floats(12));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "gemm-nt", "--lhs", "A.npy", "--rhs", "B.npy", "--out", "C.npy"},
+        std::vector<std::string>{"tune", "--classes", "gemv", "--out", "q.yaml", "--quiet"}}) {
+    const CliResult bad = run_cli(args, {{"OCLTK_EXCLUDE_ALGORITHMS", "tiled,fast"}});
+    EXPECT_TRUE(is_usage_error(bad, {"OCLTK_EXCLUDE_ALGORITHMS", "'fast'"}));
+  }
+  EXPECT_FALSE(fs::exists(path("C.npy")));
+  EXPECT_FALSE(fs::exists(path("q.yaml")));
+}
+
 // A shard cut at block boundaries holds the bytes of whole blocks: run nf4-forward,
 // nf4-backward and dequantize nf4 accept any payload from the bytes the window's
 // coefficients reach to those its scales' blocks cover, and refuse one byte past either end.

@@ -21,6 +21,7 @@ namespace {
 using ocltk::ErrorCode;
 using ocltk::MatchLevel;
 using ocltk::Profile;
+using ocltk::ProfileCandidate;
 using ocltk::ProfileEntry;
 using ocltk_test::ScopedEnv;
 using ocltk_test::fs::path;
@@ -1357,6 +1358,73 @@ TEST_F(ProfileTest, ReadersRefuseDevicesFifosFoldersAndOversizedFiles) {
   const ocltk::Result<ocltk::Runtime> rt = open_with_profiles(fifo);
   ASSERT_FALSE(rt.ok());
   EXPECT_NE(rt.status().message().find("a FIFO"), std::string::npos) << rt.status().message();
+}
+
+TEST(AlgorithmExclusions, ParseNamesAlgorithmsInEveryFamilyOrOne) {
+  const ocltk::AlgorithmExclusions all_tiled = ocltk::AlgorithmExclusions::parse(" tiled , nf4_backward:tc");
+  for (const char* kernel : {"gemm_nt", "nf4_forward", "nf4_backward"})
+    EXPECT_TRUE(all_tiled.excludes(kernel, "tiled"));
+  EXPECT_TRUE(all_tiled.excludes("nf4_backward", "tc"));
+  EXPECT_FALSE(all_tiled.excludes("nf4_forward", "tc"));
+  EXPECT_FALSE(all_tiled.excludes("gemm_nt", "reduce"));
+  EXPECT_EQ(all_tiled.describe(), "gemm_nt:tiled, nf4_backward:tc, nf4_backward:tiled, nf4_forward:tiled");
+  EXPECT_TRUE(ocltk::AlgorithmExclusions::parse("").empty());
+  EXPECT_TRUE(ocltk::AlgorithmExclusions::parse(" , ").empty());
+  for (const char* bad : {"tcc", "gemm_nt:tc", "nosuch:tiled", "tiled,reduce,xgemm"}) {
+    SCOPED_TRACE(bad);
+    try {
+      ocltk::AlgorithmExclusions::parse(bad, "OCLTK_EXCLUDE_ALGORITHMS");
+      ADD_FAILURE() << "accepted";
+    } catch (const ocltk::Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_EQ(std::string(e.what()).rfind("OCLTK_EXCLUDE_ALGORITHMS", 0), 0u) << e.what();
+    }
+  }
+}
+
+// An excluded algorithm is never chosen: its profile entries are passed over to the next
+// candidate or the built-in default, and a class whose built-in algorithm is excluded falls
+// back to its family's first algorithm that is not. A bad list fails open() naming it.
+TEST_F(ProfileTest, ExcludedAlgorithmsAreNeverChosen) {
+  ScopedEnv env_path("OCLTK_PROFILE_PATH", dir_);
+  ScopedEnv xdg("XDG_CONFIG_HOME", file("empty_xdg"));
+  ocltk::write_profile_atomically(
+      file("exact.yaml"), profile_for_this_device({entry("large", "xgemm", {}), entry("gemv", "reduce", {{"WGS", 64}}),
+                                                   entry("lora_expand", "tiled", {{"MWG", 8}, {"MDIMC", 1}})}));
+  Profile vendor = profile_for_this_device({entry("large", "tiled", {{"MWG", 32}, {"MDIMC", 4}})});
+  vendor.device.name = "another device of the same vendor";
+  ocltk::write_profile_atomically(file("vendor.yaml"), vendor);
+
+  for (const bool from_env : {false, true}) {
+    SCOPED_TRACE(from_env ? "from OCLTK_EXCLUDE_ALGORITHMS" : "from RuntimeOptions");
+    ScopedEnv exclude("OCLTK_EXCLUDE_ALGORITHMS",
+                      from_env ? std::optional<std::string>("xgemm, gemm_nt:reduce") : std::nullopt);
+    ocltk::RuntimeOptions options = ocltk_test::test_runtime_options(cache_dir());
+    options.use_profiles = true;
+    if (!from_env) options.exclude_algorithms = "xgemm,gemm_nt:reduce";
+    ocltk::Result<ocltk::Runtime> rt = ocltk::Runtime::open(options);
+    ASSERT_TRUE(rt.ok()) << rt.status().message();
+    EXPECT_TRUE(rt->excluded_algorithms().excludes("gemm_nt", "xgemm"));
+    const ocltk::Choice large = rt->choose("gemm_nt", "large");  // the exact profile's xgemm passed over
+    EXPECT_EQ(large.algorithm, "tiled");
+    EXPECT_EQ(large.params.at("MWG"), 32);
+    EXPECT_EQ(large.source, file("vendor.yaml"));
+    const ocltk::Choice gemv = rt->choose("gemm_nt", "gemv");  // reduce is gemv's built-in too
+    EXPECT_EQ(gemv.algorithm, "tiled");
+    EXPECT_EQ(gemv.source, "built-in");
+    EXPECT_EQ(gemv.params, ocltk::gemm_nt_family().find_algorithm("tiled")->defaults());
+    EXPECT_EQ(rt->choose("gemm_nt", "lora_expand").params.at("MWG"), 8);  // tiled is not excluded
+    for (const ProfileCandidate& c : rt->profiles().candidates)
+      for (const ProfileEntry& e : c.profile.entries) EXPECT_NE(e.algorithm, "xgemm") << c.where();
+  }
+  ocltk::RuntimeOptions bad = ocltk_test::test_runtime_options(cache_dir());
+  ScopedEnv exclude("OCLTK_EXCLUDE_ALGORITHMS", "tiled,nosuch");
+  const ocltk::Result<ocltk::Runtime> refused = ocltk::Runtime::open(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("'nosuch'"), std::string::npos) << refused.status().message();
+  bad.exclude_algorithms = "-";  // the caller's word over the environment's
+  EXPECT_TRUE(ocltk::Runtime::open(bad).ok());
 }
 
 // The user's folders follow the XDG base directory spec: an absolute XDG_CONFIG_HOME or

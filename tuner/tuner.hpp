@@ -90,7 +90,8 @@ struct TuneResult {
   std::vector<std::string> repeated;
 };
 
-// Tunes the selected families on the runtime's device. Throws Error on failures that
+// Tunes the selected families on the runtime's device, without the algorithms the runtime
+// excludes (Runtime::excluded_algorithms: OCLTK_EXCLUDE_ALGORITHMS). Throws Error on failures that
 // are not a candidate's fault (a bad candidate is recorded and skipped, never fatal).
 TuneResult tune(Runtime& runtime, const TuneOptions& options);
 

@@ -254,6 +254,7 @@ struct Runtime::Impl {
   Choice last_choice;
   std::set<std::string> logged;
   bool verbose = false;
+  AlgorithmExclusions excluded;
 
   Impl(DeviceInfo d, boost::compute::context c, boost::compute::command_queue q, RuntimeOptions o)
       : device(std::move(d)),
@@ -264,7 +265,25 @@ struct Runtime::Impl {
     out_of_order = detail::queue_out_of_order(queue.get());
     mode_of = queue.get();
     verbose = options.verbose >= 0 ? options.verbose > 0 : env_or("OCLTK_VERBOSE", "0") != "0";
+    if (options.exclude_algorithms.empty())
+      excluded = AlgorithmExclusions::from_environment();
+    else if (options.exclude_algorithms != "-")
+      excluded = AlgorithmExclusions::parse(options.exclude_algorithms, "RuntimeOptions::exclude_algorithms");
     profiles = find_profiles(device, options);
+    // Entries of removed algorithms are dropped here, so the search passes over them to the
+    // next entry of their class, the next profile or the built-in default.
+    if (!excluded.empty()) {
+      for (ProfileCandidate& c : profiles.candidates) {
+        std::vector<ProfileEntry>& entries = c.profile.entries;
+        const std::size_t before = entries.size();
+        entries.erase(std::remove_if(entries.begin(), entries.end(),
+                                     [&](const ProfileEntry& e) { return excluded.excludes(e.kernel, e.algorithm); }),
+                      entries.end());
+        if (verbose && entries.size() < before)
+          std::cerr << "ocltk: " << c.where() << ": " << before - entries.size()
+                    << " entries passed over (excluded: " << excluded.describe() << ")\n";
+      }
+    }
     for (const std::string& w : profiles.warnings) std::cerr << "ocltk: warning: " << w << "\n";
     if (verbose) {
       for (const ProfileCandidate& c : profiles.candidates)
@@ -324,6 +343,7 @@ bool Runtime::queue_out_of_order() const {
   return impl_->out_of_order;
 }
 const ProfileSelection& Runtime::profiles() const { return impl_->profiles; }
+const AlgorithmExclusions& Runtime::excluded_algorithms() const { return impl_->excluded; }
 ProgramCache& Runtime::program_cache() { return impl_->cache; }
 const RuntimeOptions& Runtime::options() const { return impl_->options; }
 
@@ -379,7 +399,8 @@ Choice Runtime::search_choice(const std::string& kernel, const std::string& shap
       return c;
     }
   }
-  const BuiltinChoice builtin = family->builtin_for(shape_class);
+  const DeviceLimits limits = DeviceLimits::of(impl_->device);
+  const BuiltinChoice builtin = family->builtin_for(shape_class, impl_->excluded, &limits);
   c.algorithm = builtin.algorithm;
   c.params = family->find_algorithm(builtin.algorithm)->complete(builtin.params);
   return c;

@@ -11,6 +11,7 @@
 
 #include "ocltk/cl.hpp"
 #include "ocltk/device.hpp"
+#include "ocltk/family.hpp"
 #include "ocltk/gemm_nt.hpp"
 #include "ocltk/profile.hpp"
 #include "ocltk/profile_db.hpp"
@@ -28,6 +29,9 @@ struct RuntimeOptions {
   // Most workgroups one dispatch may have along dimension 1 (M); larger problems are
   // split into several dispatches. 0: 65535, the smallest limit among common drivers.
   std::int64_t max_groups_per_dispatch = 0;
+  // Algorithms the runtime must not choose (AlgorithmExclusions::parse's list); "" reads
+  // OCLTK_EXCLUDE_ALGORITHMS, "-" removes none. A list naming no known algorithm fails open().
+  std::string exclude_algorithms;
 };
 
 // Where the profiles for a device come from (docs/profile-schema.md): an explicit path
@@ -141,10 +145,13 @@ class Runtime {
   Choice choose(const std::string& kernel, const std::string& shape_class,
                 const std::map<std::string, std::int64_t>& problem = {}) const;
   Choice choose_gemm_nt(const GemmProblem& problem) const;
-  // The choice behind the most recent launch of this runtime.
+  // The choice behind the most recent launch of this runtime, from whichever thread.
   Choice last_choice() const;
 
+  // The profiles found for the device, less the entries of excluded algorithms.
   const ProfileSelection& profiles() const;
+  // The algorithms this runtime never chooses (RuntimeOptions::exclude_algorithms).
+  const AlgorithmExclusions& excluded_algorithms() const;
   ProgramCache& program_cache();
   // Builds (or fetches) the program for an algorithm and parameters: the one path the
   // launcher and the tuner share. The options are the algorithm's (build_options), the
