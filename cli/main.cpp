@@ -60,6 +60,8 @@ Commands:
   profile validate FILE   check a profile against the schema and the kernels' parameter tables
   profile merge FILE...   merge profiles into a database (-o DB.yaml) with per-architecture and per-vendor entries
   profile diff A B        compare two profiles or databases (exit 0 same, 1 different)
+  profile check FILE      run every entry of a profile once on this device against the CPU reference
+                          (exit 1 if any fails)
 
 Options for every command:
   -h, --help              show help for the command

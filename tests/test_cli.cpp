@@ -1296,6 +1296,7 @@ TEST_F(CliTest, ReadersRefuseDevicesFifosAndOversizedFiles) {
         {"profile", "show", bad},
         {"profile", "diff", "p.yaml", bad},
         {"profile", "merge", "p.yaml", bad, "-o", "db.yaml"},
+        {"profile", "check", bad},
         {"run", "gemm-nt", "--lhs", bad, "--rhs", "B.npy", "--out", "C.npy"},
         {"run", "gemm-nt", "--lhs", "A.npy", "--rhs", "B.npy", "--out", "C.npy", "--profile", bad},
         {"tune", "--shapes", bad, "--out", "q.yaml", "--budget", "60", "--quiet"},
@@ -1333,6 +1334,7 @@ TEST_F(CliTest, UnusableOutputPathsAreRefusedBeforeAnyWork) {
     const std::vector<std::vector<std::string>> commands = {
         {"tune", "--classes", "gemv", "--budget", "120", "--quiet", "--out", out},
         {"run", "gemm-nt", "--lhs", "A.npy", "--rhs", "B.npy", "--out", out},
+        {"profile", "merge", "p.yaml", "-o", out},
         {"quantize", "nf4", "--weights", "A.npy", "--block-size", "64", "--packed", out, "--scales", "S.npy"},
     };
     for (const std::vector<std::string>& args : commands) {
@@ -1450,6 +1452,47 @@ TEST_F(CliTest, ExcludedAlgorithmsAreNeitherTunedNorRun) {
   }
   EXPECT_FALSE(fs::exists(path("C.npy")));
   EXPECT_FALSE(fs::exists(path("q.yaml")));
+}
+
+// `profile check` runs every entry once against the CPU reference and prints a line each:
+// here a profile of two gemm_nt entries and an nf4 one on small problems, all right (exit
+// 0); bad input is exit 2. (test_tuner checks that failing entries are reported.)
+TEST_F(CliTest, ProfileCheckRunsEveryEntryOnce) {
+  ocltk::Profile p;
+  p.device = ocltk::profile_device_of(default_device());
+  p.device.name = "a device of another driver";  // checked all the same
+  p.tuner_version = ocltk::version();
+  const auto add = [&](const std::string& kernel, const std::string& cls, const std::string& algorithm,
+                       const ocltk::Params& params, const std::map<std::string, std::int64_t>& problem) {
+    ocltk::ProfileEntry e;
+    e.kernel = kernel;
+    e.shape_class = cls;
+    e.algorithm = algorithm;
+    e.params = ocltk::find_family(kernel)->find_algorithm(algorithm)->complete(params);
+    e.problem = problem;
+    p.entries.push_back(e);
+  };
+  add("gemm_nt", "gemv", "reduce", {{"WGS", 64}, {"RW", 16}}, {{"m", 1}, {"n", 40}, {"k", 300}});
+  add("gemm_nt", "lora_expand", "tiled", kTiledPoint, {{"m", 7}, {"n", 65}, {"k", 33}});
+  add("nf4_backward", "decode", "stream", {}, {{"experts", 3}, {"n", 40}, {"k", 128}, {"rows", 6}, {"block_size", 64}});
+  ocltk::write_profile_atomically(path("p.yaml").string(), p);
+  const CliResult r = run_cli({"profile", "check", "p.yaml"});
+  ASSERT_EQ(r.status, 0) << r.describe();
+  const std::vector<std::string> lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 5u) << r.describe();  // the device, an entry each, the count
+  EXPECT_EQ(lines[0].rfind("checking p.yaml on " + default_device().name, 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1].rfind("ok    gemm_nt/gemv reduce {", 0), 0u) << lines[1];
+  EXPECT_NE(lines[1].find("on k=300 m=1 n=40"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[2].rfind("ok    gemm_nt/lora_expand tiled {", 0), 0u) << lines[2];
+  EXPECT_EQ(lines[3].rfind("ok    nf4_backward/decode stream {", 0), 0u) << lines[3];
+  EXPECT_EQ(lines[4], "3 entries checked, 0 failed");
+
+  EXPECT_TRUE(is_usage_error(run_cli({"profile", "check"}), {"exactly one FILE"}));
+  EXPECT_TRUE(is_usage_error(run_cli({"profile", "check", "p.yaml", "p.yaml"}), {"exactly one FILE"}));
+  EXPECT_TRUE(is_usage_error(run_cli({"profile", "check", "missing.yaml"}), {"missing.yaml"}));
+  EXPECT_TRUE(is_usage_error(run_cli({"profile", "check", "p.yaml", "--frob"}), {"--frob"}));
+  EXPECT_TRUE(
+      is_usage_error(run_cli({"profile", "check", "p.yaml", "--device", "no-such-device"}), {"no-such-device"}));
 }
 
 // A shard cut at block boundaries holds the bytes of whole blocks: run nf4-forward,

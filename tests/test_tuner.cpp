@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "check.hpp"
 #include "compile_pool.hpp"
 #include "ocltk/ocltk.hpp"
 #include "record.hpp"
@@ -1072,6 +1073,71 @@ TEST_F(TunerEngine, ResumeCacheStaysValidWhenTheDiskFills) {
   std::string header;
   std::getline(in, header);
   EXPECT_EQ(header.rfind("{\"tune_cache\": 1", 0), 0u) << header;
+}
+
+// `profile check` on the mock family: each entry once against the workload's check; a wrong
+// result, a build failure, a hang and an algorithm or kernel this build lacks are reported
+// by entry, the right ones pass; a database's members and derived sections are named.
+TEST_F(TunerEngine, ProfileCheckReportsEachFailingEntry) {
+  ProfileFile file;
+  file.schema = kProfileSchema;
+  file.path = "p.yaml";
+  const auto add = [&](const std::string& kernel, const std::string& algorithm, const Params& params) {
+    ProfileEntry e;
+    e.kernel = kernel;
+    e.shape_class = "c1";
+    e.algorithm = algorithm;
+    e.params = params;
+    e.problem = {{"n", 10}};
+    file.profile.entries.push_back(e);
+  };
+  add("mock", "mock", {{"X", 6}, {"Y", 3}});
+  add("mock", "mock", {{"X", 5}, {"Y", 2}});
+  add("mock", "mock", {{"X", 3}, {"Y", 1}});
+  add("mock", "mock", {{"X", 7}, {"Y", 4}});
+  add("mock", "gone", {});
+  add("retired", "mock", {});
+  file.profile.entries[0].problem.clear();  // run on its class's problem
+  std::ostringstream progress;
+  const std::vector<EntryCheck> checks = check_profile_entries(*rt_, file, &families_, 60, &progress);
+  ASSERT_EQ(checks.size(), 6u);
+  EXPECT_TRUE(checks[0].ok) << describe(checks[0]);
+  EXPECT_EQ(checks[0].problem, (Problem{{"n", 10}}));
+  EXPECT_EQ(describe(checks[0]).rfind("ok    mock/c1 mock {X=6 Y=3} on n=10 (", 0), 0u) << describe(checks[0]);
+  const std::pair<std::size_t, std::string> failures[] = {{1, "wrong result: wrong result: injected"},
+                                                          {2, "build failed: injected build failure"},
+                                                          {3, "hang or far too slow"},
+                                                          {4, "this ocltk has no mock algorithm 'gone'"},
+                                                          {5, "this ocltk has no retired algorithm 'mock'"}};
+  for (const auto& [i, why] : failures) {
+    EXPECT_FALSE(checks[i].ok) << describe(checks[i]);
+    EXPECT_EQ(describe(checks[i]).rfind("FAIL  ", 0), 0u) << describe(checks[i]);
+    EXPECT_NE(checks[i].failure.find(why), std::string::npos) << checks[i].failure;
+  }
+  EXPECT_EQ(split_lines(progress.str()).size(), 6u) << progress.str();
+
+  ProfileFile db;
+  db.schema = kProfileDatabaseSchema;
+  Profile member = file.profile;
+  member.device.name = "GPU A";
+  member.device.driver = "1";
+  member.entries.resize(2);
+  db.database.profiles = {member};
+  DerivedProfile derived;
+  derived.level = MatchLevel::kVendor;
+  derived.vendor = "V";
+  DerivedEntry de;
+  de.choice = member.entries[0];
+  derived.entries = {de};
+  db.database.derived = {derived};
+  const std::vector<EntryCheck> db_checks = check_profile_entries(*rt_, db, &families_, 60);
+  ASSERT_EQ(db_checks.size(), 3u);
+  EXPECT_EQ(db_checks[0].section, "GPU A (driver 1)");
+  EXPECT_TRUE(db_checks[0].ok);
+  EXPECT_FALSE(db_checks[1].ok);
+  EXPECT_EQ(db_checks[2].section, derived.describe());
+  EXPECT_TRUE(db_checks[2].ok);
+  EXPECT_NE(describe(db_checks[2]).find("[" + derived.describe() + "]"), std::string::npos);
 }
 
 }  // namespace
