@@ -112,6 +112,20 @@ std::string adapt_params_to_device(const AlgorithmSpec& algorithm, const DeviceI
 // NVIDIA's platform (kernels may then use inline PTX), else nothing.
 std::string device_build_options(const DeviceInfo& device);
 
+// Threads. One Runtime may be used from several threads at once for everything but the
+// members named below: choose() and choose_gemm_nt(), the check_*() functions, the launches
+// (gemm_nt*, the nf4 functions of nf4.hpp, launch()) and program_for(). What they share
+// (compiled programs, kernels, prepared launches, remembered choices) is guarded by the
+// runtime's locks, and a kernel's arguments are set and enqueued under one lock, so two
+// threads' launches never interleave them. Launches from several threads may go to the
+// runtime's queue (an in-order queue runs them in the order their enqueues took that lock)
+// or to queues of their own (Launch::queue, of the runtime's context). The scratch of the
+// launches that keep some (the split backwards' partial sums, the tc forward's split input)
+// is per queue and serves in-order queues; two such launches on one out-of-order queue must
+// be ordered by the caller (Launch::wait_for). Not to be done while other threads use the
+// runtime: moving or destroying it, replacing the queue through queue(), and
+// program_cache().clear_memory(). last_choice() names the latest launch of any thread: a
+// thread that needs its own launch's choice asks choose() for it.
 class Runtime {
  public:
   static Result<Runtime> open(const RuntimeOptions& options = {});
