@@ -304,6 +304,14 @@ TEST_F(ProfileTest, NonScalarKeysAreProfileErrors) {
       {"parameter key", "  gemm_nt:\n    large:\n      algorithm: tiled\n      params: {[MWG]: 32}\n", "7:16"},
       {"problem key",
        "  gemm_nt:\n    large:\n      algorithm: tiled\n      params: {MWG: 32}\n      problem: {[m]: 1}\n", "8:17"},
+      // Found by fuzz_profile: a key with control bytes, which emitted and parsed back as another.
+      {"problem key with control bytes",
+       "  gemm_nt:\n    large:\n      algorithm: tiled\n      params: {MWG: 32}\n      problem: {m: 1, \"n:\\x08k\": "
+       "2}\n",
+       "8:23"},
+      {"problem key with a space",
+       "  gemm_nt:\n    large:\n      algorithm: tiled\n      params: {MWG: 32}\n      problem: {\"rows per\": 2}\n",
+       "8:17"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
