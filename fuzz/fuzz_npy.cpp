@@ -5,15 +5,19 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "npy.hpp"
 
 namespace {
 
-// The reader takes a path (it refuses anything but a regular file): one file per process.
+// The reader takes a path (it refuses anything but a regular file): one file per process, in
+// memory where /dev/shm exists (a file on disk per input costs most of the time).
 const std::string& input_path() {
-  static const std::string path = "/tmp/ocltk_fuzz_npy_" + std::to_string(::getpid()) + ".npy";
+  static const std::string path = (std::filesystem::is_directory("/dev/shm") ? std::filesystem::path("/dev/shm")
+                                                                             : std::filesystem::temp_directory_path()) /
+                                  ("ocltk_fuzz_npy_" + std::to_string(::getpid()) + ".npy");
   return path;
 }
 
