@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "lora_commands.hpp"
+#include "args.hpp"
 #include "nf4_commands.hpp"
 #include "npy.hpp"
 #include "ocltk/ocltk.hpp"
@@ -32,13 +33,17 @@
 
 namespace {
 
+using ocltk::cli::Args;
+using ocltk::cli::check_output_path;
+using ocltk::cli::parse_double;
+using ocltk::cli::parse_int;
+using ocltk::cli::parse_max_evals;
+using ocltk::cli::split_list;
+using ocltk::cli::UsageError;
+
 constexpr int kExitOk = 0;
 constexpr int kExitDevice = 1;
 constexpr int kExitUsage = 2;
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 const char* const kMainHelp = R"(ocltk - tuned OpenCL kernels for LoRA (NT GEMM) and NF4 expert GEMMs
 
@@ -57,6 +62,8 @@ Commands:
   profile validate FILE   check a profile against the schema and the kernels' parameter tables
   profile merge FILE...   merge profiles into a database (-o DB.yaml) with per-architecture and per-vendor entries
   profile diff A B        compare two profiles or databases (exit 0 same, 1 different)
+  profile check FILE      run every entry of a profile once on this device against the CPU reference
+                          (exit 1 if any fails)
 
 Options for every command:
   -h, --help              show help for the command
@@ -64,7 +71,8 @@ Options for every command:
 
 Environment: OCLTK_DEVICE (device selector), OCLTK_PROFILE_PATH (profile files or folders,
 ':'-separated), OCLTK_VERBOSE=1 (log which profile entry serves each launch), OCLTK_CACHE_DIR
-(program cache folder; '-' disables it).
+(program cache folder; '-' disables it), OCLTK_EXCLUDE_ALGORITHMS (algorithms the runtime and
+`tune` must not choose, e.g. "tc,gemm_nt:xgemm": a driver escape hatch, docs/robustness.md).
 Exit status: 0 success, 2 bad usage or input, 1 device or OpenCL failure.
 )";
 
@@ -88,8 +96,10 @@ built-in default, speed-up, evaluations, space size and time spent.
 Options:
   --device SEL        device index or name substring (default: OCLTK_DEVICE, else first GPU, else first device)
   --out FILE          where to write the profile (default: ~/.config/ocltk/profiles/<device>.yaml,
-                      where the runtime finds it); a profile of this device already there keeps
-                      the entries this run does not tune
+                      where the runtime finds it: $XDG_CONFIG_HOME/ocltk/profiles where set, and the
+                      password database's home folder where HOME is unset); a profile of this device
+                      already there keeps the entries this run does not tune. Checked before tuning:
+                      an empty path, a folder or anything but a regular file is refused
   --budget SECONDS    time budget of the search (default 165, so that a whole run, with the candidate
                       in flight at the end, stays within 3 minutes), split over the classes (each
                       at least half an even share, so a class that ran long cannot starve the last)
@@ -144,7 +154,11 @@ Options:
 Resume: every measurement is appended to a cache per device, driver, kernel and search
 space as it is made. A run stopped by Ctrl-C, a crash or its budget leaves the profile as
 it was; the same command run again recalls what was measured and goes on from there. A
-cache written on another device or for another search space is refused.
+cache written on another device or for another search space is refused. A cache that
+cannot be written (a full disk) is warned about once and the run goes on without it; what
+it already holds stays valid for the next run.
+
+Algorithms named in OCLTK_EXCLUDE_ALGORITHMS are not searched, measured first or written.
 
 Priors: ocltk tune --derive-priors OUT RECORDING... [--top N] writes a prior file of the
 recordings' device: per class its N fastest verified points (default 24) and the built-in
@@ -173,91 +187,6 @@ Options:
   --device SEL        device index or name substring
   --profile FILE      use this profile instead of searching for one
 )";
-
-// Options of one command: "--name value", "--name=value" and flags.
-class Args {
- public:
-  Args(const std::vector<std::string>& tokens, const std::string& command, const std::set<std::string>& with_value,
-       const std::set<std::string>& flags) {
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      const std::string& t = tokens[i];
-      if (t.rfind("--", 0) != 0 || t == "--") {
-        positional_.push_back(t);
-        continue;
-      }
-      std::string name = t, value;
-      bool has_value = false;
-      if (const auto eq = t.find('='); eq != std::string::npos) {
-        name = t.substr(0, eq);
-        value = t.substr(eq + 1);
-        has_value = true;
-      }
-      if (flags.count(name)) {
-        if (has_value) throw UsageError(name + " takes no value (`" + command + "`)");
-        flags_.insert(name);
-      } else if (with_value.count(name)) {
-        if (!has_value) {
-          if (i + 1 >= tokens.size()) throw UsageError(name + " needs a value (`" + command + " --help`)");
-          value = tokens[++i];
-        }
-        values_[name] = value;
-      } else {
-        throw UsageError("unknown option " + name + " for `" + command + "` (see `" + command + " --help`)");
-      }
-    }
-  }
-  bool flag(const std::string& name) const { return flags_.count(name) > 0; }
-  std::optional<std::string> get(const std::string& name) const {
-    const auto it = values_.find(name);
-    return it == values_.end() ? std::nullopt : std::optional<std::string>(it->second);
-  }
-  std::string required(const std::string& name, const std::string& command) const {
-    if (auto v = get(name)) return *v;
-    throw UsageError("`" + command + "` needs " + name + " (see `" + command + " --help`)");
-  }
-  const std::vector<std::string>& positional() const { return positional_; }
-
- private:
-  std::map<std::string, std::string> values_;
-  std::set<std::string> flags_;
-  std::vector<std::string> positional_;
-};
-
-long long parse_int(const std::string& text, const std::string& option, long long min_value, long long max_value) {
-  try {
-    std::size_t used = 0;
-    const long long v = std::stoll(text, &used);
-    if (used == text.size() && v >= min_value && v <= max_value) return v;
-  } catch (const std::exception&) {
-  }
-  throw UsageError(option + " expects an integer from " + std::to_string(min_value) + " to " +
-                   std::to_string(max_value) + ", got '" + text + "'");
-}
-
-double parse_double(const std::string& text, const std::string& option) {
-  try {
-    std::size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used == text.size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw UsageError(option + " expects a number, got '" + text + "'");
-}
-
-// Fails now, with a usage error, if `path` could not be written later: its folder is
-// created if missing and a probe file is made and removed beside it.
-void check_writable(const std::string& path, const std::string& option) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path target(path);
-  if (fs::is_directory(target, ec)) throw UsageError(option + " " + path + " is a folder, not a file");
-  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
-  const std::string probe = path + ".probe." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(probe.c_str(), "w");
-  if (f == nullptr) throw UsageError(option + " " + path + " cannot be written (" + std::strerror(errno) + ")");
-  std::fclose(f);
-  fs::remove(probe, ec);
-}
 
 // Temporary file beside `path`, then rename: a failed write leaves `path` as it was.
 void write_file_atomically(const std::string& path, const std::string& text) {
@@ -302,7 +231,7 @@ ocltk::Runtime open_runtime(const ocltk::RuntimeOptions& options) {
 }
 
 int cmd_devices(const std::vector<std::string>& tokens) {
-  Args args(tokens, "ocltk devices", {}, {});
+  Args args(tokens, ocltk::cli::kDevicesSyntax);
   if (!args.positional().empty()) throw UsageError("`ocltk devices` takes no arguments");
   const std::vector<ocltk::DeviceInfo> devices = ocltk::list_devices();
   if (devices.empty()) {
@@ -337,27 +266,6 @@ int cmd_devices(const std::vector<std::string>& tokens) {
 std::atomic<bool> g_stop_tuning{false};
 
 extern "C" void request_tune_stop(int) { g_stop_tuning.store(true); }
-
-// "N" or "P%": an evaluation count or a fraction of each class's space.
-void parse_max_evals(const std::string& text, std::int64_t& count, double& fraction) {
-  if (!text.empty() && text.back() == '%') {
-    const double percent = parse_double(text.substr(0, text.size() - 1), "--max-evals");
-    if (!(percent > 0 && percent <= 100)) throw UsageError("--max-evals P% needs 0 < P <= 100, got '" + text + "'");
-    fraction = percent / 100;
-    count = 0;
-  } else {
-    count = parse_int(text, "--max-evals", 1, 1000000000);
-    fraction = 0;
-  }
-}
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
 
 int cmd_tune_replay(const Args& args) {
   ocltk::tuner::ReplayOptions options;
@@ -402,7 +310,7 @@ int cmd_tune_derive_priors(const Args& args) {
   for (const std::string& path : args.positional()) recordings.push_back(ocltk::tuner::read_recording(path));
   std::ostringstream text;
   ocltk::tuner::write_priors(text, recordings, top);
-  check_writable(out, "--derive-priors");
+  check_output_path(out, "--derive-priors");
   write_file_atomically(out, text.str());
   std::cout << "priors of " << recordings.front().device << " written to " << out << "\n";
   return kExitOk;
@@ -427,12 +335,8 @@ std::string own_executable() {
 }
 
 int cmd_tune(const std::vector<std::string>& tokens) {
-  const std::string command = "ocltk tune";
-  Args args(tokens, command,
-            {"--device",  "--out",    "--budget", "--strategy", "--max-evals", "--kernels",       "--classes",
-             "--repeats", "--seed",   "--record", "--replay",   "--seeds",     "--jobs",          "--timeout",
-             "--cache",   "--report", "--shapes", "--priors",   "--builders",  "--derive-priors", "--top"},
-            {"--quiet", "--cold", "--json", "--no-resume", "--build-worker"});
+  const std::string command = ocltk::cli::kTuneSyntax.command;
+  Args args(tokens, ocltk::cli::kTuneSyntax);
   if (args.get("--derive-priors")) return cmd_tune_derive_priors(args);
   if (args.get("--top")) throw UsageError("--top applies to --derive-priors only");
   if (!args.positional().empty())
@@ -466,7 +370,14 @@ int cmd_tune(const std::vector<std::string>& tokens) {
   }
   if (auto v = args.get("--kernels")) options.kernels = split_list(*v);
   if (auto v = args.get("--classes")) options.classes = split_list(*v);
-  if (auto v = args.get("--shapes")) options.shapes = ocltk::tuner::read_shapes(*v, ocltk::tuner::tunable_families());
+  if (auto v = args.get("--shapes")) {
+    try {
+      options.shapes = ocltk::tuner::read_shapes(*v, ocltk::tuner::tunable_families());
+    } catch (const ocltk::Error& e) {
+      if (e.code() != ocltk::ErrorCode::kIo && e.code() != ocltk::ErrorCode::kNotFound) throw;
+      throw UsageError("--shapes " + std::string(e.what()));  // a missing file, a FIFO, ...: name the option
+    }
+  }
   if (auto v = args.get("--priors")) {
     const auto use = ocltk::tuner::parse_prior_use(*v);
     if (!use) throw UsageError("--priors must be all, others or none, got '" + *v + "'");
@@ -487,14 +398,15 @@ int cmd_tune(const std::vector<std::string>& tokens) {
       throw UsageError("--report " + *report + " exists and is not a folder");
     fs::create_directories(*report, ec);
     if (ec) throw UsageError("--report " + *report + " cannot be created (" + ec.message() + ")");
-    check_writable((fs::path(*report) / "report.json").string(), "--report");
+    check_output_path((fs::path(*report) / "report.json").string(), "--report");
   }
   ocltk::RuntimeOptions rt_options;
   rt_options.device = args.get("--device").value_or("");
   rt_options.use_profiles = false;  // the tuner measures explicit choices only
   ocltk::Runtime rt = open_runtime(rt_options);
-  const std::string out = args.get("--out").value_or(ocltk::tuner::default_profile_path(rt.device()));
-  check_writable(out, "--out");  // before minutes of tuning, not after
+  const std::optional<std::string> out_option = args.get("--out");
+  const std::string out = out_option ? *out_option : ocltk::tuner::default_profile_path(rt.device());
+  check_output_path(out, "--out");  // before minutes of tuning, not after
   // A profile already at --out keeps what this run does not tune; anything else there is
   // refused now rather than overwritten after minutes of tuning.
   std::optional<ocltk::Profile> existing;
@@ -564,12 +476,12 @@ int cmd_tune(const std::vector<std::string>& tokens) {
 }
 
 int cmd_run_gemm_nt(const std::vector<std::string>& tokens) {
-  const std::string command = "ocltk run gemm-nt";
-  Args args(tokens, command, {"--lhs", "--rhs", "--out", "--alpha", "--device", "--profile"}, {"--accumulate"});
+  const std::string command = ocltk::cli::kRunGemmNtSyntax.command;
+  Args args(tokens, ocltk::cli::kRunGemmNtSyntax);
   if (!args.positional().empty())
     throw UsageError("unexpected argument '" + args.positional()[0] + "' for `" + command + "`");
-  const std::string lhs = args.required("--lhs", command), rhs = args.required("--rhs", command),
-                    out = args.required("--out", command);
+  const std::string lhs = args.required("--lhs"), rhs = args.required("--rhs"), out = args.required("--out");
+  check_output_path(out, "--out");
   const float alpha = float(parse_double(args.get("--alpha").value_or("1"), "--alpha"));
   const bool accumulate = args.flag("--accumulate");
 

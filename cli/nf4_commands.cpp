@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 
+#include "args.hpp"
 #include "npy.hpp"
 #include "ocltk/nf4.hpp"
 
@@ -18,8 +19,10 @@ const char* const kForwardHelp =
 Segmented grouped GEMM over NF4 expert weights: rows OFF[e] .. OFF[e+1]-1 of X multiply
 expert e, Y[r, n] = sum_k X[r, k] * W[e, n, k], accumulated in f32.
 
-  --packed P.npy        uint8 payload, two codes per byte, high nibble first (bitsandbytes)
-  --scales S.npy        float32 absmax per block of B flat coefficients
+  --packed P.npy        uint8 payload, two codes per byte, high nibble first (bitsandbytes): at least
+                        the bytes the window's coefficients reach, at most the bytes of the whole
+                        blocks its scales cover (a shard cut at block boundaries)
+  --scales S.npy        float32 absmax per block of B flat coefficients, one per block the window touches
   --codebook C.npy      float32, 16 levels (default: NF4)
   --experts E --out-features N --in-features K --block-size B (power of two, 32..4096)
   --element-offset O    window: first coefficient O positions into the first stored block (default 0)
@@ -52,10 +55,9 @@ const char* const kDequantizeHelp =
 Writes W = codebook[code] * scale as E x N x K (N x K without --experts), in --dtype (default f32).
 )";
 
-using Flags = std::map<std::string, std::string>;
-
-Flags parse(const std::string& command, const std::vector<std::string>& args, const std::vector<std::string>& known) {
-  Flags flags;
+Nf4Flags parse(const std::string& command, const std::vector<std::string>& args,
+               const std::vector<std::string>& known) {
+  Nf4Flags flags;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i], value;
     if (name.rfind("--", 0) != 0) throw Nf4UsageError("unexpected argument '" + name + "' for `" + command + "`");
@@ -76,13 +78,13 @@ Flags parse(const std::string& command, const std::vector<std::string>& args, co
   return flags;
 }
 
-const std::string& required(const Flags& f, const std::string& command, const std::string& name) {
+const std::string& required(const Nf4Flags& f, const std::string& command, const std::string& name) {
   const auto it = f.find(name);
   if (it == f.end()) throw Nf4UsageError("`" + command + "` needs " + name + " (see `" + command + " --help`)");
   return it->second;
 }
 
-std::int64_t integer(const Flags& f, const std::string& command, const std::string& name, std::int64_t min_value,
+std::int64_t integer(const Nf4Flags& f, const std::string& command, const std::string& name, std::int64_t min_value,
                      std::optional<std::int64_t> fallback = std::nullopt) {
   const auto it = f.find(name);
   if (it == f.end()) {
@@ -98,7 +100,7 @@ std::int64_t integer(const Flags& f, const std::string& command, const std::stri
   throw Nf4UsageError(name + " expects an integer >= " + std::to_string(min_value) + ", got '" + it->second + "'");
 }
 
-std::optional<ElementType> dtype_flag(const Flags& f) {
+std::optional<ElementType> dtype_flag(const Nf4Flags& f) {
   const auto it = f.find("--dtype");
   if (it == f.end()) return std::nullopt;
   if (it->second == "f32") return ElementType::f32;
@@ -150,28 +152,25 @@ struct LoadedWeights {
   std::array<float, 16> codebook = kNf4Codebook;
 };
 
-LoadedWeights load_weights(const Flags& f, const std::string& command, bool experts_optional) {
+LoadedWeights load_weights(const Nf4Flags& f, const std::string& command, bool experts_optional) {
   LoadedWeights w;
-  Nf4Geometry& g = w.geometry;
-  g.experts = integer(f, command, "--experts", 0, experts_optional ? std::optional<std::int64_t>(1) : std::nullopt);
-  g.out_features = integer(f, command, "--out-features", 1);
-  g.in_features = integer(f, command, "--in-features", 1);
-  g.block_size = integer(f, command, "--block-size", 1);
-  g.element_offset = integer(f, command, "--element-offset", 0, 0);
-  try {
-    g.validate(command);
-  } catch (const Error& e) {
-    throw Nf4UsageError(e.what());
-  }
+  w.geometry = nf4_geometry_of(f, command, experts_optional);
+  const Nf4Geometry& g = w.geometry;
   const std::string& pp = required(f, command, "--packed");
   const std::string& sp = required(f, command, "--scales");
   w.packed = read_typed(pp, "--packed", npy::DType::u8);
   w.scales = read_typed(sp, "--scales", npy::DType::f32);
-  if (std::int64_t(w.packed.count()) != g.packed_bytes())
+  // A shard cut at block boundaries holds the bytes of whole blocks: any length from what
+  // the window's coefficients need to what its scales' blocks cover is a window.
+  const std::int64_t covered = g.scale_count() * g.block_size / 2;
+  if (std::int64_t(w.packed.count()) < g.packed_bytes() || std::int64_t(w.packed.count()) > covered)
     throw Nf4UsageError(pp + ": --packed holds " + std::to_string(w.packed.count()) + " bytes, but " +
                         std::to_string(g.experts) + " experts x " + std::to_string(g.out_features) + " x " +
                         std::to_string(g.in_features) + " from element offset " + std::to_string(g.element_offset) +
-                        " need " + std::to_string(g.packed_bytes()));
+                        " need " + std::to_string(g.packed_bytes()) +
+                        (covered > g.packed_bytes() ? " to " + std::to_string(covered) + " (the bytes of the " +
+                                                          std::to_string(g.scale_count()) + " blocks the scales cover)"
+                                                    : ""));
   if (std::int64_t(w.scales.count()) != g.scale_count())
     throw Nf4UsageError(sp + ": --scales holds " + std::to_string(w.scales.count()) + " values, but the window needs " +
                         std::to_string(g.scale_count()) + " blocks of " + std::to_string(g.block_size));
@@ -184,7 +183,26 @@ LoadedWeights load_weights(const Flags& f, const std::string& command, bool expe
   return w;
 }
 
-Runtime open_runtime(const Flags& f) {
+}  // namespace
+
+Nf4Geometry nf4_geometry_of(const Nf4Flags& f, const std::string& command, bool experts_optional) {
+  Nf4Geometry g;
+  g.experts = integer(f, command, "--experts", 0, experts_optional ? std::optional<std::int64_t>(1) : std::nullopt);
+  g.out_features = integer(f, command, "--out-features", 1);
+  g.in_features = integer(f, command, "--in-features", 1);
+  g.block_size = integer(f, command, "--block-size", 1);
+  g.element_offset = integer(f, command, "--element-offset", 0, 0);
+  try {
+    g.validate(command);
+  } catch (const Error& e) {
+    throw Nf4UsageError(e.what());
+  }
+  return g;
+}
+
+namespace {
+
+Runtime open_runtime(const Nf4Flags& f) {
   RuntimeOptions options;
   if (const auto it = f.find("--device"); it != f.end()) options.device = it->second;
   if (const auto it = f.find("--profile"); it != f.end()) options.profile_path = it->second;
@@ -202,10 +220,8 @@ boost::compute::buffer upload(Runtime& rt, const void* data, std::size_t bytes) 
 int run_product(const std::string& sub, const std::vector<std::string>& args) {
   const bool forward = sub == "nf4-forward";
   const std::string command = "ocltk run " + sub;
-  const Flags f = parse(
-      command, args,
-      {"--packed", "--scales", "--codebook", "--experts", "--out-features", "--in-features", "--block-size",
-       "--element-offset", forward ? "--input" : "--grad", "--offsets", "--out", "--dtype", "--device", "--profile"});
+  const Nf4Flags f = parse_nf4_flags(sub, args);
+  check_output_path(required(f, command, "--out"), "--out");
   LoadedWeights w = load_weights(f, command, false);
   const Nf4Geometry& g = w.geometry;
   const char* in_flag = forward ? "--input" : "--grad";
@@ -265,13 +281,15 @@ int run_product(const std::string& sub, const std::vector<std::string>& args) {
 
 int run_quantize(const std::vector<std::string>& args) {
   const std::string command = "ocltk quantize nf4";
-  const Flags f = parse(command, args, {"--weights", "--block-size", "--packed", "--scales", "--dtype"});
+  const Nf4Flags f = parse_nf4_flags("quantize", args);
   const std::string& wp = required(f, command, "--weights");
   const std::int64_t block = integer(f, command, "--block-size", 1);
   if (!nf4_block_size_valid(block))
     throw Nf4UsageError("--block-size " + std::to_string(block) + " is not a power of two from 32 to 4096");
   const std::string& pp = required(f, command, "--packed");
   const std::string& sp = required(f, command, "--scales");
+  check_output_path(pp, "--packed");
+  check_output_path(sp, "--scales");
   const npy::Array w = npy::read(wp);
   const ElementType type = activation_type(w, wp, "--weights", dtype_flag(f));
   const Nf4Packed q = type == ElementType::f32 ? quantize_nf4(w.as<float>(), w.count(), block)
@@ -291,11 +309,10 @@ int run_quantize(const std::vector<std::string>& args) {
 
 int run_dequantize(const std::vector<std::string>& args) {
   const std::string command = "ocltk dequantize nf4";
-  const Flags f = parse(command, args,
-                        {"--packed", "--scales", "--codebook", "--experts", "--out-features", "--in-features",
-                         "--block-size", "--element-offset", "--out", "--dtype"});
-  const LoadedWeights w = load_weights(f, command, true);
+  const Nf4Flags f = parse_nf4_flags("dequantize", args);
   const std::string& out_path = required(f, command, "--out");
+  check_output_path(out_path, "--out");
+  const LoadedWeights w = load_weights(f, command, true);
   const ElementType type = dtype_flag(f).value_or(ElementType::f32);
   const Nf4Geometry& g = w.geometry;
   const std::size_t count = std::size_t(g.coefficients());
@@ -323,6 +340,21 @@ int run_dequantize(const std::vector<std::string>& args) {
 }
 
 }  // namespace
+
+Nf4Flags parse_nf4_flags(const std::string& sub, const std::vector<std::string>& args) {
+  if (sub == "nf4-forward" || sub == "nf4-backward")
+    return parse("ocltk run " + sub, args,
+                 {"--packed", "--scales", "--codebook", "--experts", "--out-features", "--in-features", "--block-size",
+                  "--element-offset", sub == "nf4-forward" ? "--input" : "--grad", "--offsets", "--out", "--dtype",
+                  "--device", "--profile"});
+  if (sub == "quantize")
+    return parse("ocltk quantize nf4", args, {"--weights", "--block-size", "--packed", "--scales", "--dtype"});
+  if (sub == "dequantize")
+    return parse("ocltk dequantize nf4", args,
+                 {"--packed", "--scales", "--codebook", "--experts", "--out-features", "--in-features", "--block-size",
+                  "--element-offset", "--out", "--dtype"});
+  throw Nf4UsageError("unknown nf4 command '" + sub + "'");
+}
 
 int run_nf4_command(const std::string& sub, const std::vector<std::string>& args) {
   for (const std::string& a : args)

@@ -7,9 +7,13 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <system_error>
 #include <utility>
+
+#include "ocltk/bounded_file.hpp"
+#include "ocltk/status.hpp"
 
 #ifdef _WIN32
 #include <process.h>
@@ -21,6 +25,8 @@
 
 namespace ocltk::npy {
 namespace {
+
+using ocltk::BoundedFile;
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr std::size_t kMagicLen = 6;
@@ -296,11 +302,6 @@ Header interpret_header(const std::string& path, const std::string& text) {
   return h;
 }
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
-
 // Reads up to n bytes; returns how many were read. Throws on a read error (not on EOF).
 std::size_t read_some(const std::string& path, std::FILE* f, void* buf, std::size_t n) {
   errno = 0;
@@ -422,18 +423,20 @@ std::vector<std::uint8_t> encode_header(const Array& a) {
 }
 
 Array read(const std::string& path) {
-  errno = 0;
-  FilePtr f(std::fopen(path.c_str(), "rb"));
-  if (!f) fail(path, "cannot open for reading: " + errno_message(errno != 0 ? errno : ENOENT));
-
-  // File size if known (regular files), so corrupt headers are reported without allocating huge buffers.
-  std::error_code ec;
-  bool size_known = std::filesystem::is_regular_file(path, ec);
-  std::uintmax_t file_size = size_known ? std::filesystem::file_size(path, ec) : 0;
-  if (ec) size_known = false;
+  // Regular files only (a device or FIFO is refused before it is opened): the size is then
+  // known, so corrupt headers are reported without allocating huge buffers.
+  std::optional<BoundedFile> opened;
+  try {
+    opened.emplace(path, std::numeric_limits<std::uint64_t>::max(), ".npy file");
+  } catch (const ocltk::Error& e) {
+    throw Error(e.what());
+  }
+  std::FILE* const file = opened->get();
+  bool size_known = true;
+  const std::uintmax_t file_size = opened->size();
 
   std::uint8_t pre[12];
-  std::size_t got = read_some(path, f.get(), pre, 8);
+  std::size_t got = read_some(path, file, pre, 8);
   if (got == 0) fail(path, "not a .npy file (the file is empty)");
   if (std::memcmp(pre, kMagic, std::min(got, kMagicLen)) != 0) {
     fail(path, "not a .npy file (bad magic bytes; expected \\x93NUMPY)");
@@ -447,7 +450,7 @@ Array read(const std::string& path) {
                    " (supported: 1.0, 2.0, 3.0)");
   }
   const std::size_t len_bytes = major == 1 ? 2 : 4;
-  got = read_some(path, f.get(), pre + 8, len_bytes);
+  got = read_some(path, file, pre + 8, len_bytes);
   if (got < len_bytes) {
     fail(path, "truncated header (file is only " + std::to_string(8 + got) + " bytes long)");
   }
@@ -460,7 +463,7 @@ Array read(const std::string& path) {
   }
   if (hlen > kMaxHeaderLen) fail(path, "header length " + std::to_string(hlen) + " is implausibly large (corrupt)");
   std::string header(hlen, '\0');
-  got = read_some(path, f.get(), header.data(), hlen);
+  got = read_some(path, file, header.data(), hlen);
   if (got < hlen) {
     fail(path,
          "truncated header (expected " + std::to_string(hlen) + " header bytes, found " + std::to_string(got) + ")");
@@ -492,7 +495,7 @@ Array read(const std::string& path) {
   while (have < nbytes) {
     const std::size_t chunk = std::min(nbytes - have, kReadChunk);
     a.data.resize(have + chunk);
-    const std::size_t n = read_some(path, f.get(), a.data.data() + have, chunk);
+    const std::size_t n = read_some(path, file, a.data.data() + have, chunk);
     have += n;
     if (n < chunk) break;
   }
@@ -502,7 +505,7 @@ Array read(const std::string& path) {
   }
   std::uint8_t extra[4096];
   std::size_t trailing = 0;
-  while (std::size_t n = read_some(path, f.get(), extra, sizeof extra)) trailing += n;
+  while (std::size_t n = read_some(path, file, extra, sizeof extra)) trailing += n;
   if (trailing > 0) {
     fail(path, "found " + std::to_string(trailing) + " unexpected trailing bytes after the " + std::to_string(nbytes) +
                    " bytes of data (file corrupt)");

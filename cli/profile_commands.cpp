@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
+#include "args.hpp"
+#include "check.hpp"
 #include "ocltk/ocltk.hpp"
 
 namespace ocltk::cli {
@@ -15,6 +18,7 @@ const char* const kProfileHelp = R"(Usage: ocltk profile show FILE
        ocltk profile validate FILE
        ocltk profile merge FILE... -o DB.yaml
        ocltk profile diff A B
+       ocltk profile check FILE [--device SEL]
 
 show      prints the device header and one line per kernel and shape class, with where
           the entry came from where it says (provenance); for a profile database, each
@@ -34,6 +38,17 @@ diff      prints, per kernel and shape class (and per database section), entries
           both measured the same problem, and a changed provenance; a class with
           several entries (tune --shapes) is compared entry by entry, matched by problem. Exit status 0 when the files
           agree, 1 when they differ, 2 on bad input.
+check     runs every entry of FILE (a profile or a database: its device profiles and derived
+          sections) once on this device, with the parameters the runtime would use here, on
+          the entry's own problem (its class's where it names none), and checks the result
+          against the CPU reference as `tune` checks a candidate; prints one line per entry
+          (ok, or FAIL and why: a wrong result, a build or launch failure, a hang, parameters
+          illegal here) and exits 1 if any failed, 0 if none did. For a profile carried to
+          another driver or device; a failing algorithm can then be excluded with
+          OCLTK_EXCLUDE_ALGORITHMS (docs/robustness.md). Entries of excluded algorithms are
+          checked too.
+            --device SEL        device index or name substring (default: OCLTK_DEVICE, else
+                                the first GPU, else the first device)
 )";
 
 [[noreturn]] void usage(const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); }
@@ -41,13 +56,14 @@ diff      prints, per kernel and shape class (and per database section), entries
 // Positional arguments, plus -o/--out for merge; any other option is a usage error.
 struct ProfileArgs {
   std::vector<std::string> files;
-  std::string out;
+  std::optional<std::string> out;  // merge only; given empty is refused by name
+  std::string device;              // check only
 };
 
 ProfileArgs parse_args(const std::vector<std::string>& tokens, const std::string& verb) {
   const std::string command = "ocltk profile " + verb;
   ProfileArgs args;
-  const bool takes_out = verb == "merge";
+  const bool takes_out = verb == "merge", takes_device = verb == "check";
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     const std::string& t = tokens[i];
     if (takes_out && (t == "-o" || t == "--out")) {
@@ -55,6 +71,11 @@ ProfileArgs parse_args(const std::vector<std::string>& tokens, const std::string
       args.out = tokens[++i];
     } else if (takes_out && t.rfind("--out=", 0) == 0) {
       args.out = t.substr(6);
+    } else if (takes_device && t == "--device") {
+      if (i + 1 >= tokens.size()) usage(t + " needs a value (`" + command + " --help`)");
+      args.device = tokens[++i];
+    } else if (takes_device && t.rfind("--device=", 0) == 0) {
+      args.device = t.substr(9);
     } else if (t.size() > 1 && t[0] == '-') {
       usage("unknown option " + t + " for `" + command + "` (see `ocltk profile --help`)");
     } else {
@@ -166,7 +187,8 @@ int show_or_validate(const std::string& verb, const ProfileArgs& args) {
 
 int merge(const ProfileArgs& args) {
   if (args.files.empty()) usage("`ocltk profile merge` needs at least one FILE");
-  if (args.out.empty()) usage("`ocltk profile merge` needs -o DB.yaml (see `ocltk profile --help`)");
+  if (!args.out) usage("`ocltk profile merge` needs -o DB.yaml (see `ocltk profile --help`)");
+  check_output_path(*args.out, "-o");
   // Every input is read and checked before anything is written.
   std::vector<Profile> inputs;
   for (const std::string& path : args.files) {
@@ -174,9 +196,9 @@ int merge(const ProfileArgs& args) {
     for (const Profile& p : f.device_profiles()) inputs.push_back(p);
   }
   const ProfileDatabase db = merge_profiles(inputs);
-  write_profile_database_atomically(args.out, db);
-  std::cout << "wrote " << args.out << ": " << db.profiles.size() << " device profiles from " << inputs.size() << " in "
-            << args.files.size() << " files";
+  write_profile_database_atomically(*args.out, db);
+  std::cout << "wrote " << *args.out << ": " << db.profiles.size() << " device profiles from " << inputs.size()
+            << " in " << args.files.size() << " files";
   if (inputs.size() > db.profiles.size())
     std::cout << " (" << inputs.size() - db.profiles.size() << " merged into a profile of the same device + driver)";
   std::cout << "\n";
@@ -195,16 +217,37 @@ int diff(const ProfileArgs& args) {
   return lines.empty() ? 0 : 1;
 }
 
+// Every entry run once on the device; exit 1 where any failed.
+int check(const ProfileArgs& args) {
+  if (args.files.size() != 1) usage("`ocltk profile check` takes exactly one FILE");
+  const ProfileFile f = read_profile_file(args.files[0]);  // bad input is refused before the device opens
+  RuntimeOptions options;
+  options.device = args.device;
+  options.use_profiles = false;      // the entries are run as given, not searched for
+  options.exclude_algorithms = "-";  // every entry is checked, excluded or not
+  Result<Runtime> rt = Runtime::open(options);
+  rt.status().throw_if_error();
+  std::cout << "checking " << f.path << " on " << rt->device().name << " (" << rt->device().platform << ", driver "
+            << rt->device().driver << ")\n"
+            << std::flush;
+  const std::vector<tuner::EntryCheck> checks = tuner::check_profile_entries(*rt, f, nullptr, 60, &std::cout);
+  std::size_t failed = 0;
+  for (const tuner::EntryCheck& c : checks) failed += c.ok ? 0 : 1;
+  std::cout << checks.size() << (checks.size() == 1 ? " entry" : " entries") << " checked, " << failed << " failed\n";
+  return failed == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int run_profile_command(const std::vector<std::string>& tokens) {
-  if (tokens.empty()) usage("`ocltk profile` needs show, validate, merge or diff (see `ocltk profile --help`)");
+  if (tokens.empty()) usage("`ocltk profile` needs show, validate, merge, diff or check (see `ocltk profile --help`)");
   const std::string verb = tokens[0];
-  if (verb != "show" && verb != "validate" && verb != "merge" && verb != "diff")
-    usage("unknown profile command '" + verb + "' (show, validate, merge or diff)");
+  if (verb != "show" && verb != "validate" && verb != "merge" && verb != "diff" && verb != "check")
+    usage("unknown profile command '" + verb + "' (show, validate, merge, diff or check)");
   const ProfileArgs args = parse_args(std::vector<std::string>(tokens.begin() + 1, tokens.end()), verb);
   if (verb == "merge") return merge(args);
   if (verb == "diff") return diff(args);
+  if (verb == "check") return check(args);
   return show_or_validate(verb, args);
 }
 

@@ -1,4 +1,4 @@
-// `ocltk profile show|validate|merge|diff` and the profile lines of `ocltk devices`:
+// `ocltk profile show|validate|merge|diff|check` and the profile lines of `ocltk devices`:
 // the command-line front end of profiles and profile databases (runtime/profile*.hpp).
 #pragma once
 
@@ -11,7 +11,8 @@
 namespace ocltk::cli {
 
 // args: the tokens after `profile`. Returns the exit status: 0 success; for `diff`, 0
-// when the files agree and 1 when they differ (as diff(1)). Bad usage or input throws
+// when the files agree and 1 when they differ (as diff(1)); for `check`, 1 when an entry
+// failed on the device. Bad usage or input throws
 // ocltk::Error (kInvalidArgument, kProfile, kIo), which main maps to exit status 2;
 // `merge` writes its output atomically and only after every input was read.
 int run_profile_command(const std::vector<std::string>& args);

@@ -24,11 +24,10 @@
 // Group id 0 numbers (k tile, split): tile + ktiles · s; group id 1 + expert_base the
 // expert's slot (nf4_slot_expert). With one split the sums go to dx. With `splits` > 1 (the host's
 // choice: NSPLIT, raised to fill the compute units, capped by N and the scratch), split s
-// covers n in [N·s/splits, N·(s+1)/splits) and writes its sums to partials[s][r][k]; the
-// last workgroup of an (expert, k tile) to finish (a counter per pair, atomic_inc after a
-// global fence) adds the splits in order s = 0, 1, ... and writes dx, so the result does
-// not depend on the order the workgroups ran in. It then resets its counter to 0 for the
-// next launch (the host hands in zeroed counters once).
+// covers n in [N·s/splits, N·(s+1)/splits) and writes its sums to partials[s][r][k], which
+// are added in order s = 0, 1, ... into dx by a second kernel (SPLIT_SUM 0) or by the last
+// workgroup of the (expert, k tile) to finish (SPLIT_SUM 1, OpenCL C 2.0 atomics): see
+// nf4_splits.clh.
 // When K % VW, element_offset % VW or packed_offset % (VW/2) is not 0, runs may straddle
 // blocks or be misaligned, and every run takes the general decode (nf4_decode_run).
 
@@ -49,6 +48,9 @@
 #endif
 #ifndef LUT
 #define LUT 1  // aligned decode: 1 a codebook lookup per code, 2 a pair-table lookup per byte
+#endif
+#ifndef SPLIT_SUM
+#define SPLIT_SUM 0  // splits added by a second kernel (0) or by the last split, OpenCL C 2.0 atomics (1)
 #endif
 #ifndef REGS
 #define REGS 0  // register target of NVIDIA's PTX assembler, applied by the runtime (params.hpp); not read here
@@ -82,6 +84,7 @@
 #endif
 
 #include "nf4_common.clh"
+#include "nf4_splits.clh"
 
 // The aligned sweep of rows n_first, n_first + NL, ... below n_end for this lane's run at
 // stream position `lane_pos` (row n at lane_pos + n·K). Inlined with a constant `type`.
@@ -139,7 +142,9 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
     const __global uint* offsets, __global float* dx, const int splits, __global float* partials,
     __global uint* counters) {
   __local float cb[16 * NF4_CB_REPLICAS];
+#if SPLIT_SUM == 1
   __local int last;
+#endif
 #if NL > 1
   __local float handed[(NL - 1) * LANES * VW];
 #endif
@@ -247,9 +252,11 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
       }
     }
   }
+#if SPLIT_SUM == 1
   // No early return past this point: PoCL 3.1 miscompiles a return after the barriers of
   // the row loop (heap corruption when NL > 1), so the tail nests instead.
   if (splits > 1)  // uniform
-    nf4_add_splits(dx, partials, counters + (long)e * ktiles + tile, &last, splits, rows, K, tile * KTILE,
-                   min(KTILE, K - tile * KTILE), seg_begin, seg_end, lid, WGS);
+    nf4_add_splits_last(dx, partials, counters + (long)e * ktiles + tile, &last, splits, rows, K, tile * KTILE,
+                        min(KTILE, K - tile * KTILE), seg_begin, seg_end, lid, WGS);
+#endif
 }

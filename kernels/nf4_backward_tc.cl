@@ -31,8 +31,8 @@
 // the next PF steps' loaded before these are multiplied, RT row tiles of 8 segment rows per
 // pass over the weights (longer segments take more passes). The warps' sums meet in local
 // memory after the sweep. Splits (the host's choice: NSPLIT, raised to fill the compute
-// units) write partial sums, and the last workgroup of an (expert, k tile) adds them in
-// split order, as in nf4_backward_stream.cl.
+// units) write partial sums, added in split order by a second kernel or by the last split
+// to finish (SPLIT_SUM, nf4_splits.clh), as in nf4_backward_stream.cl.
 //
 // Precision by grad type (NF4_TYPE fixes it at build time, else the run-time argument):
 // - bf16: the codebook values rounded to bf16 (A) and g · scale rounded to bf16 (B), f32
@@ -64,6 +64,9 @@
 #endif
 #ifndef REGS
 #define REGS 0  // register target of NVIDIA's PTX assembler, applied by the runtime (params.hpp); not read here
+#endif
+#ifndef SPLIT_SUM
+#define SPLIT_SUM 0  // splits added by a second kernel (0) or by the last split, OpenCL C 2.0 atomics (1)
 #endif
 #ifndef TC_FMA
 #define TC_FMA 1  // the table offsets' right shifts as multiplies, on the FMA pipe (nf4_tc.clh)
@@ -97,6 +100,7 @@
 #define TCB_ROUND 8             // sums a lane hands over per round of the warps' reduction
 
 #include "nf4_common.clh"
+#include "nf4_splits.clh"
 #include "nf4_tc.clh"
 
 // f32 / f16 grads: the three-part path (see the top); bf16: one part.
@@ -313,7 +317,9 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
     __global float* dx, const int splits, __global float* partials, __global uint* counters) {
   __local float cb[16 * NF4_CB_REPLICAS];
   __local uint4 table4[256 * 8];  // 32 KiB: uint4 for the three-part layout's 16-byte lookups
+#if SPLIT_SUM == 1
   __local int last;
+#endif
 #if TCB_WARPS > 1
   __local float red[(TCB_WARPS - 1) * TCB_ROUND * SG];
 #endif
@@ -423,8 +429,10 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_backward(
         }
     }
   }
+#if SPLIT_SUM == 1
   // No early return past this point (see nf4_backward_stream.cl): the tail nests instead.
   if (splits > 1)  // uniform
-    nf4_add_splits(dx, partials, counters + (long)e * ktiles + tile, &last, splits, rows, K, tile * TCB_KTILE,
-                   min(TCB_KTILE, K - tile * TCB_KTILE), seg_begin, seg_end, lid, WGS);
+    nf4_add_splits_last(dx, partials, counters + (long)e * ktiles + tile, &last, splits, rows, K, tile * TCB_KTILE,
+                        min(TCB_KTILE, K - tile * TCB_KTILE), seg_begin, seg_end, lid, WGS);
+#endif
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a Debian 12 machine for ocltk and builds it: installs the Debian packages it
-# needs (only those missing), configures and builds into ./build (Release).
+# needs (only those missing), configures and builds into ./build (Release), and configures
+# ./build-sanitize (clang, AddressSanitizer + UBSan, the fuzz targets), which the test suite
+# builds and runs from ./build's ctest (docs/robustness.md).
 #   scripts/setup.sh                 install + build
 #   OCLTK_SKIP_INSTALL=1 scripts/setup.sh   build only
 set -euo pipefail
@@ -10,6 +12,7 @@ packages=(
   build-essential cmake pkg-config
   ocl-icd-opencl-dev opencl-c-headers ocl-icd-libopencl1 pocl-opencl-icd clinfo
   libclblast-dev libboost-dev libyaml-cpp-dev zlib1g-dev libbenchmark-dev libgtest-dev
+  oclgrind clang libclang-rt-14-dev
 )
 
 missing=()
@@ -58,6 +61,7 @@ cmake_python=()
 [[ -x $python_venv/bin/python ]] && cmake_python=(-DPython3_EXECUTABLE="$PWD/$python_venv/bin/python")
 # ---- end of the C API's block ----
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cmake_python[@]}" >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DOCLTK_SANITIZED_BUILD_DIR="$PWD/build-sanitize" "${cmake_python[@]}" >/dev/null
 cmake --build build -j"$(nproc)"
-echo "setup: built ./build/ocltk"
+cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DOCLTK_SANITIZE=ON >/dev/null
+echo "setup: built ./build/ocltk; configured ./build-sanitize (built by the test suite)"

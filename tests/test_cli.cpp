@@ -7,6 +7,10 @@
 // OpenCL failure; on any error nothing is written (the --out file keeps its bytes and no
 // temporary file is left behind).
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +31,7 @@
 
 #include "fixture.hpp"
 #include "npy.hpp"
+#include "ocltk/bounded_file.hpp"
 #include "ocltk/ocltk.hpp"
 
 #ifndef OCLTK_CLI_PATH
@@ -211,6 +216,15 @@ class SuiteCacheEnvironment : public ::testing::Environment {
 };
 ::testing::Environment* const kSuiteCacheEnvironment = ::testing::AddGlobalTestEnvironment(new SuiteCacheEnvironment);
 
+// What a child `ocltk` runs under besides its environment.
+struct ChildLimits {
+  // > 0: the largest file the child may write (RLIMIT_FSIZE, SIGXFSZ ignored): a write past
+  // it fails with EFBIG, as on a full disk.
+  long file_size_limit = 0;
+  // >= 0: the user (and group) id the child runs as (the test must run as root).
+  int uid = -1;
+};
+
 class CliTest : public ::testing::Test {
  public:
   static void SetUpTestSuite() {
@@ -236,8 +250,8 @@ class CliTest : public ::testing::Test {
   // Runs `ocltk ARGS...` in work_ with a scrubbed environment plus `env` (nullopt unsets).
   // interrupt_after > 0: sends SIGINT to the command that many seconds after it started.
   CliResult run_cli(const std::vector<std::string>& args,
-                    const std::map<std::string, std::optional<std::string>>& env = {},
-                    double interrupt_after = 0) const {
+                    const std::map<std::string, std::optional<std::string>>& env = {}, double interrupt_after = 0,
+                    const ChildLimits& limits = {}) const {
     std::map<std::string, std::optional<std::string>> vars;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry = *e;
@@ -277,6 +291,14 @@ class CliTest : public ::testing::Test {
       const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (in < 0 || out < 0 || err < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0 ||
           ::chdir(cwd.c_str()) != 0)
+        ::_exit(126);
+      if (limits.file_size_limit > 0) {
+        const rlimit fsize{rlim_t(limits.file_size_limit), rlim_t(limits.file_size_limit)};
+        if (::setrlimit(RLIMIT_FSIZE, &fsize) != 0) ::_exit(126);
+        ::signal(SIGXFSZ, SIG_IGN);  // kept across exec: the write fails with EFBIG instead
+      }
+      if (limits.uid >= 0 &&
+          (::setgroups(0, nullptr) != 0 || ::setgid(gid_t(limits.uid)) != 0 || ::setuid(uid_t(limits.uid)) != 0))
         ::_exit(126);
       ::execve(argv[0], argv.data(), envp.data());
       ::_exit(127);
@@ -1599,3 +1621,313 @@ TEST_F(CliTest, TuneReplayComparesStrategiesWithoutADevice) {
   EXPECT_EQ(bad.status, 2) << bad.describe();
   EXPECT_NE(bad.err.find("bad.jsonl:2:"), std::string::npos) << bad.describe();
 }
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Hardening: bounded reads, unusable outputs, HOME, full disks, exclusions, profile check,
+// block-padded NF4 windows (docs/robustness.md)
+
+// Every command that reads a user-named file refuses a device, a FIFO (a read would block
+// until a writer came) and an oversized file with exit 2 and one line naming it, at once
+// and without writing anything.
+TEST_F(CliTest, ReadersRefuseDevicesFifosAndOversizedFiles) {
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  const std::string big = (root_ / "big.yaml").string();  // outside work_, which is read back whole
+  {
+    std::ofstream out(big);
+    out << "schema: 1\n";
+  }
+  fs::resize_file(big, ocltk::kMaxYamlFileBytes + 1);  // sparse
+  write_matrix(path("A.npy"), 2, 3, random_floats(6));
+  write_matrix(path("B.npy"), 4, 3, random_floats(12));
+  write_text(path("p.yaml"), profile_text(ocltk::profile_device_of(default_device()), {}));
+  const std::map<std::string, std::string> what = {
+      {"/dev/zero", "a character device"}, {"fifo", "a FIFO"}, {big, "bytes, more than the 64 MiB"}};
+  for (const auto& [bad, kind] : what) {
+    const std::vector<std::vector<std::string>> commands = {
+        {"profile", "validate", bad},
+        {"profile", "show", bad},
+        {"profile", "diff", "p.yaml", bad},
+        {"profile", "merge", "p.yaml", bad, "-o", "db.yaml"},
+        {"profile", "check", bad},
+        {"run", "gemm-nt", "--lhs", bad, "--rhs", "B.npy", "--out", "C.npy"},
+        {"run", "gemm-nt", "--lhs", "A.npy", "--rhs", "B.npy", "--out", "C.npy", "--profile", bad},
+        {"tune", "--shapes", bad, "--out", "q.yaml", "--budget", "60", "--quiet"},
+        {"tune", "--replay", bad},
+    };
+    for (const std::vector<std::string>& args : commands) {
+      // Not a .npy file (bad magic), and within a recording's 1 GiB: refused for their content.
+      if ((args[0] == "run" && args[3] == bad) || args[1] == "--replay")
+        if (bad == big) continue;
+      std::string line;
+      for (const std::string& a : args) line += a + " ";
+      SCOPED_TRACE(line);
+      const auto before = snapshot(work_);
+      const auto start = std::chrono::steady_clock::now();
+      const CliResult r = run_cli(args);
+      EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 60);
+      EXPECT_TRUE(is_usage_error(r, {bad, kind}));
+      EXPECT_EQ(snapshot(work_), before);
+    }
+  }
+}
+
+// An output that cannot become a file is refused before any work: an empty name, a name of
+// a folder, a device (replacing /dev/null is not writing a file) or a FIFO.
+TEST_F(CliTest, UnusableOutputPathsAreRefusedBeforeAnyWork) {
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  fs::create_directories(path("folder"));
+  write_matrix(path("A.npy"), 2, 3, random_floats(6));
+  write_matrix(path("B.npy"), 4, 3, random_floats(12));
+  write_text(path("p.yaml"), profile_text(ocltk::profile_device_of(default_device()), {}));
+  const std::vector<std::pair<std::string, std::string>> outs = {
+      {"", "is empty"},          {"sub/", "names a folder"},          {".", "names a folder"},
+      {"folder", "is a folder"}, {"/dev/null", "not a regular file"}, {"fifo", "not a regular file"}};
+  for (const auto& [out, why] : outs) {
+    const std::vector<std::vector<std::string>> commands = {
+        {"tune", "--classes", "gemv", "--budget", "120", "--quiet", "--out", out},
+        {"run", "gemm-nt", "--lhs", "A.npy", "--rhs", "B.npy", "--out", out},
+        {"profile", "merge", "p.yaml", "-o", out},
+        {"quantize", "nf4", "--weights", "A.npy", "--block-size", "64", "--packed", out, "--scales", "S.npy"},
+    };
+    for (const std::vector<std::string>& args : commands) {
+      SCOPED_TRACE(args[0] + " " + args[1] + " -> '" + out + "'");
+      const auto before = snapshot(work_);
+      const auto start = std::chrono::steady_clock::now();
+      const CliResult r = run_cli(args);
+      // Refused before the 120 s budget (or any measuring) began.
+      EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 60);
+      EXPECT_TRUE(is_usage_error(r, {why}));
+      EXPECT_EQ(snapshot(work_), before);
+      EXPECT_TRUE(names_in(config_).empty()) << joined(names_in(config_));
+    }
+  }
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+}
+
+// Without HOME (and XDG_CONFIG_HOME), the profile goes where the runtime looks: the password
+// database's home folder (test_profile checks the folder); where the user has none, `tune`
+// refuses at once saying to pass --out, and a program cache without a folder is announced,
+// not silently dropped. A user id without a password entry needs root to switch to.
+TEST_F(CliTest, WithoutAHomeFolderTuneRefusesAndTheCacheSaysSo) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run as a user without a password entry";
+  int uid = 54321;
+  while (::getpwuid(uid_t(uid)) != nullptr) ++uid;
+  fs::permissions(root_, fs::perms::all);
+  fs::permissions(work_, fs::perms::all);
+  fs::create_directories(root_ / "pocl");
+  fs::permissions(root_ / "pocl", fs::perms::all);
+  const std::map<std::string, std::optional<std::string>> no_home = {
+      {"HOME", std::nullopt},
+      {"XDG_CONFIG_HOME", std::nullopt},
+      {"XDG_CACHE_HOME", std::nullopt},
+      {"OCLTK_CACHE_DIR", std::nullopt},
+      {"POCL_CACHE_DIR", (root_ / "pocl").string()}};  // PoCL itself needs a cache folder
+  const CliResult refused = run_cli({"tune", "--classes", "gemv", "--budget", "120", "--quiet"}, no_home, 0, {0, uid});
+  EXPECT_EQ(refused.status, 2) << refused.describe();
+  const std::vector<std::string> err = lines_of(refused.err);
+  ASSERT_FALSE(err.empty()) << refused.describe();
+  EXPECT_NE(err.back().find("XDG_CONFIG_HOME and HOME are unset"), std::string::npos) << refused.describe();
+  EXPECT_NE(err.back().find("pass --out FILE"), std::string::npos) << refused.describe();
+  EXPECT_TRUE(names_in(work_).empty()) << joined(names_in(work_));
+
+  write_matrix(path("A.npy"), 2, 3, random_floats(6));
+  write_matrix(path("B.npy"), 4, 3, random_floats(12));
+  fs::permissions(path("A.npy"), fs::perms::all);
+  fs::permissions(path("B.npy"), fs::perms::all);
+  const CliResult ran =
+      run_cli({"run", "gemm-nt", "--lhs", "A.npy", "--rhs", "B.npy", "--out", "C.npy"}, no_home, 0, {0, uid});
+  EXPECT_EQ(ran.status, 0) << ran.describe();
+  EXPECT_NE(ran.err.find("no program cache on disk"), std::string::npos) << ran.describe();
+  EXPECT_TRUE(fs::exists(path("C.npy")));
+}
+
+// A full disk (here: RLIMIT_FSIZE, so a write past 2 KB fails with EFBIG) while the resume
+// cache grows: `tune` warns once and goes on, the cache keeps a whole header and the lines
+// written before, and the next run resumes from it. A cache left empty by older versions is
+// started afresh, not refused.
+TEST_F(CliTest, TuneCacheSurvivesAFullDiskAndResumes) {
+  const std::string cache = (root_ / "tune-cache").string();
+  const std::vector<std::string> args = {"tune",    "--kernels", "gemm_nt", "--classes", "gemv",  "--max-evals",
+                                         "12",      "--repeats", "1",       "--budget",  "120",   "--cold",
+                                         "--cache", cache,       "--out",   "p.yaml",    "--json"};
+  const CliResult full = run_cli(args, {}, 0, {2048, -1});
+  ASSERT_EQ(full.status, 0) << full.describe();
+  const std::vector<std::string> err = lines_of(full.err);
+  EXPECT_EQ(std::count_if(err.begin(), err.end(),
+                          [](const std::string& l) { return l.find("warning: tune cache") != std::string::npos; }),
+            1)
+      << full.describe();
+  EXPECT_NE(full.err.find("File too large"), std::string::npos) << full.describe();
+  std::size_t kept = 0;
+  for (const auto& f : fs::directory_iterator(cache)) {
+    const std::string text = read_text(f.path());
+    EXPECT_EQ(text.rfind("{\"tune_cache\": 1", 0), 0u) << text.substr(0, 200);
+    EXPECT_LE(text.size(), 2048u);
+    kept += std::size_t(std::count(text.begin(), text.end(), '\n')) - 1;  // whole lines after the header
+  }
+  ASSERT_GT(kept, 0u) << "nothing written before the disk filled";
+  fs::remove(path("p.yaml"));
+  const CliResult again = run_cli(args);
+  ASSERT_EQ(again.status, 0) << again.describe();
+  EXPECT_NE(again.out.find("\"cached\": " + std::to_string(kept)), std::string::npos)
+      << "expected " << kept << " recalled evaluations; " << again.describe();
+
+  for (const auto& f : fs::directory_iterator(cache)) write_text(f.path(), "");  // an older version's empty file
+  const CliResult empty = run_cli(args);
+  EXPECT_EQ(empty.status, 0) << empty.describe();
+  for (const auto& f : fs::directory_iterator(cache)) EXPECT_EQ(read_text(f.path()).rfind("{\"tune_cache\": 1", 0), 0u);
+}
+
+// OCLTK_EXCLUDE_ALGORITHMS: `tune` never measures first, searches or writes an excluded
+// algorithm (gemv's built-in reduce: the baseline becomes the family's first other one),
+// and a list naming no algorithm is refused naming the variable.
+TEST_F(CliTest, ExcludedAlgorithmsAreNeitherTunedNorRun) {
+  const CliResult r = run_cli({"tune", "--classes", "gemv", "--max-evals", "4", "--repeats", "1", "--budget", "60",
+                               "--cold", "--cache", "-", "--out", "p.yaml", "--record", "rec.jsonl"},
+                              {{"OCLTK_EXCLUDE_ALGORITHMS", "reduce,xgemm"}});
+  ASSERT_EQ(r.status, 0) << r.describe();
+  const ocltk::Profile p = ocltk::read_profile(path("p.yaml").string());
+  ASSERT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries[0].algorithm, "tiled");
+  const std::string record = read_text(path("rec.jsonl"));
+  EXPECT_EQ(record.find("\"algorithm\": \"reduce\""), std::string::npos) << record;
+  EXPECT_EQ(record.find("\"algorithm\": \"xgemm\""), std::string::npos) << record;
+  EXPECT_NE(record.find("\"algorithm\": \"tiled\""), std::string::npos) << record;
+
+  write_matrix(path("A.npy"), 2, 3, random_floats(6));
+  write_matrix(path("B.npy"), 4, 3, random_floats(12));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "gemm-nt", "--lhs", "A.npy", "--rhs", "B.npy", "--out", "C.npy"},
+        std::vector<std::string>{"tune", "--classes", "gemv", "--out", "q.yaml", "--quiet"}}) {
+    const CliResult bad = run_cli(args, {{"OCLTK_EXCLUDE_ALGORITHMS", "tiled,fast"}});
+    EXPECT_TRUE(is_usage_error(bad, {"OCLTK_EXCLUDE_ALGORITHMS", "'fast'"}));
+  }
+  EXPECT_FALSE(fs::exists(path("C.npy")));
+  EXPECT_FALSE(fs::exists(path("q.yaml")));
+}
+
+// `profile check` runs every entry once against the CPU reference and prints a line each:
+// here a profile of two gemm_nt entries and an nf4 one on small problems, all right (exit
+// 0); bad input is exit 2. (test_tuner checks that failing entries are reported.)
+TEST_F(CliTest, ProfileCheckRunsEveryEntryOnce) {
+  ocltk::Profile p;
+  p.device = ocltk::profile_device_of(default_device());
+  p.device.name = "a device of another driver";  // checked all the same
+  p.tuner_version = ocltk::version();
+  const auto add = [&](const std::string& kernel, const std::string& cls, const std::string& algorithm,
+                       const ocltk::Params& params, const std::map<std::string, std::int64_t>& problem) {
+    ocltk::ProfileEntry e;
+    e.kernel = kernel;
+    e.shape_class = cls;
+    e.algorithm = algorithm;
+    e.params = ocltk::find_family(kernel)->find_algorithm(algorithm)->complete(params);
+    e.problem = problem;
+    p.entries.push_back(e);
+  };
+  add("gemm_nt", "gemv", "reduce", {{"WGS", 64}, {"RW", 16}}, {{"m", 1}, {"n", 40}, {"k", 300}});
+  add("gemm_nt", "lora_expand", "tiled", kTiledPoint, {{"m", 7}, {"n", 65}, {"k", 33}});
+  add("nf4_backward", "decode", "stream", {}, {{"experts", 3}, {"n", 40}, {"k", 128}, {"rows", 6}, {"block_size", 64}});
+  ocltk::write_profile_atomically(path("p.yaml").string(), p);
+  const CliResult r = run_cli({"profile", "check", "p.yaml"});
+  ASSERT_EQ(r.status, 0) << r.describe();
+  const std::vector<std::string> lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 5u) << r.describe();  // the device, an entry each, the count
+  EXPECT_EQ(lines[0].rfind("checking p.yaml on " + default_device().name, 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1].rfind("ok    gemm_nt/gemv reduce {", 0), 0u) << lines[1];
+  EXPECT_NE(lines[1].find("on k=300 m=1 n=40"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[2].rfind("ok    gemm_nt/lora_expand tiled {", 0), 0u) << lines[2];
+  EXPECT_EQ(lines[3].rfind("ok    nf4_backward/decode stream {", 0), 0u) << lines[3];
+  EXPECT_EQ(lines[4], "3 entries checked, 0 failed");
+
+  EXPECT_TRUE(is_usage_error(run_cli({"profile", "check"}), {"exactly one FILE"}));
+  EXPECT_TRUE(is_usage_error(run_cli({"profile", "check", "p.yaml", "p.yaml"}), {"exactly one FILE"}));
+  EXPECT_TRUE(is_usage_error(run_cli({"profile", "check", "missing.yaml"}), {"missing.yaml"}));
+  EXPECT_TRUE(is_usage_error(run_cli({"profile", "check", "p.yaml", "--frob"}), {"--frob"}));
+  EXPECT_TRUE(
+      is_usage_error(run_cli({"profile", "check", "p.yaml", "--device", "no-such-device"}), {"no-such-device"}));
+}
+
+// A shard cut at block boundaries holds the bytes of whole blocks: run nf4-forward,
+// nf4-backward and dequantize nf4 accept any payload from the bytes the window's
+// coefficients reach to those its scales' blocks cover, and refuse one byte past either end.
+TEST_F(CliTest, Nf4WindowsPaddedToWholeBlocksAreAccepted) {
+  // 2 experts x 3 x 20 = 120 coefficients from stream position 5: bytes 0 .. 62 are reached
+  // (63), and 4 blocks of 32 are touched, whose bytes are 64.
+  const std::int64_t experts = 2, n = 3, k = 20, block = 32, offset = 5, count = experts * n * k;
+  const std::vector<float> stream = random_floats(std::size_t(offset + count + 3));  // a block's tail beyond
+  const ocltk::Nf4Packed q = ocltk::quantize_nf4(stream.data(), stream.size(), block);
+  ASSERT_EQ(q.scales.size(), 4u);
+  std::vector<float> w(static_cast<std::size_t>(count));
+  ocltk::dequantize_nf4(q.packed.data(), q.scales.data(), ocltk::kNf4Codebook, offset, block, w.size(), w.data());
+  const auto write_payload = [&](std::size_t bytes) {
+    ocltk::npy::Array a;
+    a.dtype = ocltk::npy::DType::u8;
+    a.shape = {bytes};
+    a.data.assign(bytes, 0xA5);  // bytes past the stream's: never decoded
+    std::memcpy(a.data.data(), q.packed.data(), std::min(bytes, q.packed.size()));
+    ocltk::npy::write_atomically(path("P.npy").string(), a);
+  };
+  ocltk::npy::Array scales;
+  scales.dtype = ocltk::npy::DType::f32;
+  scales.shape = {q.scales.size()};
+  scales.data.resize(q.scales.size() * 4);
+  std::memcpy(scales.data.data(), q.scales.data(), scales.data.size());
+  ocltk::npy::write_atomically(path("S.npy").string(), scales);
+  const std::int64_t rows = 5;
+  const std::vector<float> x = random_floats(std::size_t(rows * k)), g = random_floats(std::size_t(rows * n));
+  write_matrix(path("X.npy"), std::size_t(rows), std::size_t(k), x);
+  write_matrix(path("G.npy"), std::size_t(rows), std::size_t(n), g);
+  ocltk::npy::Array off;
+  off.dtype = ocltk::npy::DType::u32;
+  off.shape = {3};
+  const std::uint32_t offsets[] = {0, 2, 5};
+  off.data.resize(12);
+  std::memcpy(off.data.data(), offsets, 12);
+  ocltk::npy::write_atomically(path("OFF.npy").string(), off);
+  const std::vector<std::string> geometry = {
+      "--packed",      "P.npy", "--scales",     "S.npy", "--experts",        "2", "--out-features", "3",
+      "--in-features", "20",    "--block-size", "32",    "--element-offset", "5"};
+  const auto command = [&](std::vector<std::string> head, const std::vector<std::string>& tail) {
+    head.insert(head.end(), geometry.begin(), geometry.end());
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  const auto forward = command({"run", "nf4-forward"}, {"--input", "X.npy", "--offsets", "OFF.npy", "--out", "Y.npy"});
+  const auto backward =
+      command({"run", "nf4-backward"}, {"--grad", "G.npy", "--offsets", "OFF.npy", "--out", "DX.npy"});
+  const auto dequantize = command({"dequantize", "nf4"}, {"--out", "W.npy"});
+  std::vector<double> want_y(std::size_t(rows * n)), want_dx(std::size_t(rows * k));
+  ocltk::nf4_forward_reference({experts, n, k, block, offset}, w.data(), x.data(), offsets, rows, want_y.data());
+  ocltk::nf4_backward_reference({experts, n, k, block, offset}, w.data(), g.data(), offsets, rows, want_dx.data());
+  for (const std::size_t bytes : {std::size_t(63), std::size_t(64)}) {
+    SCOPED_TRACE(std::to_string(bytes) + " payload bytes");
+    write_payload(bytes);
+    for (const auto& args : {forward, backward, dequantize}) {
+      const CliResult r = run_cli(args);
+      ASSERT_EQ(r.status, 0) << r.describe();
+    }
+    const std::vector<float> y = read_matrix(path("Y.npy"), std::size_t(rows), std::size_t(n));
+    const std::vector<float> dx = read_matrix(path("DX.npy"), std::size_t(rows), std::size_t(k));
+    for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want_y[i], 1e-4 * (1 + std::fabs(want_y[i])));
+    for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx[i], want_dx[i], 1e-4 * (1 + std::fabs(want_dx[i])));
+    const ocltk::npy::Array wa = ocltk::npy::read(path("W.npy").string());
+    ASSERT_EQ(wa.count(), w.size());
+    EXPECT_EQ(std::memcmp(wa.data.data(), w.data(), w.size() * 4), 0);
+  }
+  for (const std::size_t bytes : {std::size_t(62), std::size_t(65)}) {
+    SCOPED_TRACE(std::to_string(bytes) + " payload bytes");
+    write_payload(bytes);
+    for (const auto& args : {forward, backward, dequantize}) {
+      fs::remove(path("Y.npy"));
+      fs::remove(path("DX.npy"));
+      fs::remove(path("W.npy"));
+      const CliResult r = run_cli(args);
+      EXPECT_TRUE(is_usage_error(r, {"P.npy", "--packed holds " + std::to_string(bytes) + " bytes", "need 63 to 64"}));
+      EXPECT_FALSE(fs::exists(path("Y.npy")) || fs::exists(path("DX.npy")) || fs::exists(path("W.npy")));
+    }
+  }
+}
+
+}  // namespace

@@ -356,6 +356,60 @@ class Nf4Device : public RuntimeTest {
     for (std::size_t i = std::size_t(rows * c.k) * 4; i < dxb.size(); ++i) ASSERT_EQ(dxb[i], 0xFF) << where;
   }
 
+  // The backward alone on fixed inputs (the same for every call with the same case): dx of
+  // the case's rows, read back whole. Its inputs are kept for check_backward.
+  std::vector<float> backward_of(const Case& c, const Choice& bwd, Runtime& rt) {
+    std::mt19937 g(12345);
+    Nf4Geometry geo{c.experts, c.n, c.k, c.block, c.element_offset};
+    const std::size_t count = std::size_t(geo.coefficients());
+    const std::vector<float> stream = ocltk_test::random_floats(g, count + std::size_t(c.element_offset));
+    const Nf4Packed q = quantize_nf4(stream.data(), stream.size(), c.block);
+    last_w_.assign(count, 0.0f);
+    dequantize_nf4(q.packed.data(), q.scales.data(), kNf4Codebook, c.element_offset, c.block, count, last_w_.data());
+    last_offsets_ = {0};
+    for (std::uint32_t n : c.counts) last_offsets_.push_back(last_offsets_.back() + n);
+    const std::int64_t rows = last_offsets_.back();
+    last_g_ = ocltk_test::random_floats(g, std::size_t(rows * c.n) + 1);
+    auto up = [&](const void* data, std::size_t bytes) {
+      boost::compute::buffer b = rt.allocate(std::max<std::size_t>(bytes, 4)).value();
+      if (bytes) rt.queue().enqueue_write_buffer(b, 0, bytes, data);
+      return b;
+    };
+    auto packed = up(q.packed.data(), q.packed.size());
+    auto scales = up(q.scales.data(), q.scales.size() * 4);
+    auto codebook = up(kNf4Codebook.data(), 64);
+    auto gbuf = up(last_g_.data(), last_g_.size() * 4);
+    auto obuf = up(last_offsets_.data(), last_offsets_.size() * 4);
+    std::vector<float> dx(std::size_t(rows * c.k) + 16, std::numeric_limits<float>::quiet_NaN());
+    auto dxbuf = up(dx.data(), dx.size() * 4);
+    const Nf4Weights wts{geo, packed.get(), 0, scales.get(), 0, codebook.get()};
+    const Status s = nf4_backward_with(rt, bwd, {wts, gbuf.get(), ElementType::f32, rows, obuf.get(), dxbuf.get()});
+    EXPECT_TRUE(s.ok()) << s.message();
+    rt.queue().enqueue_read_buffer(dxbuf, 0, dx.size() * 4, dx.data());
+    for (std::size_t i = std::size_t(rows * c.k); i < dx.size(); ++i) EXPECT_TRUE(std::isnan(dx[i])) << "past the rows";
+    dx.resize(std::size_t(rows * c.k));
+    return dx;
+  }
+  // dx of backward_of's last inputs against the reference in double.
+  void check_backward(const Case& c, const std::vector<float>& dx, const char* algorithm) {
+    const Nf4Geometry geo{c.experts, c.n, c.k, c.block, c.element_offset};
+    const std::int64_t rows = last_offsets_.back();
+    std::vector<double> want(std::size_t(rows * c.k));
+    nf4_backward_reference(geo, last_w_.data(), last_g_.data(), last_offsets_.data(), rows, want.data());
+    for (std::int64_t e = 0; e < c.experts; ++e)
+      for (std::int64_t r = last_offsets_[e]; r < std::int64_t(last_offsets_[e + 1]); ++r)
+        for (std::int64_t k = 0; k < c.k; ++k) {
+          double abs_dot = 0;
+          for (std::int64_t n = 0; n < c.n; ++n)
+            abs_dot += std::fabs(double(last_g_[r * c.n + n]) * last_w_[(e * c.n + n) * c.k + k]);
+          const std::size_t i = std::size_t(r * c.k + k);
+          ASSERT_LE(std::fabs(dx[i] - want[i]), gemm_nt_error_bound(c.n, abs_dot, 1.0, 0))
+              << algorithm << " dx(" << r << ", " << k << ")";
+        }
+  }
+  std::vector<float> last_w_, last_g_;
+  std::vector<std::uint32_t> last_offsets_;
+
   static Choice choice(const char* family, const char* algorithm, Params params) {
     Choice c;
     c.kernel = family;
@@ -646,6 +700,69 @@ TEST_F(Nf4Device, TcBackwardAtSeveralPointsMatchesTheReference) {
   Case graded = fast[5];
   graded.row_exponent_step = 5;
   for (const Params& p : kTcBackwardPoints) run_case(graded, forward, choice("nf4_backward", "tc", p));
+}
+
+// The splits of the stream and tc backwards meet in a second kernel (SPLIT_SUM 0, every
+// device) or in the last split to finish (SPLIT_SUM 1, device-scope atomics): both add the
+// planes in split order, so on the same inputs their dx agree bit for bit, and with the
+// reference; at several split counts (the device's compute units raise NSPLIT 1 too), on
+// the fast and the general paths, compact and dense grids, over several dispatches. Where the
+// device lacks the atomics, SPLIT_SUM 1 is illegal (named) and a profile's is run as 0.
+TEST_F(Nf4Device, SplitSumsAgreeByTheSecondKernelAndByTheLastSplit) {
+  Runtime& rt = runtime();
+  RuntimeOptions options = ocltk_test::test_runtime_options(cache_dir());  // the programs built before
+  options.max_groups_per_dispatch = 5;
+  Result<Runtime> capped = Runtime::open(options);
+  ASSERT_TRUE(capped.ok()) << capped.status().message();
+  const bool atomics = !limits().device_atomics_std.empty();
+  std::vector<Case> cases = stream_cases();
+  cases.push_back({3, 40, 256, 64, 0, {1, 0, 9}});  // tc's fast path
+  // Points the other tests build too (SPLIT_SUM 0): 8, 32, 4 and 16 splits.
+  const std::vector<std::pair<const char*, Params>> points = {
+      {"stream", kStreamPoints[3].second},
+      {"stream", kStreamPoints[2].second},
+      {"tc", kTcBackwardPoints[1]},
+      {"tc", kTcBackwardPoints[2]},
+  };
+  for (const Case& c : cases) {
+    for (const auto& [algorithm, params] : points) {
+      for (Runtime* on : {&rt, &capped.value()}) {
+        Params by_kernel = params, by_last = params;
+        by_kernel["SPLIT_SUM"] = 0;
+        by_last["SPLIT_SUM"] = 1;
+        const std::vector<float> second = backward_of(c, choice("nf4_backward", algorithm, by_kernel), *on);
+        check_backward(c, second, algorithm);
+        if (!atomics) continue;
+        const std::vector<float> last = backward_of(c, choice("nf4_backward", algorithm, by_last), *on);
+        ASSERT_EQ(second.size(), last.size());
+        for (std::size_t i = 0; i < second.size(); ++i)
+          ASSERT_EQ(std::memcmp(&second[i], &last[i], 4), 0)
+              << algorithm << " " << format_params(params) << " dx[" << i << "]: " << second[i] << " vs " << last[i];
+      }
+    }
+  }
+  // Without the atomics: refused where asked for, dropped where a profile carries it.
+  for (const char* algorithm : {"stream", "tc"}) {
+    const AlgorithmSpec* a = nf4_backward_family().find_algorithm(algorithm);
+    ASSERT_NE(a, nullptr);
+    DeviceLimits without = limits();
+    without.device_atomics_std.clear();
+    const auto why = a->violation(a->complete({{"SPLIT_SUM", 1}}), &without);
+    ASSERT_TRUE(why.has_value());
+    EXPECT_NE(why->find("SPLIT_SUM = 1 needs device-scope acquire/release atomics"), std::string::npos) << *why;
+    EXPECT_FALSE(a->violation(a->complete({{"SPLIT_SUM", 0}}), &without));
+    EXPECT_EQ(a->build_options(a->complete({}), &without).rfind("-cl-std=CL1.2 ", 0), 0u);
+    DeviceInfo plain = rt.device();
+    plain.device_atomics_std.clear();
+    Params params = a->complete({{"SPLIT_SUM", 1}});
+    EXPECT_NE(adapt_params_to_device(*a, plain, params).find("SPLIT_SUM 1 -> 0"), std::string::npos);
+    EXPECT_EQ(params.at("SPLIT_SUM"), 0);
+    if (atomics) {
+      const DeviceLimits with = limits();
+      EXPECT_EQ(a->build_options(a->complete({{"SPLIT_SUM", 1}}), &with).rfind("-cl-std=" + with.device_atomics_std, 0),
+                0u);
+    }
+  }
 }
 
 // A register target (REGS, params.hpp) where program binaries are PTX: tc forward at a

@@ -1,19 +1,27 @@
 // Profiles: YAML round trip, atomic writes, rejections with file:line:column, match
 // levels, and the fallback chain from explicit path to built-in defaults; profile
 // databases: merge, derived entries, the chain through one database file, diff.
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
 #include "fixture.hpp"
+#include "ocltk/bounded_file.hpp"
 #include "ocltk/nf4.hpp"
+#include "user_dirs.hpp"
 
 namespace {
 
 using ocltk::ErrorCode;
 using ocltk::MatchLevel;
 using ocltk::Profile;
+using ocltk::ProfileCandidate;
 using ocltk::ProfileEntry;
 using ocltk_test::ScopedEnv;
 using ocltk_test::fs::path;
@@ -319,6 +327,14 @@ TEST_F(ProfileTest, NonScalarKeysAreProfileErrors) {
       {"parameter key", "  gemm_nt:\n    large:\n      algorithm: tiled\n      params: {[MWG]: 32}\n", "7:16"},
       {"problem key",
        "  gemm_nt:\n    large:\n      algorithm: tiled\n      params: {MWG: 32}\n      problem: {[m]: 1}\n", "8:17"},
+      // Found by fuzz_profile: a key with control bytes, which emitted and parsed back as another.
+      {"problem key with control bytes",
+       "  gemm_nt:\n    large:\n      algorithm: tiled\n      params: {MWG: 32}\n      problem: {m: 1, \"n:\\x08k\": "
+       "2}\n",
+       "8:23"},
+      {"problem key with a space",
+       "  gemm_nt:\n    large:\n      algorithm: tiled\n      params: {MWG: 32}\n      problem: {\"rows per\": 2}\n",
+       "8:17"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
@@ -1346,3 +1362,157 @@ TEST_F(ProfileTest, SeveralEntriesPerClassServeTheNearestProblem) {
   EXPECT_FALSE(ocltk::same_problem({{"rows", 8}, {"input_bits", 16}}, {{"rows", 8}}));
   EXPECT_FALSE(ocltk::same_problem({{"rows", 8}}, {{"rows", 16}}));
 }
+
+namespace {
+
+// ---- Bounded reads, exclusions, the user's folders ----
+
+// What every reader of a user-named file refuses: a device, a FIFO (which would block the
+// read until a writer came), a folder and a file larger than its kind may be; each with
+// one sentence naming the file and what it is, and without reading it.
+TEST_F(ProfileTest, ReadersRefuseDevicesFifosFoldersAndOversizedFiles) {
+  const std::string fifo = file("fifo.yaml");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string big = file("big.yaml");
+  {
+    std::ofstream out(big);
+    out << "schema: 1\n";
+  }
+  ocltk_test::fs::resize_file(big, ocltk::kMaxYamlFileBytes + 1);  // sparse: nothing written
+  const std::pair<std::string, std::string> cases[] = {
+      {"/dev/zero", "a character device"}, {fifo, "a FIFO"}, {dir_, "a folder"}, {big, "more than the 64 MiB"}};
+  for (const auto& [name, what] : cases) {
+    const std::string f = name;  // a structured binding cannot be captured (C++17)
+    SCOPED_TRACE(f);
+    for (const auto& read :
+         std::vector<std::function<void()>>{[&] { ocltk::read_profile(f); }, [&] { ocltk::read_profile_file(f); }}) {
+      try {
+        read();
+        ADD_FAILURE() << "read " << f;
+      } catch (const ocltk::Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kIo);
+        const std::string m = e.what();
+        EXPECT_EQ(m.rfind(f + ": ", 0), 0u) << m;
+        EXPECT_NE(m.find(what), std::string::npos) << m;
+        EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+      }
+    }
+  }
+  try {
+    ocltk::read_profile(file("missing.yaml"));
+    ADD_FAILURE() << "read a missing file";
+  } catch (const ocltk::Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    EXPECT_NE(std::string(e.what()).find("cannot open profile"), std::string::npos) << e.what();
+  }
+  // Within the limit a file reads whole, and a runtime given such a file as its profile
+  // fails to open with that sentence rather than hanging or allocating.
+  write_text(file("small.txt"), "line one\nline two\n");
+  EXPECT_EQ(ocltk::read_bounded_file(file("small.txt"), 64, "note"), "line one\nline two\n");
+  EXPECT_THROW(ocltk::read_bounded_file(file("small.txt"), 8, "note"), ocltk::Error);
+  const ocltk::Result<ocltk::Runtime> rt = open_with_profiles(fifo);
+  ASSERT_FALSE(rt.ok());
+  EXPECT_NE(rt.status().message().find("a FIFO"), std::string::npos) << rt.status().message();
+}
+
+TEST(AlgorithmExclusions, ParseNamesAlgorithmsInEveryFamilyOrOne) {
+  const ocltk::AlgorithmExclusions all_tiled = ocltk::AlgorithmExclusions::parse(" tiled , nf4_backward:tc");
+  for (const char* kernel : {"gemm_nt", "nf4_forward", "nf4_backward"})
+    EXPECT_TRUE(all_tiled.excludes(kernel, "tiled"));
+  EXPECT_TRUE(all_tiled.excludes("nf4_backward", "tc"));
+  EXPECT_FALSE(all_tiled.excludes("nf4_forward", "tc"));
+  EXPECT_FALSE(all_tiled.excludes("gemm_nt", "reduce"));
+  EXPECT_EQ(all_tiled.describe(), "gemm_nt:tiled, nf4_backward:tc, nf4_backward:tiled, nf4_forward:tiled");
+  EXPECT_TRUE(ocltk::AlgorithmExclusions::parse("").empty());
+  EXPECT_TRUE(ocltk::AlgorithmExclusions::parse(" , ").empty());
+  for (const char* bad : {"tcc", "gemm_nt:tc", "nosuch:tiled", "tiled,reduce,xgemm"}) {
+    SCOPED_TRACE(bad);
+    try {
+      ocltk::AlgorithmExclusions::parse(bad, "OCLTK_EXCLUDE_ALGORITHMS");
+      ADD_FAILURE() << "accepted";
+    } catch (const ocltk::Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_EQ(std::string(e.what()).rfind("OCLTK_EXCLUDE_ALGORITHMS", 0), 0u) << e.what();
+    }
+  }
+}
+
+// An excluded algorithm is never chosen: its profile entries are passed over to the next
+// candidate or the built-in default, and a class whose built-in algorithm is excluded falls
+// back to its family's first algorithm that is not. A bad list fails open() naming it.
+TEST_F(ProfileTest, ExcludedAlgorithmsAreNeverChosen) {
+  ScopedEnv env_path("OCLTK_PROFILE_PATH", dir_);
+  ScopedEnv xdg("XDG_CONFIG_HOME", file("empty_xdg"));
+  ocltk::write_profile_atomically(
+      file("exact.yaml"), profile_for_this_device({entry("large", "xgemm", {}), entry("gemv", "reduce", {{"WGS", 64}}),
+                                                   entry("lora_expand", "tiled", {{"MWG", 8}, {"MDIMC", 1}})}));
+  Profile vendor = profile_for_this_device({entry("large", "tiled", {{"MWG", 32}, {"MDIMC", 4}})});
+  vendor.device.name = "another device of the same vendor";
+  ocltk::write_profile_atomically(file("vendor.yaml"), vendor);
+
+  for (const bool from_env : {false, true}) {
+    SCOPED_TRACE(from_env ? "from OCLTK_EXCLUDE_ALGORITHMS" : "from RuntimeOptions");
+    ScopedEnv exclude("OCLTK_EXCLUDE_ALGORITHMS",
+                      from_env ? std::optional<std::string>("xgemm, gemm_nt:reduce") : std::nullopt);
+    ocltk::RuntimeOptions options = ocltk_test::test_runtime_options(cache_dir());
+    options.use_profiles = true;
+    if (!from_env) options.exclude_algorithms = "xgemm,gemm_nt:reduce";
+    ocltk::Result<ocltk::Runtime> rt = ocltk::Runtime::open(options);
+    ASSERT_TRUE(rt.ok()) << rt.status().message();
+    EXPECT_TRUE(rt->excluded_algorithms().excludes("gemm_nt", "xgemm"));
+    const ocltk::Choice large = rt->choose("gemm_nt", "large");  // the exact profile's xgemm passed over
+    EXPECT_EQ(large.algorithm, "tiled");
+    EXPECT_EQ(large.params.at("MWG"), 32);
+    EXPECT_EQ(large.source, file("vendor.yaml"));
+    const ocltk::Choice gemv = rt->choose("gemm_nt", "gemv");  // reduce is gemv's built-in too
+    EXPECT_EQ(gemv.algorithm, "tiled");
+    EXPECT_EQ(gemv.source, "built-in");
+    EXPECT_EQ(gemv.params, ocltk::gemm_nt_family().find_algorithm("tiled")->defaults());
+    EXPECT_EQ(rt->choose("gemm_nt", "lora_expand").params.at("MWG"), 8);  // tiled is not excluded
+    for (const ProfileCandidate& c : rt->profiles().candidates)
+      for (const ProfileEntry& e : c.profile.entries) EXPECT_NE(e.algorithm, "xgemm") << c.where();
+  }
+  ocltk::RuntimeOptions bad = ocltk_test::test_runtime_options(cache_dir());
+  ScopedEnv exclude("OCLTK_EXCLUDE_ALGORITHMS", "tiled,nosuch");
+  const ocltk::Result<ocltk::Runtime> refused = ocltk::Runtime::open(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("'nosuch'"), std::string::npos) << refused.status().message();
+  bad.exclude_algorithms = "-";  // the caller's word over the environment's
+  EXPECT_TRUE(ocltk::Runtime::open(bad).ok());
+}
+
+// The user's folders follow the XDG base directory spec: an absolute XDG_CONFIG_HOME or
+// XDG_CACHE_HOME wins, a relative one is ignored, and without HOME the password database's
+// home folder stands in for it (where a login shell takes HOME from).
+TEST(UserFolders, FollowXdgAndThePasswordDatabaseWithoutHome) {
+  const passwd* pw = ::getpwuid(::getuid());
+  const std::string pw_home = pw != nullptr && pw->pw_dir != nullptr ? pw->pw_dir : "";
+  ScopedEnv no_cache_dir("OCLTK_CACHE_DIR", std::nullopt);
+  {
+    ScopedEnv config("XDG_CONFIG_HOME", "/tmp/xdg-config");
+    ScopedEnv cache("XDG_CACHE_HOME", "/tmp/xdg-cache");
+    EXPECT_EQ(ocltk::user_profile_dir(), "/tmp/xdg-config/ocltk/profiles");
+    EXPECT_EQ(ocltk::ProgramCache::default_directory(), "/tmp/xdg-cache/ocltk");
+  }
+  {
+    ScopedEnv config("XDG_CONFIG_HOME", "relative/config");
+    ScopedEnv cache("XDG_CACHE_HOME", "");
+    ScopedEnv home("HOME", "/tmp/some-home");
+    EXPECT_EQ(ocltk::user_profile_dir(), "/tmp/some-home/.config/ocltk/profiles");
+    EXPECT_EQ(ocltk::ProgramCache::default_directory(), "/tmp/some-home/.cache/ocltk");
+  }
+  ScopedEnv config("XDG_CONFIG_HOME", std::nullopt);
+  ScopedEnv cache("XDG_CACHE_HOME", std::nullopt);
+  ScopedEnv home("HOME", std::nullopt);
+  EXPECT_EQ(ocltk::detail::home_dir(), pw_home);
+  if (pw_home.empty()) {
+    EXPECT_EQ(ocltk::user_profile_dir(), "");
+    EXPECT_EQ(ocltk::ProgramCache::default_directory(), "-");
+  } else {
+    EXPECT_EQ(ocltk::user_profile_dir(), pw_home + "/.config/ocltk/profiles");
+    EXPECT_EQ(ocltk::ProgramCache::default_directory(), pw_home + "/.cache/ocltk");
+  }
+}
+
+}  // namespace

@@ -4,12 +4,15 @@
 // A mock family stands in for kernels where the behaviour under test is the tuner's
 // (an injected build failure, wrong result, hang); no OpenCL program is built here.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <csignal>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "check.hpp"
 #include "compile_pool.hpp"
 #include "ocltk/ocltk.hpp"
 #include "record.hpp"
@@ -1763,6 +1767,173 @@ TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {
   EXPECT_NE(j.find("\"history\""), std::string::npos);
   EXPECT_NE(j.find("\"best_so_far_ms\""), std::string::npos);
   EXPECT_NE(j.find("mock-c1.svg"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// ---- resume caches on a full disk, profile check ---------------------------------------
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// RLIMIT_FSIZE for one scope: a write past `bytes` fails with EFBIG, as on a full disk
+// (SIGXFSZ ignored meanwhile, or the write would kill the process).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &old_);
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{bytes, old_.rlim_max};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  void (*old_handler_)(int) = nullptr;
+};
+
+Evaluation mock_evaluation(int x, int y) {
+  Evaluation e;
+  e.algorithm = "mock";
+  e.params = {{"X", x}, {"Y", y}};
+  e.ok = true;
+  e.time_ms = 1.0 + x + y;
+  return e;
+}
+
+// A cache whose header cannot be written leaves no file; one whose appends start failing
+// warns once and keeps a valid file with the lines written whole; either way the run goes on
+// and the next one loads what is there. An empty file (a header lost by older versions) is
+// started afresh.
+TEST_F(TunerEngine, ResumeCacheStaysValidWhenTheDiskFills) {
+  const std::string path = (dir_ / "cache" / "c.jsonl").string();
+  const DeviceInfo& device = rt_->device();
+  const Problem problem = {{"n", 10}};
+  {
+    std::ostringstream warnings;
+    {
+      const FileSizeLimit full(16);
+      TuneCache cache(path, device, "mock", 42, warnings);
+      EXPECT_FALSE(cache.writable());
+      cache.append("c1", problem, mock_evaluation(1, 1));  // kept in memory only
+      EXPECT_NE(cache.find("c1", problem, "mock X=1 Y=1"), nullptr);
+    }
+    const std::vector<std::string> lines = split_lines(warnings.str());
+    ASSERT_EQ(lines.size(), 1u) << warnings.str();
+    EXPECT_NE(lines[0].find("tune cache " + path + ": cannot create it (File too large)"), std::string::npos)
+        << lines[0];
+    EXPECT_FALSE(fs::exists(path));
+    EXPECT_TRUE(fs::is_empty(dir_ / "cache"));  // no temporary file left either
+  }
+  std::size_t appended = 0;
+  {
+    std::ostringstream warnings;
+    {
+      const FileSizeLimit full(700);
+      TuneCache cache(path, device, "mock", 42, warnings);
+      EXPECT_TRUE(cache.writable());
+      for (int i = 0; i < 16; ++i, ++appended) cache.append("c1", problem, mock_evaluation(1 + i % 8, 1 + i / 8));
+      EXPECT_FALSE(cache.writable());
+    }
+    const std::vector<std::string> lines = split_lines(warnings.str());
+    ASSERT_EQ(lines.size(), 1u) << warnings.str();
+    EXPECT_NE(lines[0].find("a write failed (File too large)"), std::string::npos) << lines[0];
+    EXPECT_LE(fs::file_size(path), 700u);
+  }
+  std::ostringstream quiet;
+  TuneCache again(path, device, "mock", 42, quiet);
+  EXPECT_TRUE(quiet.str().empty()) << quiet.str();
+  EXPECT_GT(again.size(), 0u);
+  EXPECT_LT(again.size(), appended);
+  for (int i = 0; i < int(again.size()); ++i) {
+    const Evaluation* e =
+        again.find("c1", problem, "mock X=" + std::to_string(1 + i % 8) + " Y=" + std::to_string(1 + i / 8));
+    ASSERT_NE(e, nullptr) << i;
+    EXPECT_TRUE(e->cached);
+  }
+  std::ofstream(path, std::ios::trunc).close();
+  TuneCache fresh(path, device, "mock", 42, quiet);
+  EXPECT_TRUE(fresh.writable());
+  EXPECT_EQ(fresh.size(), 0u);
+  std::ifstream in(path);
+  std::string header;
+  std::getline(in, header);
+  EXPECT_EQ(header.rfind("{\"tune_cache\": 1", 0), 0u) << header;
+}
+
+// `profile check` on the mock family: each entry once against the workload's check; a wrong
+// result, a build failure, a hang and an algorithm or kernel this build lacks are reported
+// by entry, the right ones pass; a database's members and derived sections are named.
+TEST_F(TunerEngine, ProfileCheckReportsEachFailingEntry) {
+  ProfileFile file;
+  file.schema = kProfileSchema;
+  file.path = "p.yaml";
+  const auto add = [&](const std::string& kernel, const std::string& algorithm, const Params& params) {
+    ProfileEntry e;
+    e.kernel = kernel;
+    e.shape_class = "c1";
+    e.algorithm = algorithm;
+    e.params = params;
+    e.problem = {{"n", 10}};
+    file.profile.entries.push_back(e);
+  };
+  add("mock", "mock", {{"X", 6}, {"Y", 3}});
+  add("mock", "mock", {{"X", 5}, {"Y", 2}});
+  add("mock", "mock", {{"X", 3}, {"Y", 1}});
+  add("mock", "mock", {{"X", 7}, {"Y", 4}});
+  add("mock", "gone", {});
+  add("retired", "mock", {});
+  file.profile.entries[0].problem.clear();  // run on its class's problem
+  std::ostringstream progress;
+  const std::vector<EntryCheck> checks = check_profile_entries(*rt_, file, &families_, 60, &progress);
+  ASSERT_EQ(checks.size(), 6u);
+  EXPECT_TRUE(checks[0].ok) << describe(checks[0]);
+  EXPECT_EQ(checks[0].problem, (Problem{{"n", 10}}));
+  EXPECT_EQ(describe(checks[0]).rfind("ok    mock/c1 mock {X=6 Y=3} on n=10 (", 0), 0u) << describe(checks[0]);
+  const std::pair<std::size_t, std::string> failures[] = {{1, "wrong result: wrong result: injected"},
+                                                          {2, "build failed: injected build failure"},
+                                                          {3, "hang or far too slow"},
+                                                          {4, "this ocltk has no mock algorithm 'gone'"},
+                                                          {5, "this ocltk has no retired algorithm 'mock'"}};
+  for (const auto& [i, why] : failures) {
+    EXPECT_FALSE(checks[i].ok) << describe(checks[i]);
+    EXPECT_EQ(describe(checks[i]).rfind("FAIL  ", 0), 0u) << describe(checks[i]);
+    EXPECT_NE(checks[i].failure.find(why), std::string::npos) << checks[i].failure;
+  }
+  EXPECT_EQ(split_lines(progress.str()).size(), 6u) << progress.str();
+
+  ProfileFile db;
+  db.schema = kProfileDatabaseSchema;
+  Profile member = file.profile;
+  member.device.name = "GPU A";
+  member.device.driver = "1";
+  member.entries.resize(2);
+  db.database.profiles = {member};
+  DerivedProfile derived;
+  derived.level = MatchLevel::kVendor;
+  derived.vendor = "V";
+  DerivedEntry de;
+  de.choice = member.entries[0];
+  derived.entries = {de};
+  db.database.derived = {derived};
+  const std::vector<EntryCheck> db_checks = check_profile_entries(*rt_, db, &families_, 60);
+  ASSERT_EQ(db_checks.size(), 3u);
+  EXPECT_EQ(db_checks[0].section, "GPU A (driver 1)");
+  EXPECT_TRUE(db_checks[0].ok);
+  EXPECT_FALSE(db_checks[1].ok);
+  EXPECT_EQ(db_checks[2].section, derived.describe());
+  EXPECT_TRUE(db_checks[2].ok);
+  EXPECT_NE(describe(db_checks[2]).find("[" + derived.describe() + "]"), std::string::npos);
 }
 
 }  // namespace

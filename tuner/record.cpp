@@ -1,11 +1,15 @@
 #include "record.hpp"
 
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iomanip>
 #include <sstream>
 
+#include "ocltk/bounded_file.hpp"
 #include "ocltk/program_cache.hpp"
 #include "ocltk/runtime.hpp"
 #include "ocltk/status.hpp"
@@ -127,9 +131,7 @@ void write_record_line(std::ostream& out, const std::string& kernel, const std::
 }
 
 Recording read_recording(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(ErrorCode::kNotFound, "cannot open recording " + path);
-  return read_recording(in, path);
+  return read_recording(std::istringstream(read_bounded_file(path, kMaxRecordingBytes, "recording")), path);
 }
 
 Recording read_recording(std::istream& in, const std::string& path) {
@@ -209,23 +211,31 @@ std::string TuneCache::path_for(const std::string& dir, const DeviceInfo& device
 }
 
 TuneCache::TuneCache(const std::string& path, const DeviceInfo& device, const std::string& kernel,
-                     std::uint64_t space_hash)
-    : path_(path), kernel_(kernel) {
+                     std::uint64_t space_hash, std::ostream& warnings)
+    : path_(path), kernel_(kernel), warnings_(&warnings) {
+  namespace fs = std::filesystem;
   const std::string want_space = hex64(space_hash);
   auto refuse = [&](const std::string& why) {
     return Error(ErrorCode::kInvalidArgument, "refusing tune cache " + path + ": " + why +
                                                   "; delete it, or run with --no-resume to tune from scratch");
   };
-  if (std::ifstream in(path); in) {
-    std::string text;
+  std::error_code ec;
+  std::string text;
+  if (fs::exists(path, ec)) text = read_bounded_file(path, kMaxCacheBytes, "tune cache");
+  // Nothing but blanks: a header write that never reached the disk (older versions wrote it
+  // in place); nothing was measured into it, so it is started afresh.
+  const bool fresh = text.find_first_not_of(" \t\r\n") == std::string::npos;
+  if (!fresh) {
+    std::istringstream in(text);
+    std::string line;
     bool header_seen = false;
-    for (int line_no = 1; std::getline(in, text); ++line_no) {
-      if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    for (int line_no = 1; std::getline(in, line); ++line_no) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       YAML::Node node;
       try {
-        node = YAML::Load(text);
+        node = YAML::Load(line);
       } catch (const std::exception&) {
-        continue;  // a line cut short by a crash: that point is measured again
+        continue;  // a line cut short by a crash or a full disk: that point is measured again
       }
       if (!header_seen) {
         if (!node.IsMap() || !node["tune_cache"]) throw refuse("line 1 is not a tune cache header");
@@ -242,33 +252,57 @@ TuneCache::TuneCache(const std::string& path, const DeviceInfo& device, const st
         continue;
       }
       try {
-        Line line = parse_line(node);
-        if (line.kernel != kernel) continue;
-        line.e.cached = true;
-        entries_[entry_key(line.shape_class, line.problem, line.e.algorithm + " " + format_params(line.e.params))] =
-            line.e;
+        Line parsed = parse_line(node);
+        if (parsed.kernel != kernel) continue;
+        parsed.e.cached = true;
+        entries_[entry_key(parsed.shape_class, parsed.problem,
+                           parsed.e.algorithm + " " + format_params(parsed.e.params))] = parsed.e;
       } catch (const std::exception&) {
         continue;
       }
     }
     if (!header_seen) throw refuse("it has no header line");
   }
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  const bool fresh = !std::filesystem::exists(path) || std::filesystem::file_size(path, ec) == 0;
-  bool ends_cleanly = true;  // a crash may have cut the last line short
-  if (std::ifstream tail(path, std::ios::binary | std::ios::ate); tail && tail.tellg() > 0) {
-    tail.seekg(-1, std::ios::end);
-    ends_cleanly = tail.get() == '\n';
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  if (fresh) {
+    // The header goes in whole or not at all (a temporary file, then rename): a full disk
+    // leaves no cache rather than one the next run refuses.
+    std::ostringstream header;
+    header << "{\"tune_cache\": 1, \"ocltk\": " << json_string(version())
+           << ", \"device\": " << json_string(device.name) << ", \"vendor\": " << json_string(device.vendor)
+           << ", \"driver\": " << json_string(device.driver) << ", \"kernel\": " << json_string(kernel)
+           << ", \"space\": " << json_string(want_space) << "}\n";
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    bool written = false;
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << header.str() << std::flush;
+      written = bool(out);
+    }
+    const int err = errno;
+    if (written) fs::rename(tmp, path, ec);
+    if (!written || ec) {
+      fs::remove(tmp, ec);
+      disable(std::string("cannot create it (") + std::strerror(written ? ec.value() : err) + ")");
+      return;
+    }
   }
   out_.open(path, std::ios::app);
-  if (!out_) throw Error(ErrorCode::kIo, "cannot open tune cache " + path + " for appending");
-  if (!ends_cleanly) out_ << "\n";
-  if (fresh)
-    out_ << "{\"tune_cache\": 1, \"ocltk\": " << json_string(version()) << ", \"device\": " << json_string(device.name)
-         << ", \"vendor\": " << json_string(device.vendor) << ", \"driver\": " << json_string(device.driver)
-         << ", \"kernel\": " << json_string(kernel) << ", \"space\": " << json_string(want_space) << "}\n"
-         << std::flush;
+  if (!out_) {
+    disable(std::string("cannot open it for appending (") + std::strerror(errno) + ")");
+    return;
+  }
+  if (!fresh && text.back() != '\n') out_ << "\n";  // a crash cut the last line short
+}
+
+void TuneCache::disable(const std::string& why) {
+  if (disabled_) return;
+  disabled_ = true;
+  out_.close();
+  *warnings_ << "ocltk tune: warning: tune cache " << path_ << ": " << why
+             << "; this run goes on without keeping its measurements for a resume (what the cache already holds "
+                "stays valid)\n"
+             << std::flush;
 }
 
 const Evaluation* TuneCache::find(const std::string& shape_class, const Problem& problem,
@@ -279,7 +313,12 @@ const Evaluation* TuneCache::find(const std::string& shape_class, const Problem&
 
 void TuneCache::append(const std::string& shape_class, const Problem& problem, const Evaluation& e) {
   entries_[entry_key(shape_class, problem, e.algorithm + " " + format_params(e.params))] = e;
+  if (disabled_) return;
+  errno = 0;
   write_record_line(out_, kernel_, shape_class, problem, e);
+  // A line cut short (a full disk) is skipped by the next run's reader, which also starts a
+  // fresh line after it; the lines before it stay valid.
+  if (!out_) disable(std::string("a write failed (") + std::strerror(errno != 0 ? errno : EIO) + ")");
 }
 
 }  // namespace ocltk::tuner

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -50,7 +51,10 @@ struct Recording {
   std::vector<RecordedClass> classes;
 };
 // Reads a --record file (several runs may have appended to it; their headers must name
-// the same device). Throws Error(kInvalidArgument) naming FILE:LINE for a malformed line.
+// the same device). Throws Error(kInvalidArgument) naming FILE:LINE for a malformed line, and
+// Error(kIo / kNotFound) for a file that is missing, not a regular file or larger than
+// kMaxRecordingBytes.
+constexpr std::uint64_t kMaxRecordingBytes = std::uint64_t(1) << 30;
 Recording read_recording(const std::string& path);
 // The same from text already read; `name` stands for the file in messages.
 Recording read_recording(std::istream& in, const std::string& name);
@@ -61,6 +65,9 @@ Recording read_recording(std::istream& in, const std::string& name);
 // reused across such changes.
 std::uint64_t search_space_hash(const KernelFamily& family, const DeviceLimits& limits);
 
+// The most bytes a resume cache may hold (a whole exhaustive search is a few MB).
+constexpr std::uint64_t kMaxCacheBytes = std::uint64_t(1) << 30;
+
 // Append-only cache of one kernel's measurements on one device, driver and search space
 // (<dir>/<device>-<kernel>-<hash>.jsonl). An interrupted `tune` (Ctrl-C, crash, budget)
 // run again finds every point it already measured here and goes on from there.
@@ -68,18 +75,27 @@ class TuneCache {
  public:
   // Loads the file if it exists; throws Error(kInvalidArgument) when its header names
   // another device, driver, kernel or space ("refusing cache FILE: ...").
-  TuneCache(const std::string& path, const DeviceInfo& device, const std::string& kernel, std::uint64_t space_hash);
+  // A cache that cannot be written (a full disk, a read-only folder) is not an error: the
+  // run goes on without it after one line on `warnings`, and never leaves a file the next
+  // run refuses (the header is written whole or not at all; a line cut short is skipped).
+  TuneCache(const std::string& path, const DeviceInfo& device, const std::string& kernel, std::uint64_t space_hash,
+            std::ostream& warnings = std::cerr);
   const Evaluation* find(const std::string& shape_class, const Problem& problem, const std::string& point_key) const;
   void append(const std::string& shape_class, const Problem& problem, const Evaluation& e);
   const std::string& path() const { return path_; }
   std::size_t size() const { return entries_.size(); }
+  bool writable() const { return !disabled_; }  // false after a failed write (warned once)
 
   static std::string path_for(const std::string& dir, const DeviceInfo& device, const std::string& kernel,
                               std::uint64_t space_hash);
   static std::string default_dir();  // <program cache folder>/tune, "" when disabled
 
  private:
+  void disable(const std::string& why);  // warns once and stops writing
+
   std::string path_, kernel_;
+  std::ostream* warnings_;
+  bool disabled_ = false;
   std::ofstream out_;
   std::map<std::string, Evaluation> entries_;  // class + problem + point key
 };

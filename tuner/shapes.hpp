@@ -31,5 +31,8 @@ struct UserShape {
 // (also between the model's and the explicit list) are dropped. Throws
 // Error(kInvalidArgument) whose message starts "FILE:LINE:COLUMN: ".
 std::vector<UserShape> read_shapes(const std::string& path, const std::vector<FamilyTuning>& families);
+// The same on a shapes file's text; `path` names it in the messages.
+std::vector<UserShape> parse_shapes(const std::string& text, const std::string& path,
+                                    const std::vector<FamilyTuning>& families);
 
 }  // namespace ocltk::tuner

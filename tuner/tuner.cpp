@@ -670,8 +670,11 @@ double class_share(double budget_seconds, double elapsed_seconds, int classes, i
 
 std::string default_profile_path(const DeviceInfo& device) {
   const std::string dir = user_profile_dir();
-  const std::string file = file_name_of(device.name) + ".yaml";
-  return dir.empty() ? file : dir + "/" + file;
+  if (dir.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "no folder to write the profile to where the runtime looks: XDG_CONFIG_HOME and HOME are unset and "
+                "the user has no home folder; pass --out FILE (and OCLTK_PROFILE_PATH=FILE to the runtime)");
+  return dir + "/" + file_name_of(device.name) + ".yaml";
 }
 
 namespace {
@@ -712,6 +715,8 @@ std::size_t keep_untuned_entries(const Profile& existing, Profile& tuned) {
 TuneResult tune(Runtime& rt, const TuneOptions& options) {
   const DeviceInfo& device = rt.device();
   const DeviceLimits limits = DeviceLimits::of(device);
+  // What the runtime must never choose is never searched, measured first or written either.
+  const AlgorithmExclusions& excluded = rt.excluded_algorithms();
   const auto start = Clock::now();
   std::mt19937_64 rng(options.seed);
   Progress progress(options);
@@ -816,9 +821,11 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     const KernelFamily& family = *jobs[ji].tuning->family;
     // Parameters of another input width's code path are searched at their defaults alone.
-    for (const AlgorithmSpec& algorithm : family.algorithms)
+    for (const AlgorithmSpec& algorithm : family.algorithms) {
+      if (excluded.excludes(family.name, algorithm.name)) continue;  // OCLTK_EXCLUDE_ALGORITHMS
       for (Params& p : algorithm.search_space(&limits, job_input_bits(jobs[ji].problem)))
         spaces[ji].push_back({&algorithm, std::move(p)});
+    }
     search_rngs.emplace_back(options.seed * 0x9E3779B97F4A7C15ull + ji + 1);
   }
   // What each job will measure first: its built-in default, the nearest known devices' best
@@ -827,7 +834,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   std::vector<std::vector<Point>> first_points(jobs.size());
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     const KernelFamily& family = *jobs[ji].tuning->family;
-    const BuiltinChoice builtin = family.builtin_for(jobs[ji].shape_class);
+    const BuiltinChoice builtin = family.builtin_for(jobs[ji].shape_class, excluded, &limits);
     const AlgorithmSpec* algorithm = family.find_algorithm(builtin.algorithm);
     first_points[ji].push_back({algorithm, algorithm->complete(builtin.params)});
     const std::optional<ClassPrior> p =
@@ -898,7 +905,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
 
     // The built-in default is always measured: it is the baseline of the speed-up, and
     // its time sets the hang limit of the others.
-    const BuiltinChoice builtin = family.builtin_for(shape_class);
+    const BuiltinChoice builtin = family.builtin_for(shape_class, excluded, &limits);
     const AlgorithmSpec* builtin_algorithm = family.find_algorithm(builtin.algorithm);
     const Point builtin_point{builtin_algorithm, builtin_algorithm->complete(builtin.params)};
     prefetcher.prefetch({&builtin_point});
@@ -922,7 +929,9 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     for (const Profile* profile : warm_from) {
       const ProfileEntry* entry = profile->find(family.name, shape_class, &cr.problem);
       const AlgorithmSpec* algorithm = entry ? family.find_algorithm(entry->algorithm) : nullptr;
-      if (algorithm == nullptr || algorithm->violation(entry->params, &limits)) continue;
+      if (algorithm == nullptr || algorithm->violation(entry->params, &limits) ||
+          excluded.excludes(family.name, algorithm->name))
+        continue;
       warm.push_back({algorithm, algorithm->at_input_bits(entry->params, input_bits)});
     }
     if (options.warm_start)

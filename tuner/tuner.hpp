@@ -108,7 +108,8 @@ struct TuneResult {
   std::vector<std::string> repeated;
 };
 
-// Tunes the selected families on the runtime's device. Throws Error on failures that
+// Tunes the selected families on the runtime's device, without the algorithms the runtime
+// excludes (Runtime::excluded_algorithms: OCLTK_EXCLUDE_ALGORITHMS). Throws Error on failures that
 // are not a candidate's fault (a bad candidate is recorded and skipped, never fatal).
 TuneResult tune(Runtime& runtime, const TuneOptions& options);
 
@@ -137,7 +138,9 @@ constexpr double kMinClassShare = 0.5;
 // below 1.
 double class_share(double budget_seconds, double elapsed_seconds, int classes, int classes_left, double weight = 1);
 
-// The default profile location for a device: <user profile folder>/<device>.yaml.
+// The default profile location for a device: <user profile folder>/<device>.yaml. Throws
+// Error(kInvalidArgument) where there is no user profile folder (no XDG_CONFIG_HOME, HOME or
+// home folder in the password database), rather than a folder the runtime never reads.
 std::string default_profile_path(const DeviceInfo& device);
 
 // A run that tunes some kernels or classes must not drop the others from the profile it

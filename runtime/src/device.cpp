@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "ocltk/status.hpp"
 
@@ -13,6 +15,13 @@ namespace {
 // cl_nv_device_attribute_query; not in every header set.
 constexpr cl_device_info kComputeCapabilityMajorNv = 0x4000;
 constexpr cl_device_info kComputeCapabilityMinorNv = 0x4001;
+// OpenCL 3.0 queries, defined here because the headers hide them below CL_TARGET_OPENCL_VERSION 300.
+constexpr cl_device_info kOpenClCAllVersions = 0x1066;  // CL_DEVICE_OPENCL_C_ALL_VERSIONS
+constexpr cl_device_info kOpenClCFeatures = 0x106F;     // CL_DEVICE_OPENCL_C_FEATURES
+struct NameVersion {                                    // cl_name_version
+  cl_uint version;
+  char name[64];
+};
 
 std::string trim(std::string s) {
   while (!s.empty() && (std::isspace(static_cast<unsigned char>(s.back())) || s.back() == '\0')) s.pop_back();
@@ -40,6 +49,33 @@ std::string architecture_of(const boost::compute::device& d, const std::string& 
   return "";
 }
 
+// A cl_name_version list (OpenCL 3.0 queries); empty where the device does not answer.
+std::vector<NameVersion> name_versions(cl_device_id id, cl_device_info what) {
+  std::size_t bytes = 0;
+  if (clGetDeviceInfo(id, what, 0, nullptr, &bytes) != CL_SUCCESS || bytes % sizeof(NameVersion) != 0) return {};
+  std::vector<NameVersion> list(bytes / sizeof(NameVersion));
+  if (!list.empty() && clGetDeviceInfo(id, what, bytes, list.data(), nullptr) != CL_SUCCESS) return {};
+  for (NameVersion& v : list) v.name[sizeof v.name - 1] = '\0';
+  return list;
+}
+
+// OpenCL C 2.x has device-scope acquire/release atomics and fences as core features; 3.0
+// has them where the device lists both optional features (PoCL's CPU device does; a 3.0
+// driver whose OpenCL C stops at 1.2, as NVIDIA's, lists no 3.0 at all).
+std::string device_atomics_std_of(const boost::compute::device& d) {
+  const std::string c_version = d.get_info<std::string>(CL_DEVICE_OPENCL_C_VERSION);  // "OpenCL C X.Y ..."
+  int major = 0;
+  if (c_version.rfind("OpenCL C ", 0) == 0) major = std::atoi(c_version.c_str() + 9);
+  if (major == 2) return "CL2.0";
+  bool c30 = false, acq_rel = false, device_scope = false;
+  for (const NameVersion& v : name_versions(d.id(), kOpenClCAllVersions)) c30 |= (v.version >> 22) == 3;
+  for (const NameVersion& v : name_versions(d.id(), kOpenClCFeatures)) {
+    acq_rel |= std::strcmp(v.name, "__opencl_c_atomic_order_acq_rel") == 0;
+    device_scope |= std::strcmp(v.name, "__opencl_c_atomic_scope_device") == 0;
+  }
+  return c30 && acq_rel && device_scope ? "CL3.0" : "";
+}
+
 }  // namespace
 
 DeviceInfo describe_device(const boost::compute::device& d, int index) {
@@ -65,6 +101,7 @@ DeviceInfo describe_device(const boost::compute::device& d, int index) {
   info.local_mem_bytes = d.local_memory_size();
   info.global_mem_bytes = d.global_memory_size();
   info.max_alloc_bytes = d.max_memory_alloc_size();
+  info.device_atomics_std = device_atomics_std_of(d);
   return info;
 }
 

@@ -2,7 +2,7 @@
 // (forward and input-gradient backward), the forward-only warps algorithm and the
 // tensor-core tc algorithms of both directions, shape classes, argument checks and
 // launches. Sources: kernels/nf4_{forward,backward}_{stream,tc}.cl, nf4_forward_warps.cl,
-// nf4_tiled.cl, nf4_common.clh, nf4_rows.clh and nf4_tc.clh.
+// nf4_tiled.cl, nf4_common.clh, nf4_rows.clh, nf4_splits.clh and nf4_tc.clh.
 #include "ocltk/nf4.hpp"
 
 #include <algorithm>
@@ -97,6 +97,20 @@ ParamSpec f32_only(ParamSpec spec) {
   return spec;
 }
 
+// How the split backwards (stream, tc) add their splits' partial sums (kernels/nf4_splits.clh):
+// a second kernel everywhere, or OpenCL C 2.0 device-scope atomics where the device has them.
+// Refined last: it shifts a point's time by about a launch, not where the best point lies.
+ParamSpec split_sum_param() {
+  ParamSpec spec{"SPLIT_SUM",
+                 0,
+                 {0, 1},
+                 "splits of N added by a second kernel (0: any device) or by the last split to finish (1: OpenCL C "
+                 "2.0 device-scope atomics, where the device reports them)",
+                 /*refined_last=*/true};
+  spec.needs_device_atomics = true;
+  return spec;
+}
+
 AlgorithmSpec forward_tc_algorithm() {
   AlgorithmSpec a;
   a.name = "tc";
@@ -160,6 +174,7 @@ AlgorithmSpec backward_tc_algorithm() {
       {"PF", 2, {1, 2, 4}, "steps of 16 W rows loaded together, the next PF loaded before these are multiplied"},
       {"NSPLIT", 1, {1, 4, 16}, "workgroups sharing one (expert, k tile)'s sweep over N (raised to fill the device)"},
       register_target_param(),
+      split_sum_param(),
   };
   a.constraints = {
       constraint("KG * RT <= 4 (accumulator registers)",
@@ -192,6 +207,7 @@ AlgorithmSpec backward_stream_algorithm() {
       {"NSPLIT", 8, {1, 8, 32}, "workgroups sharing one (expert, k tile)'s sweep over N (raised to fill the device)"},
       {"LUT", 1, {1, 2}, "aligned decode: 1 a codebook lookup per code, 2 a 32 KiB pair table, one lookup per byte"},
       register_target_param(),
+      split_sum_param(),
   };
   a.constraints = {
       constraint("TR * VW <= 128 (accumulator registers)",
@@ -394,11 +410,12 @@ struct SplitScratch {
   boost::compute::buffer partials, counters;
 };
 
+// counter_bytes 0: no counters (SPLIT_SUM 0 adds the splits in a second kernel).
 SplitScratch split_scratch(Runtime& rt, cl_command_queue queue, std::size_t partial_bytes, std::size_t counter_bytes) {
   std::lock_guard<std::mutex> lock(queue_scratch_mutex());
   QueueScratch& s = queue_scratch(queue);
   grow_scratch(rt, s.partials, partial_bytes);
-  if (s.counters.get() == nullptr || s.counters.size() < counter_bytes) {
+  if (counter_bytes > 0 && (s.counters.get() == nullptr || s.counters.size() < counter_bytes)) {
     const std::size_t bytes = (counter_bytes + 4095) / 4096 * 4096;
     std::vector<std::uint32_t> zeros(bytes / 4, 0);
     s.counters = boost::compute::buffer(rt.context(), bytes, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, zeros.data());
@@ -473,14 +490,20 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
       rt.options().max_groups_per_dispatch > 0 ? rt.options().max_groups_per_dispatch : std::int64_t(65535);
   // The forward tc with f32 input and XS 1: nf4_split_x splits x first, in the same chain.
   const bool split_x = tc && d.forward && d.type == ElementType::f32 && param(p, "XS") == 1 && tc_forward_aligned(w);
+  // The split backwards with SPLIT_SUM 0: nf4_add_splits adds the splits after the product,
+  // in the same chain (kernels/nf4_splits.clh).
+  const bool split_backward = (stream || tc) && !d.forward;
+  const bool add_pass = split_backward && param(p, "SPLIT_SUM") == 0;
   std::vector<std::string> kernel_names;
   if (split_x) kernel_names.push_back("nf4_split_x");
   kernel_names.push_back(kernel_name);
+  if (add_pass) kernel_names.push_back("nf4_add_splits");
 
   rt.launch(
       used, *algorithm, kernel_names,
       [&](const std::vector<cl_kernel>& kernels) {
-        cl_kernel kernel = kernels.back(), split_kernel = kernels.front();  // the same without the pre-pass
+        // The product, and the pre-pass and the add pass where there are (else the product).
+        cl_kernel kernel = kernels[split_x ? 1 : 0], split_kernel = kernels.front(), add_kernel = kernels.back();
         const cl_int N = cl_int(g.out_features), K = cl_int(g.in_features), R = cl_int(rows), E = cl_int(g.experts);
         const cl_long eoff = g.element_offset, poff = cl_long(w.packed_offset), soff = cl_long(w.scales_offset);
         int lb = 0;
@@ -507,7 +530,7 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
         } else if (warps) {
           // WGS / 32 warps per workgroup, each serving up to NB batches of RB W rows.
           groups0 = batch_groups(g.out_features, param(p, "RB"), (param(p, "WGS") / 32) * param(p, "NB"));
-        } else if ((stream || tc) && !d.forward) {
+        } else if (split_backward) {
           // One workgroup per (k tile, split of N): stream's tile is 32·VW k, tc's 64·KG.
           const std::int64_t ktiles = ceil_div(g.in_features, stream ? 32 * param(p, "VW") : 64 * param(p, "KG"));
           splits = cl_int(detail::stream_splits(param(p, "NSPLIT"), g, rows, compact ? slots : g.experts, ktiles,
@@ -522,10 +545,12 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
           groups0 = std::size_t(ceil_div(g.out_features, param(p, "WGS") / param(p, "RL")));
         }
         if (splits > 1) {
-          // Partial sums of every split, and a counter per (expert, k tile): groups0 / splits.
+          // Partial sums of every split, and for SPLIT_SUM 1 a counter per (expert, k tile):
+          // groups0 / splits.
           cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
-          scratch = split_scratch(rt, queue, std::size_t(splits * rows * g.in_features * 4),
-                                  std::size_t(g.experts * std::int64_t(groups0 / std::size_t(splits)) * 4));
+          scratch =
+              split_scratch(rt, queue, std::size_t(splits * rows * g.in_features * 4),
+                            add_pass ? 0 : std::size_t(g.experts * std::int64_t(groups0 / std::size_t(splits)) * 4));
           partials = scratch.partials.get();
           counters = scratch.counters.get();
         }
@@ -567,13 +592,31 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
                                      {sizeof type, &type},
                                      {sizeof offs, &offs},
                                      {sizeof out, &out}});
-          if ((stream || tc) && !d.forward)
+          if (split_backward)
             kargs.insert(kargs.end(),
                          {{sizeof splits, &splits}, {sizeof partials, &partials}, {sizeof counters, &counters}});
           if (tc && d.forward) kargs.insert(kargs.end(), {{sizeof x_pairs, &x_pairs}, {sizeof x_shifts, &x_shifts}});
           detail::set_kernel_args(kernel, kargs, kernel_name);
-          const std::size_t global[2] = {groups0 * local[0], std::size_t(std::min(cap, groups1 - base)) * local[1]};
+          const std::size_t dispatch_groups1 = std::size_t(std::min(cap, groups1 - base));
+          const std::size_t global[2] = {groups0 * local[0], dispatch_groups1 * local[1]};
           chain.enqueue(kernel, 2, global, local, kernel_name);
+          if (add_pass && splits > 1) {
+            // The same expert slots, one k per work-item.
+            detail::set_kernel_args(add_kernel,
+                                    {{sizeof offs, &offs},
+                                     {sizeof compact, &compact},
+                                     {sizeof R, &R},
+                                     {sizeof base_i, &base_i},
+                                     {sizeof K, &K},
+                                     {sizeof splits, &splits},
+                                     {sizeof partials, &partials},
+                                     {sizeof out, &out}},
+                                    "nf4_add_splits");
+            const std::size_t add_global[2] = {std::size_t(ceil_div(g.in_features, std::int64_t(local[0]))) * local[0],
+                                               dispatch_groups1};
+            const std::size_t add_local[2] = {local[0], 1};
+            chain.enqueue(add_kernel, 2, add_global, add_local, "nf4_add_splits");
+          }
         }
         chain.finish();
       },

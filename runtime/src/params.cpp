@@ -20,6 +20,7 @@ DeviceLimits DeviceLimits::of(const DeviceInfo& device) {
   if (device.architecture.rfind("sm_", 0) == 0) sm = std::atoi(device.architecture.c_str() + 3);
   limits.tensor_mma = device.platform == "NVIDIA CUDA" && sm >= 80;
   limits.ptx_binaries = device.platform == "NVIDIA CUDA";
+  limits.device_atomics_std = device.device_atomics_std;
   return limits;
 }
 
@@ -79,6 +80,12 @@ std::optional<std::string> AlgorithmSpec::violation(const Params& p, const Devic
   if (register_target(p) != 0 && !limits->ptx_binaries)
     return std::string(kRegisterTarget) + " = " + std::to_string(register_target(p)) +
            " (a register target) needs a device whose program binaries are PTX (NVIDIA's OpenCL)";
+  if (uses_device_atomics(p) && limits->device_atomics_std.empty())
+    for (const ParamSpec& spec : params)
+      if (spec.needs_device_atomics && p.at(spec.name) != spec.default_value)
+        return spec.name + " = " + std::to_string(p.at(spec.name)) +
+               " needs device-scope acquire/release atomics (OpenCL C 2.0, or 3.0 with "
+               "__opencl_c_atomic_order_acq_rel and __opencl_c_atomic_scope_device), which this device does not report";
   const std::array<std::size_t, 2> local = local_size(p);
   if (local[0] * local[1] > limits->max_work_group_size)
     return "workgroup of " + std::to_string(local[0] * local[1]) + " work-items exceeds the device's " +
@@ -95,9 +102,16 @@ std::optional<std::string> AlgorithmSpec::violation(const Params& p, const Devic
   return std::nullopt;
 }
 
-std::string AlgorithmSpec::build_options(const Params& p) const {
+bool AlgorithmSpec::uses_device_atomics(const Params& p) const {
+  for (const ParamSpec& spec : params)
+    if (spec.needs_device_atomics && p.count(spec.name) && p.at(spec.name) != spec.default_value) return true;
+  return false;
+}
+
+std::string AlgorithmSpec::build_options(const Params& p, const DeviceLimits* limits) const {
   std::ostringstream out;
-  out << "-cl-std=CL1.2 -cl-mad-enable";
+  const bool atomics = limits != nullptr && !limits->device_atomics_std.empty() && uses_device_atomics(p);
+  out << "-cl-std=" << (atomics ? limits->device_atomics_std : "CL1.2") << " -cl-mad-enable";
   for (const ParamSpec& spec : params) out << " -D" << spec.name << "=" << p.at(spec.name);
   return out.str();
 }

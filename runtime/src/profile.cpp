@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "ocltk/bounded_file.hpp"
 #include "ocltk/device.hpp"
 #include "ocltk/family.hpp"
 #include "ocltk/profile_db.hpp"
@@ -454,11 +455,7 @@ Profile parse_profile_checked(const std::string& text, const std::string& name) 
 }
 
 Profile read_profile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(ErrorCode::kIo, path + ": cannot open profile");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_profile(text.str(), path);
+  return parse_profile(read_bounded_file(path, kMaxYamlFileBytes, "profile"), path);
 }
 
 std::string emit_profile(const Profile& profile) {

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "ocltk/bounded_file.hpp"
 #include "ocltk/device.hpp"
 #include "ocltk/status.hpp"
 #include "profile_yaml.hpp"
@@ -383,11 +384,7 @@ ProfileFile parse_profile_file(const std::string& text, const std::string& name)
 }
 
 ProfileFile read_profile_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(ErrorCode::kIo, path + ": cannot open profile");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_profile_file(text.str(), path);
+  return parse_profile_file(read_bounded_file(path, kMaxYamlFileBytes, "profile"), path);
 }
 
 ProfileDatabase merge_profiles(const std::vector<Profile>& inputs) {

@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -31,10 +32,19 @@ class Decoder {
     return n;
   }
 
-  // A mapping key as text; a key that is itself a sequence or mapping is a fault.
+  // A mapping key as text: kernel, class, parameter and problem names, each an identifier
+  // ([A-Za-z_][A-Za-z0-9_]*). A key that is a sequence or mapping is a fault, and so is one
+  // with other characters: a problem's names are not checked against a table, and one with
+  // control bytes or invalid UTF-8 would not even survive the profile's own emit and parse.
   std::string key(const YAML::Node& k) const {
     if (!k.IsScalar()) fail(k, "expected a plain name as key");
-    return k.Scalar();
+    const std::string& name = k.Scalar();
+    const auto plain = [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    };
+    if (name.empty() || (name[0] >= '0' && name[0] <= '9') || !std::all_of(name.begin(), name.end(), plain))
+      fail(k, "expected a plain name as key (letters, digits and '_')");
+    return name;
   }
 
   template <class T>

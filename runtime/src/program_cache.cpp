@@ -8,10 +8,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <mutex>
 #include <sstream>
 #include <string_view>
 
 #include "ocltk/status.hpp"
+#include "user_dirs.hpp"
 
 namespace ocltk {
 namespace fs = std::filesystem;
@@ -194,10 +197,14 @@ std::uint64_t fnv1a64(const std::string& text) { return fnv1a64(text.data(), tex
 
 std::string ProgramCache::default_directory() {
   if (const char* env = std::getenv("OCLTK_CACHE_DIR"); env != nullptr && *env != '\0') return env;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
-    return (fs::path(xdg) / "ocltk").string();
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
-    return (fs::path(home) / ".cache" / "ocltk").string();
+  const std::string base = detail::xdg_base_dir("XDG_CACHE_HOME", ".cache");
+  if (!base.empty()) return (fs::path(base) / "ocltk").string();
+  // Said once per process: without it every process would rebuild every program silently.
+  static std::once_flag warned;
+  std::call_once(warned, [] {
+    std::cerr << "ocltk: warning: no program cache on disk: XDG_CACHE_HOME and HOME are unset and the user has no "
+                 "home folder; set OCLTK_CACHE_DIR to keep compiled programs between runs\n";
+  });
   return "-";
 }
 

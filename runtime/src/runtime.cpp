@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "dispatch.hpp"
+#include "user_dirs.hpp"
 
 namespace ocltk {
 namespace fs = std::filesystem;
@@ -66,10 +67,8 @@ Params complete_choice(const AlgorithmSpec& algorithm, const Params& params) {
 }  // namespace
 
 std::string user_profile_dir() {
-  const std::string xdg = env_or("XDG_CONFIG_HOME", "");
-  if (!xdg.empty()) return (fs::path(xdg) / "ocltk" / "profiles").string();
-  const std::string home = env_or("HOME", "");
-  return home.empty() ? "" : (fs::path(home) / ".config" / "ocltk" / "profiles").string();
+  const std::string base = detail::xdg_base_dir("XDG_CONFIG_HOME", ".config");
+  return base.empty() ? "" : (fs::path(base) / "ocltk" / "profiles").string();
 }
 
 std::string installed_configs_dir() {
@@ -264,6 +263,7 @@ struct Runtime::Impl {
   Choice last_choice;
   std::set<std::string> logged;
   bool verbose = false;
+  AlgorithmExclusions excluded;
 
   Impl(DeviceInfo d, boost::compute::context c, boost::compute::command_queue q, RuntimeOptions o)
       : device(std::move(d)),
@@ -274,7 +274,25 @@ struct Runtime::Impl {
     out_of_order = detail::queue_out_of_order(queue.get());
     mode_of = queue.get();
     verbose = options.verbose >= 0 ? options.verbose > 0 : env_or("OCLTK_VERBOSE", "0") != "0";
+    if (options.exclude_algorithms.empty())
+      excluded = AlgorithmExclusions::from_environment();
+    else if (options.exclude_algorithms != "-")
+      excluded = AlgorithmExclusions::parse(options.exclude_algorithms, "RuntimeOptions::exclude_algorithms");
     profiles = find_profiles(device, options);
+    // Entries of removed algorithms are dropped here, so the search passes over them to the
+    // next entry of their class, the next profile or the built-in default.
+    if (!excluded.empty()) {
+      for (ProfileCandidate& c : profiles.candidates) {
+        std::vector<ProfileEntry>& entries = c.profile.entries;
+        const std::size_t before = entries.size();
+        entries.erase(std::remove_if(entries.begin(), entries.end(),
+                                     [&](const ProfileEntry& e) { return excluded.excludes(e.kernel, e.algorithm); }),
+                      entries.end());
+        if (verbose && entries.size() < before)
+          std::cerr << "ocltk: " << c.where() << ": " << before - entries.size()
+                    << " entries passed over (excluded: " << excluded.describe() << ")\n";
+      }
+    }
     for (const std::string& w : profiles.warnings) std::cerr << "ocltk: warning: " << w << "\n";
     if (verbose) {
       for (const ProfileCandidate& c : profiles.candidates)
@@ -334,6 +352,7 @@ bool Runtime::queue_out_of_order() const {
   return impl_->out_of_order;
 }
 const ProfileSelection& Runtime::profiles() const { return impl_->profiles; }
+const AlgorithmExclusions& Runtime::excluded_algorithms() const { return impl_->excluded; }
 ProgramCache& Runtime::program_cache() { return impl_->cache; }
 const RuntimeOptions& Runtime::options() const { return impl_->options; }
 
@@ -381,23 +400,42 @@ Choice Runtime::search_choice(const std::string& kernel, const std::string& shap
       if (same_class > 1) c.tuned_on = e->problem;
       c.algorithm = e->algorithm;
       c.params = e->params;
-      // A register target needs PTX: a profile matched by device name or vendor on another
-      // platform (another driver for the same GPU) runs the entry with the compiler's choice.
-      if (const int target = register_target(c.params); target != 0 && !DeviceLimits::of(impl_->device).ptx_binaries) {
-        c.params[kRegisterTarget] = 0;
-        c.adjusted = std::string(kRegisterTarget) + " " + std::to_string(target) +
-                     " -> 0: this device's program binaries are not PTX";
-      }
+      if (const AlgorithmSpec* a = family->find_algorithm(c.algorithm))
+        c.adjusted = adapt_params_to_device(*a, impl_->device, c.params);
       c.source = candidate.profile.path;
       c.section = candidate.section;
       c.level = candidate.level;
       return c;
     }
   }
-  const BuiltinChoice builtin = family->builtin_for(shape_class);
+  const DeviceLimits limits = DeviceLimits::of(impl_->device);
+  const BuiltinChoice builtin = family->builtin_for(shape_class, impl_->excluded, &limits);
   c.algorithm = builtin.algorithm;
   c.params = family->find_algorithm(builtin.algorithm)->complete(builtin.params);
   return c;
+}
+
+std::string adapt_params_to_device(const AlgorithmSpec& algorithm, const DeviceInfo& device, Params& params) {
+  const DeviceLimits limits = DeviceLimits::of(device);
+  std::string adjusted;
+  // A register target needs PTX: a profile matched by device name or vendor on another
+  // platform (another driver for the same GPU) runs the entry with the compiler's choice.
+  if (const int target = register_target(params); target != 0 && !limits.ptx_binaries) {
+    params[kRegisterTarget] = 0;
+    adjusted = std::string(kRegisterTarget) + " " + std::to_string(target) +
+               " -> 0: this device's program binaries are not PTX";
+  }
+  // Likewise an OpenCL C 2.0 variant where the device has only OpenCL 1.2's memory model:
+  // the parameter's default is the conformant way everywhere.
+  if (limits.device_atomics_std.empty())
+    for (const ParamSpec& spec : algorithm.params) {
+      const auto it = params.find(spec.name);
+      if (!spec.needs_device_atomics || it == params.end() || it->second == spec.default_value) continue;
+      adjusted += (adjusted.empty() ? "" : "; ") + spec.name + " " + std::to_string(it->second) + " -> " +
+                  std::to_string(spec.default_value) + ": this device reports no device-scope atomics";
+      it->second = spec.default_value;
+    }
+  return adjusted;
 }
 
 Choice Runtime::choose_gemm_nt(const GemmProblem& problem, ElementType input) const {
@@ -406,7 +444,8 @@ Choice Runtime::choose_gemm_nt(const GemmProblem& problem, ElementType input) co
 
 boost::compute::program Runtime::program_for(const AlgorithmSpec& algorithm, const Params& params,
                                              const std::string& variant) {
-  const std::string options = algorithm.build_options(params) + device_build_options(impl_->device) + variant;
+  const DeviceLimits limits = DeviceLimits::of(impl_->device);
+  const std::string options = algorithm.build_options(params, &limits) + device_build_options(impl_->device) + variant;
   const std::string key = algorithm.source_name + "\n" + options;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);

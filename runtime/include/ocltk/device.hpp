@@ -27,6 +27,10 @@ struct DeviceInfo {
   std::uint64_t local_mem_bytes = 0;
   std::uint64_t global_mem_bytes = 0;
   std::uint64_t max_alloc_bytes = 0;
+  // The -cl-std under which the device's compiler offers device-scope acquire/release atomics
+  // and fences: "CL2.0" (OpenCL C 2.x), "CL3.0" (3.0 with __opencl_c_atomic_order_acq_rel and
+  // __opencl_c_atomic_scope_device), or "" (none: OpenCL 1.2's model only).
+  std::string device_atomics_std;
   boost::compute::device handle;
 };
 

@@ -34,6 +34,10 @@ struct ParamSpec {
   // default alone (AlgorithmSpec::search_space with input bits), so that it does not measure
   // one program under several names.
   int only_input_bits = 0;
+  // Values other than the default need device-scope acquire/release atomics and fences
+  // (DeviceLimits::device_atomics_std): legal only where the device's compiler offers them,
+  // and the program is then built under that -cl-std instead of CL1.2.
+  bool needs_device_atomics = false;
 };
 
 // What a constraint may look at besides the parameters.
@@ -50,6 +54,9 @@ struct DeviceLimits {
   // device_build_options' (runtime.hpp), so it also says that kernels build with OCLTK_PTX
   // (warp shuffles instead of local-memory reductions: AlgorithmSpec::local_mem_bytes).
   bool ptx_binaries = false;
+  // DeviceInfo::device_atomics_std: "CL2.0" or "CL3.0" where OpenCL C's device-scope
+  // acquire/release atomics exist (ParamSpec::needs_device_atomics), else "".
+  std::string device_atomics_std;
   static DeviceLimits of(const DeviceInfo& device);
 };
 
@@ -121,8 +128,12 @@ struct AlgorithmSpec {
   // The first violated constraint, or nullopt when all hold. With `limits`, also the
   // device's: workgroup size and shape, and local memory.
   std::optional<std::string> violation(const Params& params, const DeviceLimits* limits) const;
-  // "-DNAME=value ..." in table order.
-  std::string build_options(const Params& params) const;
+  // "-cl-std=CL1.2 -cl-mad-enable -DNAME=value ..." in table order; where a
+  // needs_device_atomics parameter is off its default, `limits`' device_atomics_std instead
+  // of CL1.2.
+  std::string build_options(const Params& params, const DeviceLimits* limits = nullptr) const;
+  // Whether a needs_device_atomics parameter of `params` is off its default.
+  bool uses_device_atomics(const Params& params) const;
   // Every legal point (allowed-value product filtered by the constraints).
   std::vector<Params> legal_space(const DeviceLimits* limits) const;
   // The legal points the tuner searches: legal_space without the search_pruning regions

@@ -12,6 +12,7 @@
 #include "ocltk/cl.hpp"
 #include "ocltk/device.hpp"
 #include "ocltk/element_type.hpp"
+#include "ocltk/family.hpp"
 #include "ocltk/gemm_nt.hpp"
 #include "ocltk/profile.hpp"
 #include "ocltk/profile_db.hpp"
@@ -29,6 +30,9 @@ struct RuntimeOptions {
   // Most workgroups one dispatch may have along dimension 1 (M); larger problems are
   // split into several dispatches. 0: 65535, the smallest limit among common drivers.
   std::int64_t max_groups_per_dispatch = 0;
+  // Algorithms the runtime must not choose (AlgorithmExclusions::parse's list); "" reads
+  // OCLTK_EXCLUDE_ALGORITHMS, "-" removes none. A list naming no known algorithm fails open().
+  std::string exclude_algorithms;
 };
 
 // Where the profiles for a device come from (docs/profile-schema.md): an explicit path
@@ -52,7 +56,9 @@ struct ProfileSelection {
   std::vector<std::string> searched;         // every file looked at, in order
 };
 ProfileSelection find_profiles(const DeviceInfo& device, const RuntimeOptions& options);
-std::string user_profile_dir();       // $XDG_CONFIG_HOME/ocltk/profiles or ~/.config/ocltk/profiles
+// $XDG_CONFIG_HOME/ocltk/profiles, else ~/.config/ocltk/profiles (HOME, else the password
+// database's home folder: XDG's base directories); "" where there is no home folder at all.
+std::string user_profile_dir();
 std::string installed_configs_dir();  // <prefix>/share/ocltk/configs
 
 // Which algorithm and parameters serve a launch, and why.
@@ -99,10 +105,31 @@ struct Launch {
   cl_event* first_event = nullptr;
 };
 
+// What the runtime changes in a profile entry's parameters before running them on `device`:
+// a register target (REGS) to 0 where program binaries are not PTX, and a parameter that
+// needs device-scope atomics (ParamSpec::needs_device_atomics) to its default where the
+// device has none. Changes `params` in place; returns a note of each change ("" for none),
+// as Choice::adjusted says it.
+std::string adapt_params_to_device(const AlgorithmSpec& algorithm, const DeviceInfo& device, Params& params);
+
 // Build options every kernel gets on `device`, after the algorithm's: " -DOCLTK_PTX=1" on
 // NVIDIA's platform (kernels may then use inline PTX), else nothing.
 std::string device_build_options(const DeviceInfo& device);
 
+// Threads. One Runtime may be used from several threads at once for everything but the
+// members named below: choose() and choose_gemm_nt(), the check_*() functions, the launches
+// (gemm_nt*, the nf4 functions of nf4.hpp, launch()) and program_for(). What they share
+// (compiled programs, kernels, prepared launches, remembered choices) is guarded by the
+// runtime's locks, and a kernel's arguments are set and enqueued under one lock, so two
+// threads' launches never interleave them. Launches from several threads may go to the
+// runtime's queue (an in-order queue runs them in the order their enqueues took that lock)
+// or to queues of their own (Launch::queue, of the runtime's context). The scratch of the
+// launches that keep some (the split backwards' partial sums, the tc forward's split input)
+// is per queue and serves in-order queues; two such launches on one out-of-order queue must
+// be ordered by the caller (Launch::wait_for). Not to be done while other threads use the
+// runtime: moving or destroying it, replacing the queue through queue(), and
+// program_cache().clear_memory(). last_choice() names the latest launch of any thread: a
+// thread that needs its own launch's choice asks choose() for it.
 class Runtime {
  public:
   static Result<Runtime> open(const RuntimeOptions& options = {});
@@ -138,10 +165,13 @@ class Runtime {
   // The choice for a problem whose A and B are of type `input` (the *_half classes for
   // 16-bit input).
   Choice choose_gemm_nt(const GemmProblem& problem, ElementType input = ElementType::f32) const;
-  // The choice behind the most recent launch of this runtime.
+  // The choice behind the most recent launch of this runtime, from whichever thread.
   Choice last_choice() const;
 
+  // The profiles found for the device, less the entries of excluded algorithms.
   const ProfileSelection& profiles() const;
+  // The algorithms this runtime never chooses (RuntimeOptions::exclude_algorithms).
+  const AlgorithmExclusions& excluded_algorithms() const;
   ProgramCache& program_cache();
   // Builds (or fetches) the program for an algorithm and parameters: the one path the
   // launcher and the tuner share. The options are the algorithm's (build_options), the
