@@ -56,10 +56,17 @@
 // MWARPS · NWARPS · (4 · MI + 2 · NI) · 128 bytes. Needs sm_80 or newer where OCLTK_PTX is
 // defined (mma.sync m16n8k16 / m16n8k8 tf32, ldmatrix, cp.async). Accuracy: products are exact
 // and sums f32 for the 16-bit types; 3×TF32 stays within the f32 bound of docs/verification.md
-// from K = 8 on (H200: at most 0.27 of it for K = 8 .. 4096), but the split's own error per
-// product (up to about 8 units of f32 rounding) exceeds the bound's γ(K + 2) at tiny K (H200:
-// 1.9× it at K = 1, 1.3× at K = 2): problems with K < 8 belong to a SIMT kernel. Non-finite
-// f32 inputs give NaN under 3×TF32 (inf − inf in the split).
+// from K = 8 on (H200: at most 0.31 of it for K = 8 .. 4096), but the split's own error per
+// product (up to about 8 units of f32 rounding) can exceed the bound's γ(K + 2) at tiny K
+// (H200: up to 1.9× it at K = 1, 1.3× at K = 2, 0.78 at K = 3): problems with K < 8 belong to
+// a SIMT kernel. Non-finite f32 inputs give NaN under 3×TF32 (inf − inf in the split).
+//
+// The defaults are the fastest point measured on the H200 for bf16 at 8192³ (281 TFLOP/s, f16
+// the same). There, 128 × 256 tiles of 16 warps ran at 214, KWG 16 with 4 stages at 257; the
+// XOR swizzle with 3 stages at 255, and from that point without ldmatrix 209, without swizzle
+// 191, with copies through registers (2 stages) 254. For f32 at 4096³ the fastest 3×TF32 point
+// was KWG 8, STAGES 4, SWZ 1 (71 TFLOP/s; 66 with KWG 16 and 3 stages); TF32 ran at 137 with
+// KWG 16 and the other defaults.
 
 #ifndef TYPE
 #define TYPE 2  // storage of A and B (and of C unless CF32): 0 f32, 1 f16, 2 bf16
@@ -86,7 +93,7 @@
 #define NWARPS 2  // warps along N in a workgroup
 #endif
 #ifndef STAGES
-#define STAGES 3  // local buffers of A and B tiles (copies run STAGES - 1 steps ahead)
+#define STAGES 2  // local buffers of A and B tiles (copies run STAGES - 1 steps ahead)
 #endif
 #ifndef CPASYNC
 #define CPASYNC 1  // 1 global-to-local copies by cp.async, 0 through registers
@@ -95,7 +102,7 @@
 #define LDSM 1  // 1 fragments by ldmatrix, 0 by one local load per word
 #endif
 #ifndef SWZ
-#define SWZ 1  // local rows: 0 plain, 1 XOR-swizzled chunks, 2 padded by 16 bytes
+#define SWZ 2  // local rows: 0 plain, 1 XOR-swizzled chunks, 2 padded by 16 bytes
 #endif
 #ifndef GM
 #define GM 8  // tile rows per group of the workgroups' walk over C (1: row by row)
