@@ -1,5 +1,5 @@
-"""Shared by ratios.py and nf4_ratios.py: gathers a Google Benchmark JSON's rows into a
-table of cells per implementation, using the median aggregate where --benchmark_repetitions
+"""Used by tables.py: gathers a Google Benchmark JSON's rows into a table of cells per
+implementation, using the median aggregate where --benchmark_repetitions
 made one, else the median of the runs; a failed or unverified row becomes its reason (str)."""
 import statistics
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "lora_commands.hpp"
 #include "nf4_commands.hpp"
 #include "npy.hpp"
 #include "ocltk/ocltk.hpp"
@@ -47,6 +48,7 @@ Commands:
   devices                 list OpenCL platforms and devices, their limits and the profile each would use
   tune                    tune the kernels on a device and write a YAML profile
   run gemm-nt             compute C = alpha * A * B^T (or C += ...) on .npy files
+  run lora                LoRA in one call, Y (+)= scale * (X * A^T) * B^T, many adapters in one launch
   run nf4-forward         grouped product of rows with 4-bit NF4 expert weights (segmented by expert)
   run nf4-backward        its input gradient, dX = G * W per expert
   quantize nf4            weights (.npy, E x N x K or N x K) to packed NF4 codes + scales (bitsandbytes layout)
@@ -96,9 +98,12 @@ Options:
                       exhaustive
   --max-evals N|P%    at most N candidates per class, or P percent of each class's search space
                       (default: no limit besides the budget)
-  --kernels LIST      comma-separated kernels to tune (default: all: gemm_nt, nf4_forward, nf4_backward)
+  --kernels LIST      comma-separated kernels to tune (default: all: gemm_nt, nf4_forward, nf4_backward,
+                      lora_shrink, lora_expand, lora_apply)
   --classes LIST      comma-separated shape classes (default: all; gemm_nt has gemv, lora_shrink,
-                      lora_expand, small_batch, large; nf4_* have decode, small_batch, prefill)
+                      lora_expand, small_batch, large and their 16-bit twins gemv_half, ...,
+                      large_half; nf4_* have decode, small_batch, prefill; lora_* have decode,
+                      small_batch, prefill, multi_decode, multi_batch)
   --repeats N         timed runs per candidate, median taken (default 5)
   --seed N            random seed of the search and of the test data (default 1)
   --cold              do not start from the profiles that already fit the device and the one at --out,
@@ -118,8 +123,9 @@ Options:
   --shapes FILE       also tune your own problem sizes, from a YAML file: a model's sizes
                       (model: hidden, intermediate, experts, top_k, block_size, lora_ranks,
                       tokens) from which LoRA and NF4 expert problems are derived, and/or an
-                      explicit list (shapes: - {kernel: gemm_nt, m: 1, n: 4096, k: 4096}; an NF4
-                      problem with input_bits: 16 is measured with bf16 input). Each
+                      explicit list (shapes: - {kernel: gemm_nt, m: 1, n: 4096, k: 4096}; a gemm_nt
+                      or NF4 problem with input_bits: 16 is measured with bf16 input; a LoRA one
+                      names m, n, k, rank, adapters, segments and input_bits). Each
                       problem is stored beside its class's default entry; at launch the runtime
                       picks, within the launch's class, the entry whose problem is nearest in
                       log space (sum over dimensions of |log2 launch - log2 entry|)
@@ -558,12 +564,16 @@ int dispatch(const std::vector<std::string>& argv) {
       return std::cout << kRunHelp, kExitOk;
     }
     const std::vector<std::string> opts(rest.begin() + 1, rest.end());
+    if (rest[0] == "lora") {
+      if (wants_help(opts)) return std::cout << ocltk::cli::lora_help(), kExitOk;
+      return ocltk::cli::run_lora_command(opts);
+    }
     if (rest[0] == "nf4-forward" || rest[0] == "nf4-backward") {
       if (wants_help(opts)) return std::cout << ocltk::cli::nf4_help(rest[0]), kExitOk;
       return ocltk::cli::run_nf4_command(rest[0], opts);
     }
     if (rest[0] != "gemm-nt")
-      throw UsageError("unknown kernel '" + rest[0] + "' for `ocltk run` (gemm-nt, nf4-forward, nf4-backward)");
+      throw UsageError("unknown kernel '" + rest[0] + "' for `ocltk run` (gemm-nt, lora, nf4-forward, nf4-backward)");
     if (wants_help(opts)) return std::cout << kRunHelp, kExitOk;
     return cmd_run_gemm_nt(opts);
   }
@@ -594,6 +604,9 @@ int main(int argc, char** argv) {
     std::cerr << "ocltk: " << e.what() << "\n";
     return kExitUsage;
   } catch (const ocltk::cli::Nf4UsageError& e) {
+    std::cerr << "ocltk: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const ocltk::cli::LoraUsageError& e) {
     std::cerr << "ocltk: " << e.what() << "\n";
     return kExitUsage;
   } catch (const ocltk::npy::Error& e) {

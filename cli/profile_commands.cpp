@@ -16,8 +16,9 @@ const char* const kProfileHelp = R"(Usage: ocltk profile show FILE
        ocltk profile merge FILE... -o DB.yaml
        ocltk profile diff A B
 
-show      prints the device header and one line per kernel and shape class; for a
-          profile database, each device profile and each derived section
+show      prints the device header and one line per kernel and shape class, with where
+          the entry came from where it says (provenance); for a profile database, each
+          device profile and each derived section
 validate  checks the schema, the device header(s) and every entry against the kernels'
           parameter tables; prints one line and exits 0 when valid, 2 otherwise
 merge     writes a profile database (schema 2) holding every input's device profiles,
@@ -30,8 +31,8 @@ merge     writes a profile database (schema 2) holding every input's device prof
             -o, --out DB.yaml   the database to write (atomically; may be an input)
 diff      prints, per kernel and shape class (and per database section), entries only in
           one file, changed algorithm or parameters, and time and GFLOP/s changes where
-          both measured the same problem; a class with several entries (tune --shapes)
-          is compared entry by entry, matched by problem. Exit status 0 when the files
+          both measured the same problem, and a changed provenance; a class with
+          several entries (tune --shapes) is compared entry by entry, matched by problem. Exit status 0 when the files
           agree, 1 when they differ, 2 on bad input.
 )";
 
@@ -87,7 +88,7 @@ void print_entries(std::ostream& out, const std::vector<ProfileEntry>& entries) 
         << std::setprecision(3) << std::setw(10) << e.time_ms << std::setprecision(1) << std::setw(10) << e.gflops
         << std::setprecision(2) << std::setw(9)
         << (e.default_time_ms > 0 && e.time_ms > 0 ? e.default_time_ms / e.time_ms : 0.0) << "x  "
-        << format_params(e.params) << "\n";
+        << format_params(e.params) << (e.provenance.empty() ? "" : "  (" + describe(e.provenance) + ")") << "\n";
   }
 }
 
@@ -95,9 +96,12 @@ void print_profile(std::ostream& out, const Profile& p) {
   out << "device  " << p.device.name << " | vendor " << p.device.vendor << " | driver " << p.device.driver
       << " | platform " << p.device.platform << " | architecture "
       << (p.device.architecture.empty() ? "-" : p.device.architecture) << " | " << p.device.compute_units
-      << " compute units\n"
-      << "tuner   " << p.tuner_version << ", " << p.date << ", " << std::fixed << std::setprecision(1)
-      << p.tuning_seconds << " s\n\n";
+      << " compute units\n";
+  out << std::fixed;
+  if (!p.tuner_version.empty() || !p.date.empty())
+    out << "tuner   " << p.tuner_version << ", " << p.date << ", " << std::setprecision(1) << p.tuning_seconds
+        << " s\n";
+  out << "\n";
   print_entries(out, p.entries);
 }
 

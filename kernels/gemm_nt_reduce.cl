@@ -1,5 +1,6 @@
-// gemm_nt_reduce: C[M×N] = alpha · A[M×K] · B[N×K]ᵀ (+ C when accumulating), f32,
-// for skinny and gemv-like shapes (few rows M, or few columns N, with long K).
+// gemm_nt_reduce: C[M×N] = alpha · A[M×K] · B[N×K]ᵀ (+ C when accumulating), for skinny
+// and gemv-like shapes (few rows M, or few columns N, with long K). A and B are stored as
+// IN_TYPE, C as OUT_TYPE (element_types.clh), sums in f32.
 //
 // Memory layout (all row-major, element offsets and leading dimensions given at launch):
 //
@@ -43,11 +44,12 @@
 #if USE_LOCAL && (KWG % (RW * VW) != 0)
 #error "KWG must be a multiple of RW * VW"
 #endif
+#include "element_types.clh"
 #include "vector_types.clh"
 
 inline void gemm_nt_reduce_body(const int M, const int N, const int K, const float alpha,
-                                const __global float* restrict A, const int lda,
-                                const __global float* restrict B, const int ldb, __global float* C,
+                                const __global in_t* restrict A, const int lda,
+                                const __global in_t* restrict B, const int ldb, __global out_t* C,
                                 const int ldc, const int accumulate, __local float* partial
 #if USE_LOCAL
                                 ,
@@ -60,7 +62,7 @@ inline void gemm_nt_reduce_body(const int M, const int N, const int K, const flo
   const int m0 = get_group_id(1) * TR;
   // Out-of-range columns and rows read the last valid one and are dropped at the store,
   // so every work-item reaches every barrier.
-  const __global float* brow = B + (long)min(n, N - 1) * ldb;
+  const __global in_t* brow = B + (long)min(n, N - 1) * ldb;
 
   realv acc[TR];
 #pragma unroll
@@ -74,18 +76,18 @@ inline void gemm_nt_reduce_body(const int M, const int N, const int K, const flo
     for (int idx = lid; idx < TR * KWG; idx += WGS) {
       const int t = idx / KWG;
       const int c = idx % KWG;
-      As[idx] = (k0 + c < K) ? A[(long)min(m0 + t, M - 1) * lda + k0 + c] : 0.0f;
+      As[idx] = (k0 + c < K) ? LOAD_IN(A, (long)min(m0 + t, M - 1) * lda + k0 + c) : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (k0 + KWG <= K) {
       for (int k = lane * VW; k < KWG; k += RW * VW) {
-        const realv b = LOADV(k0 + k, brow);
+        const realv b = LOADV_IN(k0 + k, brow);
 #pragma unroll
         for (int t = 0; t < TR; ++t) acc[t] = mad(LOADV(t * KWG + k, As), b, acc[t]);
       }
     } else {
       for (int k = lane; k0 + k < K; k += RW) {
-        const float b = brow[k0 + k];
+        const float b = LOAD_IN(brow, k0 + k);
 #pragma unroll
         for (int t = 0; t < TR; ++t) tail[t] = mad(As[t * KWG + k], b, tail[t]);
       }
@@ -93,19 +95,19 @@ inline void gemm_nt_reduce_body(const int M, const int N, const int K, const flo
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 #else
-  const __global float* arow[TR];
+  const __global in_t* arow[TR];
 #pragma unroll
   for (int t = 0; t < TR; ++t) arow[t] = A + (long)min(m0 + t, M - 1) * lda;
   const int kv = K - K % VW;
   for (int k = lane * VW; k < kv; k += RW * VW) {
-    const realv b = LOADV(k, brow);
+    const realv b = LOADV_IN(k, brow);
 #pragma unroll
-    for (int t = 0; t < TR; ++t) acc[t] = mad(LOADV(k, arow[t]), b, acc[t]);
+    for (int t = 0; t < TR; ++t) acc[t] = mad(LOADV_IN(k, arow[t]), b, acc[t]);
   }
   for (int k = kv + lane; k < K; k += RW) {
-    const float b = brow[k];
+    const float b = LOAD_IN(brow, k);
 #pragma unroll
-    for (int t = 0; t < TR; ++t) tail[t] = mad(arow[t][k], b, tail[t]);
+    for (int t = 0; t < TR; ++t) tail[t] = mad(LOAD_IN(arow[t], k), b, tail[t]);
   }
 #endif
 
@@ -128,13 +130,13 @@ inline void gemm_nt_reduce_body(const int M, const int N, const int K, const flo
     float old[TR];
     if (accumulate) {
 #pragma unroll
-      for (int t = 0; t < TR; ++t) old[t] = (m0 + t < M) ? C[(long)(m0 + t) * ldc + n] : 0.0f;
+      for (int t = 0; t < TR; ++t) old[t] = (m0 + t < M) ? LOAD_OUT(C, (long)(m0 + t) * ldc + n) : 0.0f;
     }
 #pragma unroll
     for (int t = 0; t < TR; ++t) {
       const int m = m0 + t;
       const float v = partial[t * WGS + lid];
-      if (m < M) C[(long)m * ldc + n] = accumulate ? mad(alpha, v, old[t]) : alpha * v;
+      if (m < M) STORE_OUT(C, (long)m * ldc + n, accumulate ? mad(alpha, v, old[t]) : alpha * v);
     }
   }
 }
@@ -151,17 +153,17 @@ inline void gemm_nt_reduce_body(const int M, const int N, const int K, const flo
 
 // Offsets are in elements; they let a launch address a slice of a larger buffer.
 __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void gemm_nt(
-    const int M, const int N, const int K, const float alpha, const __global float* restrict A,
-    const long a_offset, const int lda, const __global float* restrict B, const long b_offset,
-    const int ldb, __global float* C, const long c_offset, const int ldc) {
+    const int M, const int N, const int K, const float alpha, const __global in_t* restrict A,
+    const long a_offset, const int lda, const __global in_t* restrict B, const long b_offset,
+    const int ldb, __global out_t* C, const long c_offset, const int ldc) {
   LOCAL_TILES
   gemm_nt_reduce_body(M, N, K, alpha, A + a_offset, lda, B + b_offset, ldb, C + c_offset, ldc, 0, LOCAL_ARGS);
 }
 
 __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void gemm_nt_accum(
-    const int M, const int N, const int K, const float alpha, const __global float* restrict A,
-    const long a_offset, const int lda, const __global float* restrict B, const long b_offset,
-    const int ldb, __global float* C, const long c_offset, const int ldc) {
+    const int M, const int N, const int K, const float alpha, const __global in_t* restrict A,
+    const long a_offset, const int lda, const __global in_t* restrict B, const long b_offset,
+    const int ldb, __global out_t* C, const long c_offset, const int ldc) {
   LOCAL_TILES
   gemm_nt_reduce_body(M, N, K, alpha, A + a_offset, lda, B + b_offset, ldb, C + c_offset, ldc, 1, LOCAL_ARGS);
 }

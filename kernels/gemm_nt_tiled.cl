@@ -1,4 +1,5 @@
-// gemm_nt_tiled: C[M×N] = alpha · A[M×K] · B[N×K]ᵀ (+ C when accumulating), f32.
+// gemm_nt_tiled: C[M×N] = alpha · A[M×K] · B[N×K]ᵀ (+ C when accumulating). A and B are
+// stored as IN_TYPE, C as OUT_TYPE (element_types.clh); tiles and sums are f32.
 //
 // Memory layout (all row-major, element offsets and leading dimensions given at launch):
 //
@@ -55,6 +56,7 @@
 #error "KWG must be a multiple of VW"
 #endif
 
+#include "element_types.clh"
 #include "vector_types.clh"
 
 #if USE_LOCAL
@@ -70,13 +72,13 @@
     const int c = idx % KWG;                                                         \
     const int gr = (row0) + r;                                                       \
     const int gk = (k0) + c;                                                         \
-    dst[r * LSTRIDE + c] = (gr < (rows) && gk < (K)) ? src[(long)gr * (ld) + gk] : 0.0f; \
+    dst[r * LSTRIDE + c] = (gr < (rows) && gk < (K)) ? LOAD_IN(src, (long)gr * (ld) + gk) : 0.0f; \
   }
 #endif
 
 inline void gemm_nt_tiled_body(const int M, const int N, const int K, const float alpha,
-                               const __global float* restrict A, const int lda,
-                               const __global float* restrict B, const int ldb, __global float* C,
+                               const __global in_t* restrict A, const int lda,
+                               const __global in_t* restrict B, const int ldb, __global out_t* C,
                                const int ldc, const int accumulate
 #if USE_LOCAL
                                ,
@@ -117,8 +119,8 @@ inline void gemm_nt_tiled_body(const int M, const int N, const int K, const floa
 #else
   // Rows past the edge of the matrix are clamped to the last valid row: they read real
   // memory, and their results are dropped at the store.
-  const __global float* arow[MWI];
-  const __global float* brow[NWI];
+  const __global in_t* arow[MWI];
+  const __global in_t* brow[NWI];
 #pragma unroll
   for (int i = 0; i < MWI; ++i) arow[i] = A + (long)min(m0 + tm + i * MDIMC, M - 1) * lda;
 #pragma unroll
@@ -128,9 +130,9 @@ inline void gemm_nt_tiled_body(const int M, const int N, const int K, const floa
     realv a[MWI];
     realv b[NWI];
 #pragma unroll
-    for (int i = 0; i < MWI; ++i) a[i] = LOADV(k, arow[i]);
+    for (int i = 0; i < MWI; ++i) a[i] = LOADV_IN(k, arow[i]);
 #pragma unroll
-    for (int j = 0; j < NWI; ++j) b[j] = LOADV(k, brow[j]);
+    for (int j = 0; j < NWI; ++j) b[j] = LOADV_IN(k, brow[j]);
 #pragma unroll
     for (int i = 0; i < MWI; ++i)
 #pragma unroll
@@ -150,7 +152,7 @@ inline void gemm_nt_tiled_body(const int M, const int N, const int K, const floa
 #pragma unroll
     for (int i = 0; i < MWI; ++i)
 #pragma unroll
-      for (int j = 0; j < NWI; ++j) sum[i][j] = mad(arow[i][k], brow[j][k], sum[i][j]);
+      for (int j = 0; j < NWI; ++j) sum[i][j] = mad(LOAD_IN(arow[i], k), LOAD_IN(brow[j], k), sum[i][j]);
   }
 #endif
 
@@ -165,13 +167,14 @@ inline void gemm_nt_tiled_body(const int M, const int N, const int K, const floa
 #pragma unroll
       for (int j = 0; j < NWI; ++j) {
         const int n = n0 + tn + j * NDIMC;
-        old[j] = (m < M && n < N) ? C[(long)m * ldc + n] : 0.0f;
+        old[j] = (m < M && n < N) ? LOAD_OUT(C, (long)m * ldc + n) : 0.0f;
       }
     }
 #pragma unroll
     for (int j = 0; j < NWI; ++j) {
       const int n = n0 + tn + j * NDIMC;
-      if (m < M && n < N) C[(long)m * ldc + n] = accumulate ? mad(alpha, sum[i][j], old[j]) : alpha * sum[i][j];
+      if (m < M && n < N)
+        STORE_OUT(C, (long)m * ldc + n, accumulate ? mad(alpha, sum[i][j], old[j]) : alpha * sum[i][j]);
     }
   }
 }
@@ -188,17 +191,17 @@ inline void gemm_nt_tiled_body(const int M, const int N, const int K, const floa
 
 // Offsets are in elements; they let a launch address a slice of a larger buffer.
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void gemm_nt(
-    const int M, const int N, const int K, const float alpha, const __global float* restrict A,
-    const long a_offset, const int lda, const __global float* restrict B, const long b_offset,
-    const int ldb, __global float* C, const long c_offset, const int ldc) {
+    const int M, const int N, const int K, const float alpha, const __global in_t* restrict A,
+    const long a_offset, const int lda, const __global in_t* restrict B, const long b_offset,
+    const int ldb, __global out_t* C, const long c_offset, const int ldc) {
   LOCAL_TILES
   gemm_nt_tiled_body(M, N, K, alpha, A + a_offset, lda, B + b_offset, ldb, C + c_offset, ldc, 0 LOCAL_ARGS);
 }
 
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void gemm_nt_accum(
-    const int M, const int N, const int K, const float alpha, const __global float* restrict A,
-    const long a_offset, const int lda, const __global float* restrict B, const long b_offset,
-    const int ldb, __global float* C, const long c_offset, const int ldc) {
+    const int M, const int N, const int K, const float alpha, const __global in_t* restrict A,
+    const long a_offset, const int lda, const __global in_t* restrict B, const long b_offset,
+    const int ldb, __global out_t* C, const long c_offset, const int ldc) {
   LOCAL_TILES
   gemm_nt_tiled_body(M, N, K, alpha, A + a_offset, lda, B + b_offset, ldb, C + c_offset, ldc, 1 LOCAL_ARGS);
 }

@@ -1,5 +1,6 @@
-// gemm_nt_xgemm: C[M×N] = alpha · A[M×K] · B[N×K]ᵀ (+ C when accumulating), f32,
-// a GPU-oriented 2-D register-tiled kernel with K-major local tiles and vector reads.
+// gemm_nt_xgemm: C[M×N] = alpha · A[M×K] · B[N×K]ᵀ (+ C when accumulating), a
+// GPU-oriented 2-D register-tiled kernel with K-major local tiles and vector reads. A and B
+// are stored as IN_TYPE, C as OUT_TYPE (element_types.clh); local tiles and sums are f32.
 //
 // Memory layout (all row-major, element offsets and leading dimensions given at launch):
 //
@@ -94,6 +95,8 @@
 #error "LOADK 1 swizzles float4 groups inside 32-float blocks: it needs KWG <= 32 and MWG, NWG multiples of 32"
 #endif
 
+#include "element_types.clh"
+
 #if VWM == 1
 typedef float realm;
 #define LOADM(off, p) ((p)[off])
@@ -160,18 +163,22 @@ typedef float4 realn;
 #endif
 
 // Columns [gk, gk+4) of row gr of a row-major matrix, zero outside rows × K.
-inline float4 load_row4(const __global float* restrict src, const int ld, const int gr, const int rows, const int gk,
+inline float4 load_row4(const __global in_t* restrict src, const int ld, const int gr, const int rows, const int gk,
                         const int K) {
   float4 v = (float4)(0.0f);
   if (gr < rows) {
-    const __global float* p = src + (long)gr * ld + gk;
+    const __global in_t* p = src + (long)gr * ld + gk;
     if (gk + 3 < K) {
+#if IN_TYPE == 0
       // 16-byte aligned rows (ld and offset multiples of 4) get one vector load
       v = ((ulong)p & 15) == 0 ? *(const __global float4*)p : vload4(0, p);
+#else
+      v = LOAD4_IN(p, 0);
+#endif
     } else {
-      v.s0 = gk < K ? p[0] : 0.0f;
-      v.s1 = gk + 1 < K ? p[1] : 0.0f;
-      v.s2 = gk + 2 < K ? p[2] : 0.0f;
+      v.s0 = gk < K ? LOAD_IN(p, 0) : 0.0f;
+      v.s1 = gk + 1 < K ? LOAD_IN(p, 1) : 0.0f;
+      v.s2 = gk + 2 < K ? LOAD_IN(p, 2) : 0.0f;
     }
   }
   return v;
@@ -188,7 +195,7 @@ inline void store_k4(__local float* dst, const int rows_in_tile, const int r, co
 
 // PREFETCH 0: stages rows [row0, row0+rows_in_tile) × K columns [k0, k0+KWG) of a
 // row-major matrix into dst, one float4 at a time (the original loop).
-inline void stage_tile(__local float* dst, const int rows_in_tile, const __global float* restrict src, const int ld,
+inline void stage_tile(__local float* dst, const int rows_in_tile, const __global in_t* restrict src, const int ld,
                        const int row0, const int rows, const int k0, const int K, const int lid) {
   for (int idx = lid; idx < rows_in_tile * (KWG / 4); idx += WGS) {
     const int r = STAGE_ROW(idx, rows_in_tile);
@@ -200,7 +207,7 @@ inline void stage_tile(__local float* dst, const int rows_in_tile, const __globa
 // PREFETCH > 0: the same tile in two halves, global loads into registers and register
 // stores into local memory, so that a multiply can run between them. (The loops run to
 // a constant bound so that they unroll fully even where a function is compiled alone.)
-inline void load_tile(float4* regs, const int nloads, const int rows_in_tile, const __global float* restrict src,
+inline void load_tile(float4* regs, const int nloads, const int rows_in_tile, const __global in_t* restrict src,
                       const int ld, const int row0, const int rows, const int k0, const int K, const int lid) {
 #pragma unroll
   for (int t = 0; t < MAX_LOADS; ++t) {
@@ -247,8 +254,8 @@ inline void multiply_tile(float acc[MWI][NWI], const __local float* As, const __
 }
 
 inline void gemm_nt_xgemm_body(const int M, const int N, const int K, const float alpha,
-                               const __global float* restrict A, const int lda,
-                               const __global float* restrict B, const int ldb, __global float* C,
+                               const __global in_t* restrict A, const int lda,
+                               const __global in_t* restrict B, const int ldb, __global out_t* C,
                                const int ldc, const int accumulate, __local float* As, __local float* Bs) {
   const int tn = get_local_id(0);
   const int tm = get_local_id(1);
@@ -333,16 +340,23 @@ inline void gemm_nt_xgemm_body(const int M, const int N, const int K, const floa
     for (int j = 0; j < NVI; ++j) {
       const int n = COL_OF(j * 4);
       const long at = (long)m * ldc + n;
+#if OUT_TYPE == 0
       whole[j] = m < M && n + 3 < N && ((ulong)(C + at) & 15) == 0;
+#define OLD4(p, i) (*(const __global float4*)((p) + (i)))
+#else
+      whole[j] = m < M && n + 3 < N;  // 16-bit vector loads and stores need only element alignment
+#define OLD4(p, i) LOAD4_OUT(p, i)
+#endif
       if (accumulate) {
         if (whole[j]) {
-          old[j] = *(const __global float4*)(C + at);
+          old[j] = OLD4(C, at);
         } else {
-          old[j].s0 = (m < M && n < N) ? C[at] : 0.0f;
-          old[j].s1 = (m < M && n + 1 < N) ? C[at + 1] : 0.0f;
-          old[j].s2 = (m < M && n + 2 < N) ? C[at + 2] : 0.0f;
-          old[j].s3 = (m < M && n + 3 < N) ? C[at + 3] : 0.0f;
+          old[j].s0 = (m < M && n < N) ? LOAD_OUT(C, at) : 0.0f;
+          old[j].s1 = (m < M && n + 1 < N) ? LOAD_OUT(C, at + 1) : 0.0f;
+          old[j].s2 = (m < M && n + 2 < N) ? LOAD_OUT(C, at + 2) : 0.0f;
+          old[j].s3 = (m < M && n + 3 < N) ? LOAD_OUT(C, at + 3) : 0.0f;
         }
+#undef OLD4
       }
     }
 #pragma unroll
@@ -352,12 +366,16 @@ inline void gemm_nt_xgemm_body(const int M, const int N, const int K, const floa
       const float4 sum = (float4)(acc[r][j * 4], acc[r][j * 4 + 1], acc[r][j * 4 + 2], acc[r][j * 4 + 3]);
       const float4 v = accumulate ? mad((float4)(alpha), sum, old[j]) : alpha * sum;
       if (whole[j]) {
+#if OUT_TYPE == 0
         *(__global float4*)(C + at) = v;
+#else
+        STORE4_OUT(C, at, v);
+#endif
       } else if (m < M) {
-        if (n < N) C[at] = v.s0;
-        if (n + 1 < N) C[at + 1] = v.s1;
-        if (n + 2 < N) C[at + 2] = v.s2;
-        if (n + 3 < N) C[at + 3] = v.s3;
+        if (n < N) STORE_OUT(C, at, v.s0);
+        if (n + 1 < N) STORE_OUT(C, at + 1, v.s1);
+        if (n + 2 < N) STORE_OUT(C, at + 2, v.s2);
+        if (n + 3 < N) STORE_OUT(C, at + 3, v.s3);
       }
     }
   }
@@ -373,13 +391,14 @@ inline void gemm_nt_xgemm_body(const int M, const int N, const int K, const floa
 #pragma unroll
       for (int c = 0; c < NWI; ++c) {
         const int n = COL_OF(c);
-        old[c] = (m < M && n < N) ? C[(long)m * ldc + n] : 0.0f;
+        old[c] = (m < M && n < N) ? LOAD_OUT(C, (long)m * ldc + n) : 0.0f;
       }
     }
 #pragma unroll
     for (int c = 0; c < NWI; ++c) {
       const int n = COL_OF(c);
-      if (m < M && n < N) C[(long)m * ldc + n] = accumulate ? mad(alpha, acc[r][c], old[c]) : alpha * acc[r][c];
+      if (m < M && n < N)
+        STORE_OUT(C, (long)m * ldc + n, accumulate ? mad(alpha, acc[r][c], old[c]) : alpha * acc[r][c]);
     }
   }
 #endif
@@ -389,18 +408,18 @@ inline void gemm_nt_xgemm_body(const int M, const int N, const int K, const floa
 
 // Offsets are in elements; they let a launch address a slice of a larger buffer.
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void gemm_nt(
-    const int M, const int N, const int K, const float alpha, const __global float* restrict A,
-    const long a_offset, const int lda, const __global float* restrict B, const long b_offset,
-    const int ldb, __global float* C, const long c_offset, const int ldc) {
+    const int M, const int N, const int K, const float alpha, const __global in_t* restrict A,
+    const long a_offset, const int lda, const __global in_t* restrict B, const long b_offset,
+    const int ldb, __global out_t* C, const long c_offset, const int ldc) {
   __local float As[NBUF * KWG * MWG] LOCAL_ALIGN;
   __local float Bs[NBUF * KWG * NWG] LOCAL_ALIGN;
   gemm_nt_xgemm_body(M, N, K, alpha, A + a_offset, lda, B + b_offset, ldb, C + c_offset, ldc, 0, As, Bs);
 }
 
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void gemm_nt_accum(
-    const int M, const int N, const int K, const float alpha, const __global float* restrict A,
-    const long a_offset, const int lda, const __global float* restrict B, const long b_offset,
-    const int ldb, __global float* C, const long c_offset, const int ldc) {
+    const int M, const int N, const int K, const float alpha, const __global in_t* restrict A,
+    const long a_offset, const int lda, const __global in_t* restrict B, const long b_offset,
+    const int ldb, __global out_t* C, const long c_offset, const int ldc) {
   __local float As[NBUF * KWG * MWG] LOCAL_ALIGN;
   __local float Bs[NBUF * KWG * NWG] LOCAL_ALIGN;
   gemm_nt_xgemm_body(M, N, K, alpha, A + a_offset, lda, B + b_offset, ldb, C + c_offset, ldc, 1, As, Bs);

@@ -129,7 +129,7 @@
 #include "nf4_common.clh"
 
 // Two ways to take instructions off the integer pipe, where most of the half-type decode runs
-// (docs/nf4.md): whole groups address their codes and x at constant offsets from one pointer
+// (docs/nf4-kernels.md): whole groups address their codes and x at constant offsets from one pointer
 // per row (TC_ADDR), and right shifts run as the high word of a multiply, on the FMA pipe
 // (TC_FMA). For half types with RT 2 and 4 they are 4-8 % faster (H200 lab call 14 of
 // h200-2026-11-30f, bench of h200-2026-11-30g); with RT 1 the extra live pointers cost more
@@ -619,7 +619,7 @@ inline void tc_batch(float* acc, TcGroup* grp, const int preloaded, const __glob
   // every warp, for its barriers). NVIDIA's PTX assembler gives all code and scale loads one
   // scoreboard, so in the loop below (LW 0) the first use of a group's codes, after the loads
   // ahead were issued, waits for those loads too: a whole memory latency every group (Nsight
-  // Compute: a fifth of the stall samples there, results/h200-2026-12-01). Here the loads
+  // Compute: a fifth of the stall samples there, results/h200-2026-12-01 at 0d64363). Here the loads
   // ahead take their addresses from a code of the group about to be multiplied (tc_after), so
   // they are issued after the wait for it, and the loop body has no test, so that the
   // assembler can tell the group's other codes are in. It may still spread the loads ahead

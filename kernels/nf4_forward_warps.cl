@@ -1,17 +1,22 @@
 // nf4_forward_warps: y[r, n] = Σ_k x[r, k] · W[e, n, k] for the rows r of expert e's
-// segment, written for decode on GPUs (1 to a few rows per expert). Unlike
-// nf4_forward_lanes, whose whole workgroup lies along K and meets at barriers after every
-// batch of W rows, each warp of 32 work-items here owns whole W rows: it sweeps K on its
-// own and reduces its sums by itself, so warps never wait for each other (but at the
-// barriers that stage x, with XL > 0, below).
+// segment, written for decode on GPUs (1 to a few rows per expert). Each warp of 32
+// work-items owns whole W rows: it sweeps K on its own and reduces its sums by itself, so
+// warps never wait for each other (but at the barriers that stage x, with XL > 0, below).
 //
-// Memory layout as in nf4_forward_lanes.cl. W rows come in batches of RB consecutive rows;
-// the workgroup's WGS / 32 warps are numbered globally (warp w of workgroup g is warp
-// g·WGS/32 + w of G·WGS/32, G workgroups along dimension 0, expert slots along dimension 1:
-// nf4_slot_expert) and
-// warp u takes batches u, u + U, u + 2·U, ... (U warps in all, at most NB batches each), so
-// warps running side by side read neighbouring batches. For a batch, lane l of a warp
-// owns chunk positions c = l, l + 32, l + 64, ... of its RB rows (a pass per 32 chunks):
+// Memory layout (row-major; W is the NF4 stream, see nf4_common.clh):
+//
+//            K (contiguous)                 K (contiguous, 4-bit)          N (contiguous)
+//        +-----------------+           +--------------------+          +---------------+
+//  rows  | x[r*K + k]      |   E×N     | W[(e*N + n)*K + k] |   rows   | y[r*N + n]    |
+//        +-----------------+           +--------------------+          +---------------+
+//
+// A W row is cut into chunks of CW codes (CW/2 bytes). W rows come in batches of RB
+// consecutive rows; the workgroup's WGS / 32 warps are numbered globally (warp w of
+// workgroup g is warp g·WGS/32 + w of G·WGS/32, G workgroups along dimension 0, expert slots
+// along dimension 1: nf4_slot_expert) and warp u takes batches u, u + U, u + 2·U, ... (U
+// warps in all, at most NB batches each), so warps running side by side read neighbouring
+// batches. For a batch, lane l of a warp owns chunk positions c = l, l + 32, l + 64, ... of
+// its RB rows (a pass per 32 chunks):
 //
 //   W row n:  | chunk 0 | chunk 1 | ... | chunk 31 | chunk 32 | ...      (CW/2 bytes each)
 //               lane 0    lane 1          lane 31    lane 0

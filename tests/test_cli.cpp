@@ -578,6 +578,283 @@ INSTANTIATE_TEST_SUITE_P(BadInput, CliRunRejects, ::testing::ValuesIn(kBadRunCas
                          [](const ::testing::TestParamInfo<BadRunCase>& info) { return info.param.name; });
 
 // ---------------------------------------------------------------------------------------
+// run lora
+
+// An .npy of any shape from raw values of `dtype`.
+template <class T>
+void write_array(const fs::path& path, ocltk::npy::DType dtype, std::vector<std::size_t> shape,
+                 const std::vector<T>& values) {
+  ocltk::npy::Array a;
+  a.dtype = dtype;
+  a.shape = std::move(shape);
+  a.data.resize(values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(a.data.data(), values.data(), a.data.size());
+  ocltk::npy::write_atomically(path.string(), a);
+}
+
+// The values of `type` (as an .npy stores them: f32, f16 bits, bf16 bits as uint16) and
+// the f32 values they hold.
+struct TypedValues {
+  ocltk::npy::DType dtype;
+  std::vector<std::uint8_t> bytes;
+  std::vector<float> values;
+};
+
+TypedValues typed(ocltk::ElementType type, const std::vector<float>& v) {
+  TypedValues t;
+  t.dtype = type == ocltk::ElementType::f32   ? ocltk::npy::DType::f32
+            : type == ocltk::ElementType::f16 ? ocltk::npy::DType::f16
+                                              : ocltk::npy::DType::u16;
+  const std::size_t es = ocltk::element_size(type);
+  t.bytes.resize(v.size() * es);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::uint32_t bits = ocltk::float_to_element(type, v[i]);
+    std::memcpy(t.bytes.data() + i * es, &bits, es);
+    t.values.push_back(ocltk::element_to_float(type, bits));
+  }
+  return t;
+}
+
+class CliRunLora : public CliTest {
+ protected:
+  // X (7 x 65), A (3 x 12 x 65), B (3 x 33 x 12), Y (7 x 33) in `type`; three segments with a
+  // -1 one and adapter 2 twice; ranks below R; per-adapter scales.
+  static constexpr std::size_t kM = 7, kN = 33, kK = 65, kL = 3, kR = 12;
+  ocltk::LoraHostSegments host_;
+  TypedValues x_, a_, b_, y_;
+
+  void write_operands(ocltk::ElementType type) {
+    x_ = typed(type, random_floats(kM * kK));
+    a_ = typed(type, random_floats(kL * kR * kK));
+    b_ = typed(type, random_floats(kL * kN * kR));
+    y_ = typed(type, random_floats(kM * kN));
+    write_array(path("X.npy"), x_.dtype, {kM, kK}, x_.bytes);
+    write_array(path("A.npy"), a_.dtype, {kL, kR, kK}, a_.bytes);
+    write_array(path("B.npy"), b_.dtype, {kL, kN, kR}, b_.bytes);
+    write_array(path("Y.npy"), y_.dtype, {kM, kN}, y_.bytes);
+    host_.offsets = {0, 2, 3, 7};
+    host_.adapters = {2, -1, 2};
+    host_.ranks = {12, 5, 7};
+    host_.scales = {0.5f, -1.5f, 2.0f};
+    write_array(path("O.npy"), ocltk::npy::DType::u32, {4}, host_.offsets);
+    write_array(path("I.npy"), ocltk::npy::DType::i32, {3}, host_.adapters);
+    write_array(path("RK.npy"), ocltk::npy::DType::i32, {3}, host_.ranks);
+    write_array(path("SC.npy"), ocltk::npy::DType::f32, {3}, host_.scales);
+  }
+
+  // Y.npy matches the reference (scale, accumulating into the Y written before or not).
+  void expect_correct(const CliResult& r, ocltk::ElementType type, float scale, bool accumulate) {
+    ASSERT_EQ(r.status, 0) << r.describe();
+    const ocltk::npy::Array y = ocltk::npy::read(path("Y.npy").string());
+    ASSERT_EQ(y.dtype, type == ocltk::ElementType::bf16 ? ocltk::npy::DType::u16 : y_.dtype);
+    ASSERT_EQ(y.shape, (std::vector<std::size_t>{kM, kN}));
+    const ocltk::LoraProblem p{kM, kN, kK, kL, kR};
+    std::vector<double> y_old(y_.values.begin(), y_.values.end()), t, t_abs, want, y_abs;
+    ocltk::lora_reference(p, host_, scale, x_.values.data(), a_.values.data(), b_.values.data(),
+                          accumulate ? y_old.data() : nullptr, t, t_abs, want, y_abs);
+    const std::vector<std::int32_t> row_adapter = host_.row_adapters(kM);
+    const std::size_t es = ocltk::element_size(type);
+    for (std::size_t i = 0; i < kM * kN; ++i) {
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, y.data.data() + i * es, es);
+      const double got = ocltk::element_to_float(type, bits);
+      const std::int32_t ad = row_adapter[i / kN];
+      const std::int64_t rank = ad < 0 ? 0 : host_.ranks.empty() ? std::int64_t(kR) : host_.ranks[std::size_t(ad)];
+      const double bound = ocltk::lora_error_bound(kK, rank, y_abs[i], accumulate ? y_old[i] : 0.0, want[i], type);
+      ASSERT_LE(std::fabs(got - want[i]), bound) << "Y(" << i / kN << ", " << i % kN << ") " << r.describe();
+    }
+  }
+
+  static std::vector<std::string> lora_args(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"run",   "lora",     "--input", "X.npy", "--lora-a",
+                                     "A.npy", "--lora-b", "B.npy",   "--out", "Y.npy"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+};
+
+TEST_F(CliRunLora, ManyAdaptersInEachTypeMatchTheReference) {
+  const std::vector<std::string> segments = {"--offsets", "O.npy", "--segment-adapters", "I.npy", "--ranks", "RK.npy"};
+  write_operands(ocltk::ElementType::f32);
+  std::vector<std::string> extra = segments;
+  extra.insert(extra.end(), {"--accumulate", "--scales", "SC.npy"});
+  expect_correct(run_cli(lora_args(extra)), ocltk::ElementType::f32, 1.0f, true);
+
+  write_operands(ocltk::ElementType::bf16);
+  host_.scales.clear();  // --scale instead
+  extra = segments;
+  extra.insert(extra.end(), {"--dtype", "bf16", "--scale", "-0.75"});
+  expect_correct(run_cli(lora_args(extra)), ocltk::ElementType::bf16, -0.75f, false);
+
+  // f16, one adapter of rank R (no segments, ranks or scales): A and B 2-D.
+  write_operands(ocltk::ElementType::f16);
+  write_array(path("A.npy"), a_.dtype, {kR, kK},
+              std::vector<std::uint8_t>(a_.bytes.begin(), a_.bytes.begin() + kR * kK * 2));
+  write_array(path("B.npy"), b_.dtype, {kN, kR},
+              std::vector<std::uint8_t>(b_.bytes.begin(), b_.bytes.begin() + kN * kR * 2));
+  host_ = ocltk::LoraHostSegments();
+  expect_correct(run_cli(lora_args({"--accumulate"})), ocltk::ElementType::f16, 1.0f, true);
+  EXPECT_EQ(names_in(work_),
+            (std::set<std::string>{"A.npy", "B.npy", "I.npy", "O.npy", "RK.npy", "SC.npy", "X.npy", "Y.npy"}));
+}
+
+// run lora: bad input. Each case starts from a valid f32 setup (segments, ranks, scales,
+// accumulate), breaks one thing, and expects exit 2, one stderr line naming the culprit, and
+// the folder byte-identical afterwards.
+struct BadLoraCase {
+  std::string name;
+  std::function<void(const fs::path& dir)> damage;
+  std::vector<std::string> args;     // after the input/lora-a/lora-b/out flags
+  std::vector<std::string> needles;  // what the error line must name
+};
+
+void PrintTo(const BadLoraCase& c, std::ostream* os) { *os << c.name; }
+
+class CliRunLoraRejects : public CliRunLora, public ::testing::WithParamInterface<BadLoraCase> {};
+
+TEST_P(CliRunLoraRejects, WithOneLineAndLeavesTheFolderAsItWas) {
+  const BadLoraCase& c = GetParam();
+  write_operands(ocltk::ElementType::f32);
+  c.damage(work_);
+  const std::map<std::string, std::string> before = snapshot(work_);
+  const CliResult r = run_cli(lora_args(c.args));
+  EXPECT_TRUE(is_usage_error(r, c.needles));
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(snapshot(work_), before) << "a refused run changed the folder";
+}
+
+const std::vector<std::string> kLoraAll = {"--offsets", "O.npy",  "--segment-adapters", "I.npy", "--ranks", "RK.npy",
+                                           "--scales",  "SC.npy", "--accumulate"};
+
+std::vector<std::string> lora_all_but(const std::string& flag, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args;
+  for (std::size_t i = 0; i < kLoraAll.size(); ++i) {
+    if (kLoraAll[i] == flag) {
+      if (flag != "--accumulate") ++i;
+      continue;
+    }
+    args.push_back(kLoraAll[i]);
+  }
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+template <class T>
+std::function<void(const fs::path&)> write_list(const char* name, ocltk::npy::DType dtype, std::vector<T> values) {
+  return [=](const fs::path& d) { write_array(d / name, dtype, {values.size()}, values); };
+}
+
+using ocltk::npy::DType;
+
+const BadLoraCase kBadLoraCases[] = {
+    {"adapter_below_minus_one",
+     write_list("I.npy", DType::i32, std::vector<std::int32_t>{2, -2, 0}),
+     kLoraAll,
+     {"I.npy", "--segment-adapters[1] = -2"}},
+    {"adapter_not_below_l",
+     write_list("I.npy", DType::i32, std::vector<std::int32_t>{2, 3, 0}),
+     kLoraAll,
+     {"I.npy", "--segment-adapters[1] = 3"}},
+    {"rank_zero",
+     write_list("RK.npy", DType::i32, std::vector<std::int32_t>{12, 0, 7}),
+     kLoraAll,
+     {"RK.npy", "--ranks[1] = 0"}},
+    {"rank_above_r",
+     write_list("RK.npy", DType::u32, std::vector<std::uint32_t>{12, 13, 7}),
+     kLoraAll,
+     {"RK.npy", "--ranks[1] = 13", "R = 12"}},
+    {"ranks_wrong_length",
+     write_list("RK.npy", DType::i32, std::vector<std::int32_t>{12, 5}),
+     kLoraAll,
+     {"RK.npy", "--ranks", "3"}},
+    {"offsets_not_from_zero",
+     write_list("O.npy", DType::u32, std::vector<std::uint32_t>{1, 2, 3, 7}),
+     kLoraAll,
+     {"O.npy", "--offsets[0] = 1"}},
+    {"offsets_not_to_m",
+     write_list("O.npy", DType::u32, std::vector<std::uint32_t>{0, 2, 3, 6}),
+     kLoraAll,
+     {"O.npy", "M = 7"}},
+    {"offsets_decreasing",
+     write_list("O.npy", DType::u32, std::vector<std::uint32_t>{0, 3, 2, 7}),
+     kLoraAll,
+     {"O.npy", "decrease"}},
+    {"offsets_not_one_longer",
+     write_list("O.npy", DType::u32, std::vector<std::uint32_t>{0, 2, 7}),
+     kLoraAll,
+     {"O.npy", "one entry more than --segment-adapters"}},
+    {"offsets_wrong_type",
+     write_list("O.npy", DType::i32, std::vector<std::int32_t>{0, 2, 3, 7}),
+     kLoraAll,
+     {"O.npy", "uint32"}},
+    {"offsets_without_adapters", keep, lora_all_but("--segment-adapters"), {"--offsets", "--segment-adapters"}},
+    {"a_k_not_x_k",
+     [](const fs::path& d) {
+       write_array(d / "A.npy", DType::f32, {3, 12, 64}, std::vector<float>(3 * 12 * 64, 0.5f));
+     },
+     kLoraAll,
+     {"A.npy", "K is 64", "65"}},
+    {"b_rank_not_a_rank",
+     [](const fs::path& d) {
+       write_array(d / "B.npy", DType::f32, {3, 33, 11}, std::vector<float>(3 * 33 * 11, 0.5f));
+     },
+     kLoraAll,
+     {"B.npy", "rank is 11", "12"}},
+    {"b_adapters_not_a_adapters",
+     [](const fs::path& d) {
+       write_array(d / "B.npy", DType::f32, {2, 33, 12}, std::vector<float>(2 * 33 * 12, 0.5f));
+     },
+     kLoraAll,
+     {"B.npy", "2 adapters", "3"}},
+    {"a_another_type",
+     [](const fs::path& d) {
+       write_array(d / "A.npy", DType::f16, {3, 12, 65}, std::vector<std::uint16_t>(3 * 12 * 65, 0x3c00));
+     },
+     kLoraAll,
+     {"A.npy", "float16", "float32"}},
+    {"b_another_type",
+     [](const fs::path& d) {
+       write_array(d / "B.npy", DType::u16, {3, 33, 12}, std::vector<std::uint16_t>(3 * 33 * 12, 0x3f80));
+     },
+     kLoraAll,
+     {"B.npy", "uint16"}},
+    {"scales_wrong_length",
+     write_list("SC.npy", DType::f32, std::vector<float>{0.5f, 1.0f}),
+     kLoraAll,
+     {"SC.npy", "L = 3"}},
+    {"scale_and_scales", keep, lora_all_but("", {"--scale", "2"}), {"--scale", "--scales"}},
+    {"accumulated_y_wrong_shape",
+     [](const fs::path& d) {
+       write_array(d / "Y.npy", DType::f32, {7, 32}, std::vector<float>(7 * 32, 0.5f));
+     },
+     kLoraAll,
+     {"Y.npy", "(7, 33)", "(7, 32)"}},
+    {"accumulated_y_wrong_type",
+     [](const fs::path& d) {
+       write_array(d / "Y.npy", DType::f16, {7, 33}, std::vector<std::uint16_t>(7 * 33, 0));
+     },
+     kLoraAll,
+     {"Y.npy", "float16"}},
+    {"dtype_disagrees_with_x", keep, lora_all_but("", {"--dtype", "bf16"}), {"X.npy", "--dtype bf16"}},
+    {"uint16_x_without_dtype",
+     [](const fs::path& d) {
+       write_array(d / "X.npy", DType::u16, {7, 65}, std::vector<std::uint16_t>(7 * 65, 0));
+     },
+     kLoraAll,
+     {"X.npy", "--dtype bf16"}},
+    {"empty_rows",
+     [](const fs::path& d) {
+       write_array(d / "X.npy", DType::f32, {0, 65}, std::vector<float>());
+     },
+     {},
+     {"empty operand"}},
+    {"unknown_option", keep, lora_all_but("", {"--rank", "3"}), {"--rank"}},
+};
+
+INSTANTIATE_TEST_SUITE_P(BadInput, CliRunLoraRejects, ::testing::ValuesIn(kBadLoraCases),
+                         [](const ::testing::TestParamInfo<BadLoraCase>& info) { return info.param.name; });
+
+// ---------------------------------------------------------------------------------------
 // Help, version, usage errors
 
 TEST_F(CliTest, HelpGoesToStdoutWithExitZero) {
@@ -754,6 +1031,18 @@ TEST_F(CliTest, ProfileShowPrintsEachEntry) {
   }
   EXPECT_TRUE(gemv && lora_expand) << "want one line per entry; " << r.describe();
   EXPECT_EQ(r.err, "");
+
+  // An entry's provenance is shown on its line.
+  std::string text = read_text(path("p.yaml"));
+  const std::string anchor = "algorithm: reduce";
+  ASSERT_NE(text.find(anchor), std::string::npos) << text;
+  const std::size_t line_start = text.rfind('\n', text.find(anchor)) + 1;
+  const std::string indent = text.substr(line_start, text.find(anchor) - line_start);
+  text.insert(line_start, indent + "provenance: {kind: pinned, results: results/x/bench.json, commit: 0123abcd}\n");
+  write_text(path("p.yaml"), text);
+  const CliResult shown = run_cli({"profile", "show", "p.yaml"});
+  EXPECT_EQ(shown.status, 0) << shown.describe();
+  EXPECT_NE(shown.out.find("(pinned from results/x/bench.json at 0123abcd)"), std::string::npos) << shown.describe();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -913,6 +1202,7 @@ TEST_F(CliTest, TuneWritesAValidProfileAndASummary) {
   EXPECT_EQ(p.device.driver, default_device().driver);
   ASSERT_NE(p.find("gemm_nt", "gemv"), nullptr);
   EXPECT_GT(p.find("gemm_nt", "gemv")->time_ms, 0);
+  EXPECT_EQ(p.find("gemm_nt", "gemv")->provenance.kind, "tuned") << "the entry says it was tuned";
   EXPECT_EQ(p.entries.size(), 1u) << "only the requested class is tuned";
   EXPECT_TRUE(names_in(config_).empty()) << "--out given: nothing under XDG_CONFIG_HOME";
 }
@@ -1168,6 +1458,33 @@ TEST_F(CliTest, TuneShapesWithBf16InputOrRoutedRowsWriteTheirEntries) {
   EXPECT_EQ(p.find("nf4_backward", "decode", &f32)->problem, f32);
 }
 
+// LoRA problems name their rank, adapters and segments, and (as gemm_nt's) input_bits 16
+// for bf16: each is tuned and stored under the class the runtime files it in.
+TEST_F(CliTest, TuneShapesTakesLoraAndHalfGemmProblems) {
+  write_text(path("shapes.yaml"),
+             "shapes:\n  - {kernel: lora_apply, m: 6, n: 40, k: 64, rank: 8, adapters: 3, segments: 3, "
+             "input_bits: 16}\n  - {kernel: gemm_nt, m: 3, n: 80, k: 70, input_bits: 16}\n");
+  const CliResult r = run_cli({"tune", "--shapes", "shapes.yaml", "--kernels", "lora_apply,gemm_nt", "--classes",
+                               "multi_decode,small_batch_half", "--max-evals", "2", "--repeats", "1", "--out", "p.yaml",
+                               "--cache", "-"});
+  ASSERT_EQ(r.status, 0) << r.describe();
+  const ocltk::Profile p = ocltk::read_profile(path("p.yaml").string());
+  const std::map<std::string, std::int64_t> lora{{"m", 6},        {"n", 40},       {"k", 64},         {"rank", 8},
+                                                 {"adapters", 3}, {"segments", 3}, {"input_bits", 16}};
+  const ocltk::ProfileEntry* e = p.find("lora_apply", "multi_decode", &lora);
+  ASSERT_NE(e, nullptr) << read_text(path("p.yaml"));
+  EXPECT_EQ(e->problem, lora);
+  const std::map<std::string, std::int64_t> gemm{{"m", 3}, {"n", 80}, {"k", 70}, {"input_bits", 16}};
+  e = p.find("gemm_nt", "small_batch_half", &gemm);
+  ASSERT_NE(e, nullptr) << read_text(path("p.yaml"));
+  EXPECT_EQ(e->problem, gemm);
+  write_text(path("bad.yaml"),
+             "shapes:\n  - {kernel: lora_shrink, m: 6, n: 40, k: 64, rank: 8, adapters: 3, "
+             "segments: 3}\n");
+  const CliResult bad = run_cli({"tune", "--shapes", "bad.yaml", "--out", "q.yaml"});
+  EXPECT_TRUE(is_usage_error(bad, {"lora_shrink has no problem dimension 'n'"}));
+}
+
 TEST_F(CliTest, TuneShapesRejectsBadFilesAndWritesNothing) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"shapes:\n  - {kernel: gemm_nt, m: 3, n: 8}\n", "shapes.yaml:2:5: shapes[0] (gemm_nt) needs 'k'"},
@@ -1226,7 +1543,7 @@ TEST_F(CliTest, TuneInterruptedByCtrlCResumesFromItsCache) {
 }
 
 TEST_F(CliTest, TuneReplayComparesStrategiesWithoutADevice) {
-  const std::string rec = std::string(OCLTK_SOURCE_DIR) + "/results/pocl-space-gemm_nt-gemv.jsonl";
+  const std::string rec = std::string(OCLTK_SOURCE_DIR) + "/tests/data/spaces/pocl-gemm_nt-gemv.jsonl";
   const CliResult r = run_cli({"tune", "--replay", rec, "--seeds", "3", "--max-evals", "10%", "--json"},
                               {{"OCLTK_DEVICE", "no-such-device"}});
   ASSERT_EQ(r.status, 0) << r.describe();

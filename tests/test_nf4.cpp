@@ -184,7 +184,7 @@ TEST(Nf4Quantizer, BitsandbytesReciprocalIsWithinOneUlpOfIeee) {
     ASSERT_EQ(ocltk::bitsandbytes_reciprocal(-x), -fast) << x;
     differing += fast != exact;
   }
-  // 13 % of mantissas differ on the H200 (results/h200-fast-rcp.txt).
+  // 13 % of mantissas differ on the H200 (results/h200-fast-rcp.txt at 936f2b6).
   EXPECT_GT(differing, 10000);
   EXPECT_LT(differing, 16000);
   // Mantissa 1449 is the first that rounds down (x = 1 + 1449 * 2^-23).
@@ -215,7 +215,7 @@ float from_bits(std::uint16_t b, ElementType t) { return t == ElementType::f16 ?
 
 class Nf4Device : public RuntimeTest {
  protected:
-  // The row-sweeping forwards (lanes, warps) at `points` of `algorithm`: the same cases as
+  // The row-sweeping forward (warps) at `points` of `algorithm`: the same cases as
   // stream (their aligned paths need K, element_offset and the byte offset aligned to CW:
   // K = 75 or 101 take the general decode, the 66-expert window at offset 40 is aligned for
   // CW = 8 only; K < 32 chunks leaves warps' lanes without a chunk), plus blocks of 4096
@@ -366,16 +366,6 @@ class Nf4Device : public RuntimeTest {
 };
 
 // Parameter points per algorithm (one program build each on PoCL; kept few).
-const std::vector<std::pair<Params, Params>> kFusedPoints = {
-    {{}, {}},  // defaults
-    {{{"WGS", 64}, {"RW", 8}, {"TR", 2}, {"VW", 16}, {"KWG", 256}, {"UNROLL", 2}},
-     {{"WGS", 64}, {"RW", 8}, {"TR", 2}, {"VW", 16}, {"NWG", 32}}},
-    {{{"WGS", 32}, {"RW", 1}, {"TR", 1}, {"VW", 32}, {"KWG", 256}},
-     {{"WGS", 32}, {"RW", 1}, {"TR", 1}, {"VW", 32}, {"NWG", 32}}},
-    // One codebook copy per lane, 16-byte code loads (VW 32), four in flight, several rows.
-    {{{"WGS", 64}, {"RW", 4}, {"TR", 4}, {"VW", 32}, {"KWG", 512}, {"CBR", 32}, {"UNROLL", 4}},
-     {{"WGS", 64}, {"RW", 4}, {"TR", 4}, {"VW", 32}, {"NWG", 64}, {"CBR", 32}}},
-};
 // Stream points: row lanes 1 to 8, loads in flight 1 to 8, tile rows 1 to 8 (forward);
 // slices 1 to 8, 8- and 16-byte runs, tile rows 1 to 8, one split (dx directly, where the
 // grid fills the device's compute units) to 32, codebook and pair-table decodes (backward).
@@ -388,19 +378,6 @@ const std::vector<std::pair<Params, Params>> kStreamPoints = {
     {{{"WGS", 64}, {"RL", 4}, {"UNROLL", 2}, {"TR", 1}},
      {{"NL", 8}, {"VW", 32}, {"UNROLL", 4}, {"TR", 4}, {"NSPLIT", 8}}},
 };
-// Lanes points (forward only): 16-byte chunks with the two-level reduction (defaults);
-// 4-byte chunks decoded through the pair table (LUT 2), many passes over K and more
-// outputs (RB × TR = 64) than work-items, so each work-item sums whole outputs, and up to
-// 4 batches per workgroup (the prefetched first chunk then needs its x reloaded); 8-byte
-// chunks, 256 lanes, 8 tile rows and up to
-// 16 batches of 2 W rows per workgroup (a ragged last batch, and fewer batches for the
-// last workgroup: N = 45 with K = 1056 on the aligned path, N = 37 on the general one).
-// Each fits 48 KiB of local memory.
-const std::vector<Params> kLanesPoints = {
-    {},
-    {{"WGS", 32}, {"CW", 8}, {"RB", 16}, {"TR", 4}, {"NB", 4}, {"LUT", 2}},
-    {{"WGS", 256}, {"CW", 16}, {"RB", 2}, {"TR", 8}, {"NB", 16}},
-};
 // Warps points (forward only): the defaults (8-byte chunks, 8 W rows per warp, 4
 // batches, x from global memory) but with a tile's one row untested (LT 1, TR 1); 64 work-items (2 warps), 16-byte
 // chunks, 4 tile rows, one batch per warp and the next pass loaded ahead (PF), row 0 of a tile untested (LT 1); 256
@@ -412,7 +389,7 @@ const std::vector<Params> kLanesPoints = {
 // Each fits NVIDIA's 48 KiB of local memory; the last two need more elsewhere (the
 // reduction's partials; run_points skips a point the device cannot hold). The barrier that
 // restages x for the next tile matters only without the local-memory reduction's barriers,
-// i.e. on NVIDIA (its tests there: results/h200-2026-12-01b/).
+// i.e. on NVIDIA (its tests there: results/h200-2026-12-01b/ at 0d64363).
 const std::vector<Params> kWarpsPoints = {
     {{"LT", 1}},
     {{"WGS", 64}, {"CW", 32}, {"RB", 4}, {"TR", 4}, {"NB", 1}, {"PF", 1}, {"LT", 1}},
@@ -460,8 +437,6 @@ std::vector<Case> shape_cases() {
 TEST_F(Nf4Device, EveryAlgorithmAtSeveralPointsMatchesTheReference) {
   std::vector<Case> cases = shape_cases();
   for (int e = 0; e < 66; ++e) cases.back().counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
-  for (const auto& [fp, bp] : kFusedPoints)
-    for (const Case& c : cases) run_case(c, choice("nf4_forward", "fused", fp), choice("nf4_backward", "fused", bp));
   for (const Params& p : kTiledPoints)
     for (const Case& c : cases) run_case(c, choice("nf4_forward", "tiled", p), choice("nf4_backward", "tiled", p));
 }
@@ -531,8 +506,7 @@ TEST_F(Nf4Device, StreamAtSeveralPointsMatchesTheReference) {
   }
 }
 
-// Lanes and warps: run_points says which cases.
-TEST_F(Nf4Device, LanesAtSeveralPointsMatchesTheReference) { run_points("lanes", kLanesPoints); }
+// Warps: run_points says which cases.
 
 TEST_F(Nf4Device, WarpsAtSeveralPointsMatchesTheReference) { run_points("warps", kWarpsPoints); }
 
@@ -736,7 +710,7 @@ TEST_F(Nf4Device, RegisterTargetsMatchTheReferenceOrAreRefused) {
 // 70 experts over dispatches of at most 7 workgroups along dimension 1 (compact ones: the
 // runtime reads the offsets back and finds 48 experts with rows): each dispatch's
 // expert_base must reach the segment bounds, the split counters and the partial sums
-// (and the lanes and warps forwards' segment bounds).
+// (and the warps forward's segment bounds).
 TEST_F(Nf4Device, StreamSplitsOverSeveralDispatches) {
   RuntimeOptions options = ocltk_test::test_runtime_options(ocltk_test::make_temp_dir("nf4_cap_cache"));
   options.max_groups_per_dispatch = 7;
@@ -746,7 +720,6 @@ TEST_F(Nf4Device, StreamSplitsOverSeveralDispatches) {
   for (std::size_t i : {std::size_t(0), std::size_t(2)})
     run_case(c, choice("nf4_forward", "stream", kStreamPoints[i].first),
              choice("nf4_backward", "stream", kStreamPoints[i].second), &capped.value());
-  run_case(c, choice("nf4_forward", "lanes", kLanesPoints[1]), Choice(), &capped.value());
   run_case(c, choice("nf4_forward", "warps", kWarpsPoints[1]), Choice(), &capped.value());
   run_case({70, 16, 64, 64, 0, c.counts}, choice("nf4_forward", "tc", kTcPoints[0]), Choice(), &capped.value());
   // A compact launch without the read-back: 15 rows on 8 of the 70 experts, 15 slots in
@@ -777,10 +750,8 @@ TEST_F(Nf4Device, CompactLaunchesServeOnlyTheExpertsWithRows) {
     cases.push_back(b);
   }
   const std::vector<std::pair<Choice, Choice>> choices = {
-      {choice("nf4_forward", "fused", {}), choice("nf4_backward", "fused", {})},
       {choice("nf4_forward", "stream", {}), choice("nf4_backward", "stream", kStreamPoints[2].second)},
-      {choice("nf4_forward", "lanes", kLanesPoints[1]), choice("nf4_backward", "tc", kTcBackwardPoints[0])},
-      {choice("nf4_forward", "warps", kWarpsPoints[0]), Choice()},
+      {choice("nf4_forward", "warps", kWarpsPoints[0]), choice("nf4_backward", "tc", kTcBackwardPoints[0])},
       {choice("nf4_forward", "tc", {}), Choice()},
   };
   for (const auto& [fwd, bwd] : choices)
@@ -949,18 +920,18 @@ TEST_F(Nf4Device, BadInputsAreRejectedNamingTheFault) {
 // routing) take the entry measured at their segments' length, and a launch with one long
 // segment the entry measured on such a layout, counted from the offsets read back or given by
 // the caller (active_experts, max_expert_rows); without either, the rows count as spread
-// evenly. Fused points other tests build, each the entry of one layout of 8 or 16 rows.
+// evenly. Stream points other tests build, each the entry of one layout of 8 or 16 rows.
 TEST_F(Nf4Device, ProfileEntryFollowsTheRowsPerExpertWithRows) {
-  const ocltk::AlgorithmSpec* fused = nf4_forward_family().find_algorithm("fused");
-  ASSERT_NE(fused, nullptr);
-  const Params one_row = fused->complete(kFusedPoints[0].first), two_rows = fused->complete(kFusedPoints[2].first),
-               batch = fused->complete(kFusedPoints[1].first);
+  const ocltk::AlgorithmSpec* stream = nf4_forward_family().find_algorithm("stream");
+  ASSERT_NE(stream, nullptr);
+  const Params one_row = stream->complete(kStreamPoints[0].first), two_rows = stream->complete(kStreamPoints[3].first),
+               batch = stream->complete(kStreamPoints[1].first);
   const Nf4Geometry geo{8, 16, 64, 64, 0};
   auto entry = [&](const Params& p, std::int64_t rows, const char* shape_class = "decode") {
     ProfileEntry e;
     e.kernel = "nf4_forward";
     e.shape_class = shape_class;
-    e.algorithm = "fused";
+    e.algorithm = "stream";
     e.params = p;
     e.problem = nf4_problem_of(rows, geo);
     e.problem.erase("input_bits");  // as the tuner writes f32 problems
@@ -975,11 +946,11 @@ TEST_F(Nf4Device, ProfileEntryFollowsTheRowsPerExpertWithRows) {
   skewed.problem["active"] = 4;
   skewed.problem["max_rows"] = 5;
   profile.entries = {entry(one_row, 8), entry(two_rows, 16), skewed, entry(batch, 512, "small_batch")};
-  // The backward's two entries, at the same problems: the fused points' backward halves.
-  const ocltk::AlgorithmSpec* fused_bwd = nf4_backward_family().find_algorithm("fused");
-  ASSERT_NE(fused_bwd, nullptr);
-  const Params one_row_bwd = fused_bwd->complete(kFusedPoints[0].second),
-               two_rows_bwd = fused_bwd->complete(kFusedPoints[2].second);
+  // The backward's two entries, at the same problems: the stream points' backward halves.
+  const ocltk::AlgorithmSpec* stream_bwd = nf4_backward_family().find_algorithm("stream");
+  ASSERT_NE(stream_bwd, nullptr);
+  const Params one_row_bwd = stream_bwd->complete(kStreamPoints[0].second),
+               two_rows_bwd = stream_bwd->complete(kStreamPoints[3].second);
   for (const auto& [p, rows] : {std::make_pair(one_row_bwd, 8), std::make_pair(two_rows_bwd, 16)}) {
     ProfileEntry e = entry(p, rows);
     e.kernel = "nf4_backward";

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "fixture.hpp"
+#include "ocltk/lora.hpp"
 #include "ocltk/nf4.hpp"
 
 namespace {
@@ -36,7 +37,12 @@ std::map<std::string, std::string> ifndef_defaults(const std::string& source) {
 }
 
 TEST(ParamTables, EveryIfndefIsInTheTableAndBack) {
-  for (const AlgorithmSpec& algorithm : family().algorithms) {
+  std::vector<const AlgorithmSpec*> algorithms;
+  for (const ocltk::KernelFamily* f :
+       {&family(), &ocltk::lora_shrink_family(), &ocltk::lora_expand_family(), &ocltk::lora_apply_family()})
+    for (const AlgorithmSpec& a : f->algorithms) algorithms.push_back(&a);
+  for (const AlgorithmSpec* each : algorithms) {
+    const AlgorithmSpec& algorithm = *each;
     SCOPED_TRACE(algorithm.name + " (" + algorithm.source_name + ")");
     const std::map<std::string, std::string> in_source = ifndef_defaults(ocltk::kernel_source(algorithm.source_name));
     ASSERT_FALSE(in_source.empty());
@@ -279,7 +285,7 @@ TEST(ParamTables, RegisterTargetIsLegalOnlyWithPtxBinaries) {
       EXPECT_NE(bad->find("PTX"), std::string::npos) << *bad;
     }
   }
-  EXPECT_EQ(listing, 5u) << "nf4_forward's tc, warps and lanes, nf4_backward's tc and stream";
+  EXPECT_EQ(listing, 4u) << "nf4_forward's tc and warps, nf4_backward's tc and stream";
   EXPECT_EQ(ocltk::register_target({{"WGS", 64}}), 0);
 
   ocltk::DeviceInfo device;
@@ -357,10 +363,51 @@ TEST(ShapeClasses, BoundariesAndPrecedence) {
   for (const ocltk::ShapeClassSpec& cls : family().classes) {
     EXPECT_FALSE(cls.rule.empty());
     for (bool cpu : {false, true})
-      EXPECT_EQ(ocltk::gemm_nt_shape_class(ocltk::gemm_nt_class_problem(cls.name, cpu)), cls.name)
+      EXPECT_EQ(
+          ocltk::gemm_nt_shape_class(ocltk::gemm_nt_class_problem(cls.name, cpu), ocltk::gemm_nt_class_input(cls.name)),
+          cls.name)
           << "the representative problem of " << cls.name << " belongs to another class";
   }
   EXPECT_THROW(ocltk::gemm_nt_class_problem("huge", false), ocltk::Error);
+}
+
+// Every LoRA class's representative problem is filed under it, and its ranks and segments
+// are what the tuner lays out: mixed ranks for several adapters.
+TEST(ShapeClasses, LoraClassProblemsBelongToTheirClass) {
+  for (const ocltk::KernelFamily* f :
+       {&ocltk::lora_shrink_family(), &ocltk::lora_expand_family(), &ocltk::lora_apply_family()}) {
+    ASSERT_EQ(f->classes.size(), f->builtin.size()) << f->name;
+    for (const ocltk::ShapeClassSpec& cls : f->classes) {
+      for (bool cpu : {false, true}) {
+        const ocltk::LoraTuneProblem t = ocltk::lora_class_problem(cls.name, cpu);
+        EXPECT_EQ(ocltk::lora_shape_class(t.problem.m, t.segments), cls.name) << f->name;
+        const std::vector<std::int32_t> ranks = ocltk::lora_problem_ranks(t.problem);
+        ASSERT_EQ(std::int64_t(ranks.size()), t.problem.adapters);
+        EXPECT_EQ(*std::max_element(ranks.begin(), ranks.end()), t.problem.max_rank);
+        if (t.problem.adapters > 1) {
+          EXPECT_LT(*std::min_element(ranks.begin(), ranks.end()), t.problem.max_rank);
+        }
+        const std::vector<std::uint32_t> offsets = ocltk::lora_even_offsets(t.problem.m, t.segments);
+        EXPECT_EQ(offsets.front(), 0u);
+        EXPECT_EQ(std::int64_t(offsets.back()), t.problem.m);
+      }
+      const ocltk::BuiltinChoice builtin = f->builtin_for(cls.name);
+      const AlgorithmSpec* algorithm = f->find_algorithm(builtin.algorithm);
+      ASSERT_NE(algorithm, nullptr) << f->name << "/" << cls.name;
+      EXPECT_FALSE(algorithm->violation(algorithm->complete(builtin.params), nullptr).has_value());
+    }
+  }
+  EXPECT_THROW(ocltk::lora_class_problem("huge", false), ocltk::Error);
+  // The problem an entry stores: shrink has no N, expand no K; 16-bit input names its width.
+  const ocltk::LoraProblem p{16, 4096, 2048, 8, 64};
+  const auto shrink = ocltk::lora_problem_of("lora_shrink", p, 8, ocltk::ElementType::bf16);
+  EXPECT_EQ(shrink.count("n"), 0u);
+  EXPECT_EQ(shrink.at("k"), 2048);
+  EXPECT_EQ(shrink.at("input_bits"), 16);
+  const auto expand = ocltk::lora_problem_of("lora_expand", p, 0, ocltk::ElementType::f32);
+  EXPECT_EQ(expand.count("k"), 0u);
+  EXPECT_EQ(expand.count("input_bits"), 0u);
+  EXPECT_EQ(expand.at("segments"), 1);
 }
 
 TEST_F(ParamsOnDevice, GeometryCoversTheProblemWithWholeWorkgroups) {

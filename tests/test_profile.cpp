@@ -100,6 +100,8 @@ TEST_F(ProfileTest, EmitParseRoundTrip) {
   p.entries[0].default_time_ms = 2.5;
   p.entries[1].time_ms = 312.5;
   p.entries[1].gflops = 6.87195;
+  p.entries[1].provenance = {"pinned", "results/h200/bench-gemm_nt.json", "0d64363", "large/4096x4096x4096, call 2"};
+  p.entries[2].provenance.kind = "tuned";
 
   const Profile q = ocltk::parse_profile(ocltk::emit_profile(p), "roundtrip.yaml");
   EXPECT_EQ(q.schema, ocltk::kProfileSchema);
@@ -128,8 +130,18 @@ TEST_F(ProfileTest, EmitParseRoundTrip) {
     EXPECT_DOUBLE_EQ(got->time_ms, want.time_ms);
     EXPECT_DOUBLE_EQ(got->gflops, want.gflops);
     EXPECT_DOUBLE_EQ(got->default_time_ms, want.default_time_ms);
+    EXPECT_EQ(got->provenance, want.provenance);
   }
+  EXPECT_TRUE(q.find("gemm_nt", "gemv")->provenance.empty()) << "an entry without provenance stays without";
   EXPECT_EQ(q.find("gemm_nt", "small_batch"), nullptr);
+
+  // A profile assembled by hand has no tuning run: no `tuner` header is written, and none read.
+  p.tuner_version.clear();
+  p.date.clear();
+  p.tuning_seconds = 0;
+  const std::string text = ocltk::emit_profile(p);
+  EXPECT_EQ(text.find("tuner"), std::string::npos) << text;
+  EXPECT_TRUE(ocltk::parse_profile(text, "pinned.yaml").date.empty());
 }
 
 TEST_F(ProfileTest, WriteIsAtomicAndReplaces) {
@@ -203,7 +215,8 @@ TEST_F(ProfileTest, RejectsBadContentAtItsPosition) {
       "      params: {MWG: 32, MDIMC: 4}\n"
       "    gemv:\n"
       "      algorithm: reduce\n"
-      "      params: {TR: 2}\n";
+      "      params: {TR: 2}\n"
+      "      provenance: {kind: pinned, results: results/x/bench.json, commit: 0123abc}\n";
   ASSERT_NO_THROW((void)ocltk::parse_profile(good, "good.yaml"));
 
   struct Case {
@@ -222,6 +235,16 @@ TEST_F(ProfileTest, RejectsBadContentAtItsPosition) {
       {"constraint violated", "{MWG: 32, MDIMC: 4}", "{MWG: 128, MDIMC: 8}", "{MWG: 128", "MWG / MDIMC"},
       {"missing device name", "  name: \"Some Device\"\n", "", "device:", "name"},
       {"non-integer parameter", "{TR: 2}", "{TR: two}", "two", "TR"},
+      {"unknown provenance kind", "kind: pinned", "kind: guessed", "guessed", "guessed"},
+      {"provenance without kind", "kind: pinned, ", "", "{results", "kind"},
+      {"unknown provenance field", "commit: 0123abc}", "comit: 0123abc}", "comit", "comit"},
+      {"provenance commit not hex", "0123abc", "0123abz", "0123abz", "commit"},
+      {"provenance commit too short", "0123abc", "0123", "0123}", "commit"},
+      {"provenance results outside the tree", "results/x/bench.json", "/tmp/bench.json", "/tmp", "results"},
+      {"provenance results above the tree", "results/x/bench.json", "../x.json", "../x", "results"},
+      {"provenance commit without results", "results: results/x/bench.json, ", "", "{kind", "commit"},
+      {"provenance not a mapping", "{kind: pinned, results: results/x/bench.json, commit: 0123abc}", "pinned",
+       "pinned\n", "mapping"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
@@ -251,7 +274,7 @@ TEST_F(ProfileTest, RejectsBadContentAtItsPosition) {
 TEST_F(ProfileTest, Nf4SegmentCountsOutsideTheirRangeAreRejected) {
   const std::string head =
       "schema: 1\ndevice: {name: x, vendor: y}\nkernels:\n  nf4_forward:\n    decode:\n"
-      "      algorithm: fused\n      params: {}\n      problem: ";
+      "      algorithm: stream\n      params: {}\n      problem: ";
   const std::string fine = "{experts: 8, rows: 32, active: 8, max_rows: 7}";
   ASSERT_NO_THROW((void)ocltk::parse_profile(head + fine + "\n", "counts.yaml"));
   ASSERT_NO_THROW((void)ocltk::parse_profile(head + "{experts: 8, rows: 32, max_rows: 4}\n", "counts.yaml"));
@@ -1014,6 +1037,30 @@ TEST(ProfileDatabase, DiffNamesEachChangeAndIsEmptyForEqualFiles) {
     for (const std::string& line : db_lines) std::cerr << "  " << line << "\n";
 }
 
+// A changed provenance is a difference of its own, named with both sides; merge keeps it.
+TEST(ProfileDatabase, DiffAndMergeKeepProvenance) {
+  ocltk::ProfileFile a, b;
+  a.path = "a.yaml";
+  b.path = "b.yaml";
+  a.profile = device_profile("GPU", "V", "1", "", "2026-01-01", {timed(entry("large", "tiled", kTiledA), 4.0, 1.0)});
+  a.profile.entries[0].provenance.kind = "tuned";
+  b.profile = a.profile;
+  b.profile.entries[0].provenance = {"pinned", "results/gpu/bench-gemm_nt.json", "0123abc", ""};
+  EXPECT_EQ(ocltk::diff_profile_files(a, b),
+            std::vector<std::string>{"gemm_nt/large: same choice; provenance tuned -> pinned from "
+                                     "results/gpu/bench-gemm_nt.json at 0123abc"});
+  b.profile.entries[0].provenance = {};
+  EXPECT_EQ(ocltk::diff_profile_files(a, b),
+            std::vector<std::string>{"gemm_nt/large: same choice; provenance tuned -> none"});
+
+  a.profile.entries[0].provenance = {"pinned", "results/gpu/bench-gemm_nt.json", "0123abc", "call 2"};
+  const ocltk::ProfileDatabase db = ocltk::merge_profiles({a.profile});
+  ASSERT_EQ(db.profiles.size(), 1u);
+  EXPECT_EQ(db.profiles[0].entries.at(0).provenance, a.profile.entries[0].provenance);
+  const ocltk::ProfileFile back = ocltk::parse_profile_file(ocltk::emit_profile_database(db), "db.yaml");
+  EXPECT_EQ(back.database.profiles.at(0).entries.at(0).provenance, a.profile.entries[0].provenance);
+}
+
 // Classes with several entries (tune --shapes) are compared entry by entry, matched by
 // problem (input_bits 32 and none alike), each line naming its problem; entries of a problem
 // only one file has are listed as such.
@@ -1121,7 +1168,7 @@ TEST(ProfileDatabase, MalformedDatabasesNameFileLineAndColumn) {
 // widths, every class's entry is the one the rows' distance alone chose (the first nearest, as
 // Profile::find takes it), and so does counting the crowding of the longest segment, zero
 // between even spreads. Entries that name `active` or `max_rows` were measured on routed,
-// uneven segments (results/h200-2026-12-01e/) and are meant to win where the total rows would
+// uneven segments (results/h200-2026-12-01e/ at 0d64363) and are meant to win where the total rows would
 // not choose them, so they are left out of both sides.
 TEST(ProfileChoice, ShippedNf4ChoicesForEvenSpreadsAreThoseOfTotalRows) {
   const auto lg = [](double v) { return std::log2(std::max(1.0, v)); };
@@ -1170,7 +1217,7 @@ TEST(ProfileChoice, ShippedNf4ChoicesForEvenSpreadsAreThoseOfTotalRows) {
   EXPECT_GT(routed, 0);  // the H200 profile's top-k entries (else this test checks less than it says)
 }
 
-// The H200 profile's entries for top-k routing (results/h200-2026-12-01e/, call 7) serve routed
+// The H200 profile's entries for top-k routing (results/h200-2026-12-01e/ at 0d64363, call 7) serve routed
 // launches at and near their problems, and even spreads keep theirs: fine-grained bf16 top-6 of
 // 8 tokens (48 rows on 33 experts, at most 4 on one) takes `warps` at two tile rows, of 16
 // tokens (96 rows on 54, at most 4) `tc`, as do 128 rows spread evenly (2 per expert); one row

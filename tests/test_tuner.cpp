@@ -1,5 +1,5 @@
 // The tuner's search and bookkeeping: strategies on recorded spaces (the 5% / 15% claim
-// on the spaces shipped in results/), determinism, budgets, bad-candidate handling,
+// on the spaces recorded in tests/data/spaces/), determinism, budgets, bad-candidate handling,
 // resume after an interrupted run, refusal of a foreign cache, the report files.
 // A mock family stands in for kernels where the behaviour under test is the tuner's
 // (an injected build failure, wrong result, hang); no OpenCL program is built here.
@@ -213,22 +213,19 @@ TEST(Strategies, ParseAndName) {
   EXPECT_FALSE(parse_strategy("annealing").has_value());
 }
 
-// ---- the claim on the recorded spaces shipped in results/ ------------------------------
+// ---- the claim on the recorded spaces in tests/data/spaces/ -----------------------------
 
 std::vector<std::string> shipped_recordings() {
   std::vector<std::string> files;
-  for (const auto& entry : fs::directory_iterator(OCLTK_RESULTS_DIR)) {
-    const std::string name = entry.path().filename().string();
-    if (name.find("-space-") != std::string::npos && entry.path().extension() == ".jsonl")
-      files.push_back(entry.path().string());
-  }
+  for (const auto& entry : fs::directory_iterator(OCLTK_SPACES_DIR))
+    if (entry.path().extension() == ".jsonl") files.push_back(entry.path().string());
   std::sort(files.begin(), files.end());
   return files;
 }
 
 TEST(RecordedSpaces, GuidedWithin5PercentUsingAtMost15PercentOfTheEvaluations) {
   const std::vector<std::string> files = shipped_recordings();
-  ASSERT_FALSE(files.empty()) << "no results/*-space-*.jsonl recordings";
+  ASSERT_FALSE(files.empty()) << "no tests/data/spaces/*.jsonl recordings";
   ReplayOptions options;
   options.strategies = {Strategy::kGuided, Strategy::kRandom};
   options.max_evals_fraction = 0.15;
@@ -251,6 +248,42 @@ TEST(RecordedSpaces, GuidedWithin5PercentUsingAtMost15PercentOfTheEvaluations) {
                 << "% (" << r.strategies[1].within << "/20)\n";
     }
   }
+}
+
+// A recording keeps the points of algorithms a kernel has since dropped (its format does not
+// change); a replay leaves them out, so its optimum is the best a tune could find today.
+TEST(Recording, ReplayLeavesOutPointsOfRemovedAlgorithms) {
+  const fs::path dir = fs::temp_directory_path() / ("ocltk-removed-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "old.jsonl").string();
+  std::ofstream out(path);
+  out << "{\"record\": 1, \"ocltk\": \"x\", \"device\": \"D\", \"vendor\": \"V\", \"driver\": \"1\"}\n";
+  const std::string head = "{\"kernel\": \"nf4_forward\", \"class\": \"decode\", \"problem\": {\"rows\": 32}, ";
+  // The removed algorithm holds the fastest point; stream's best is 2.0 ms.
+  for (int i = 0; i < 3; ++i)
+    out << head << "\"choice\": {\"algorithm\": \"lanes\", \"params\": {\"WGS\": " << (32 << i)
+        << "}, \"ok\": true, \"time_ms\": " << 0.5 + i << "}}\n";
+  for (int tr : {1, 2, 4, 8})
+    out << head << "\"choice\": {\"algorithm\": \"stream\", \"params\": {\"RL\": 2, \"TR\": " << tr
+        << ", \"UNROLL\": 1, \"WGS\": 128}, \"ok\": true, \"time_ms\": " << 2.0 + tr << "}}\n";
+  out.close();
+  ReplayOptions options;
+  options.strategies = {Strategy::kRandom};
+  options.seeds = 2;
+  options.max_evals = 4;
+  const std::vector<ReplayClassResult> results = replay(read_recording(path), options);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].space_size, 4u);
+  EXPECT_EQ(results[0].dropped, 3u);
+  EXPECT_DOUBLE_EQ(results[0].optimum_ms, 3.0);
+  EXPECT_EQ(results[0].optimum.rfind("stream ", 0), 0u) << results[0].optimum;
+  EXPECT_EQ(results[0].strategies.at(0).median_gap, 0.0) << "every stream point evaluated";
+  std::ostringstream text;
+  print_replay(text, results, options);
+  EXPECT_NE(text.str().find("nf4_forward/decode: 3 recorded points of algorithms this ocltk no longer has"),
+            std::string::npos)
+      << text.str();
+  fs::remove_all(dir);
 }
 
 // The resume cache is keyed on this hash: whatever changes the programs the tuner measures
@@ -425,7 +458,7 @@ TEST(KeepUntunedEntries, KeepsOtherProblemsAndDropsTunedOnes) {
   };
   Profile existing, tuned;
   existing.device.name = tuned.device.name = "dev";
-  existing.entries = {entry("decode", {{"rows", 8}, {"input_bits", 32}}, "lanes"),
+  existing.entries = {entry("decode", {{"rows", 8}, {"input_bits", 32}}, "stream"),
                       entry("decode", {{"rows", 8}, {"input_bits", 16}}, "tc"), entry("decode", {{"rows", 64}}, "tc"),
                       entry("prefill", {{"rows", 4096}}, "tiled")};
   tuned.entries = {entry("decode", {{"rows", 8}}, "warps"), entry("decode", {{"rows", 64}, {"input_bits", 32}}, "tc")};
@@ -950,6 +983,52 @@ TEST_F(TunerEngine, Nf4WorkloadsCheckEveryRunAgainstOneReference) {
     }
   }
   EXPECT_EQ(checked, 4);
+}
+
+// The LoRA families and gemm_nt's 16-bit problems: each workload names its problem as the
+// runtime keys launches (input_bits 16 for bf16; no n for shrink, no k for expand), files it
+// under the runtime's class, builds its type's variant, and checks every run against one
+// reference: a correct run passes, an output left as the NaN poison fails.
+TEST_F(TunerEngine, LoraAndHalfGemmWorkloadsCheckEveryRun) {
+  int checked = 0;
+  for (const FamilyTuning& f : tunable_families()) {
+    const std::string& name = f.family->name;
+    if (name.rfind("lora_", 0) != 0 && name != "gemm_nt") continue;
+    for (const std::int64_t bits : {32, 16}) {
+      if (name == "gemm_nt" && bits == 32) continue;  // the f32 workload predates this test
+      SCOPED_TRACE(name + " input_bits " + std::to_string(bits));
+      std::mt19937_64 rng(5);
+      Problem problem;
+      if (name == "gemm_nt") {
+        problem = {{"m", 7}, {"n", 70}, {"k", 65}};
+      } else {
+        problem = {{"m", 9}, {"rank", 12}, {"adapters", 3}, {"segments", 3}};
+        if (name != "lora_shrink") problem["n"] = 45;
+        if (name != "lora_expand") problem["k"] = 70;
+      }
+      if (bits == 16) problem["input_bits"] = 16;
+      const std::unique_ptr<Workload> w = f.make_for(*rt_, problem, rng);
+      EXPECT_EQ(w->problem(), problem);
+      const std::string shape_class = f.class_of(problem);
+      EXPECT_EQ(shape_class, name == "gemm_nt" ? "small_batch_half" : "multi_decode");
+      const AlgorithmSpec& algorithm = f.family->algorithms.front();
+      const std::string half_variant = name == "gemm_nt" ? gemm_nt_launch_variant(ElementType::bf16, ElementType::bf16)
+                                                         : lora_launch_variant(ElementType::bf16);
+      EXPECT_EQ(w->variant(algorithm), bits == 16 ? half_variant : std::string());
+      EXPECT_GT(w->min_bytes(), 0);
+      EXPECT_GT(w->flops(), 0);
+      const Choice choice = rt_->choose(name, shape_class);
+      for (int i = 0; i < 2; ++i) {
+        w->poison();
+        EXPECT_GT(w->run(choice), 0);
+        EXPECT_EQ(w->verify(), "");
+        w->poison();
+        EXPECT_NE(w->verify(), "");
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 7);
 }
 
 TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {

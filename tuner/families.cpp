@@ -4,20 +4,28 @@
 #include <utility>
 
 #include "ocltk/gemm_nt.hpp"
+#include "ocltk/lora.hpp"
 #include "ocltk/nf4.hpp"
 #include "workload.hpp"
 
 namespace ocltk::tuner {
 
 std::unique_ptr<Workload> make_gemm_nt_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng);
-std::unique_ptr<Workload> make_gemm_nt_workload_for(Runtime& rt, const GemmProblem& p, std::mt19937_64& rng);
+std::unique_ptr<Workload> make_gemm_nt_workload_for(Runtime& rt, const GemmProblem& p, ElementType type,
+                                                    std::mt19937_64& rng);
 std::unique_ptr<Workload> make_nf4_forward_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng);
 std::unique_ptr<Workload> make_nf4_backward_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng);
 std::unique_ptr<Workload> make_nf4_workload_for(Runtime& rt, bool forward, const Nf4Problem& p, std::mt19937_64& rng);
+std::unique_ptr<Workload> make_lora_workload(Runtime& rt, const std::string& kernel, const std::string& shape_class,
+                                             std::mt19937_64& rng);
+std::unique_ptr<Workload> make_lora_workload_for(Runtime& rt, const std::string& kernel, const LoraTuneProblem& p,
+                                                 std::mt19937_64& rng);
 
 namespace {
 
 GemmProblem gemm_of(const Problem& p) { return {p.at("m"), p.at("n"), p.at("k")}; }
+// A problem's input type as the tuner measures it: bf16 for input_bits 16, else f32.
+ElementType input_type_of(const Problem& p) { return input_bits_of(p) == 16 ? ElementType::bf16 : ElementType::f32; }
 Nf4Problem nf4_of(const Problem& p) {
   const auto top_k = p.find("top_k");
   return {p.at("experts"),
@@ -81,20 +89,81 @@ FamilyTuning nf4_tuning(const KernelFamily& family, bool forward,
           derive_experts};
 }
 
+// A LoRA problem as the tuner lays it out; shrink's problems have no N and expand's no K
+// (their buffers then take a width of 1).
+LoraTuneProblem lora_of(const Problem& p) {
+  const auto get = [&](const char* key) {
+    const auto it = p.find(key);
+    return it == p.end() ? std::int64_t(1) : it->second;
+  };
+  LoraTuneProblem t;
+  t.problem = {p.at("m"), get("n"), get("k"), p.at("adapters"), p.at("rank")};
+  t.segments = p.at("segments");
+  t.type = input_type_of(p);
+  return t;
+}
+
+// LoRA applied to every projection of the model, as engines run it (bf16): X of `hidden`
+// columns into the hidden or the intermediate width, one adapter per rank.
+std::vector<Problem> derive_lora_apply(const ModelDescription& m) {
+  std::vector<Problem> out;
+  for (std::int64_t t : m.tokens)
+    for (std::int64_t r : m.lora_ranks)
+      for (std::int64_t width : {m.hidden, m.intermediate}) {
+        if (width <= 0) continue;
+        out.push_back({{"m", t},
+                       {"n", width},
+                       {"k", m.hidden},
+                       {"rank", r},
+                       {"adapters", 1},
+                       {"segments", 1},
+                       {"input_bits", 16}});
+      }
+  return out;
+}
+
+// A LoRA family: its problems' keys (shrink has no N, expand no K), classes by rows per
+// segment, workloads by the family's name.
+FamilyTuning lora_tuning(const KernelFamily& family) {
+  const std::string name = family.name;
+  std::vector<std::string> keys = {"m"};
+  if (name != "lora_shrink") keys.push_back("n");
+  if (name != "lora_expand") keys.push_back("k");
+  keys.insert(keys.end(), {"rank", "adapters", "segments", "input_bits"});
+  const auto derive = [name](const ModelDescription& m) {
+    std::vector<Problem> out = derive_lora_apply(m);
+    for (Problem& p : out) p.erase(name == "lora_shrink" ? "n" : name == "lora_expand" ? "k" : "");
+    return out;
+  };
+  return {&family,
+          [name](Runtime& rt, const std::string& shape_class, std::mt19937_64& rng) {
+            return make_lora_workload(rt, name, shape_class, rng);
+          },
+          keys,
+          [](const Problem& p) { return lora_shape_class(p.at("m"), p.at("segments")); },
+          [name](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
+            return make_lora_workload_for(rt, name, lora_of(p), rng);
+          },
+          derive};
+}
+
 }  // namespace
 
 const std::vector<FamilyTuning>& tunable_families() {
   static const std::vector<FamilyTuning> families = {
       {&gemm_nt_family(),
        make_gemm_nt_workload,
-       {"m", "n", "k"},
-       [](const Problem& p) { return gemm_nt_shape_class(gemm_of(p)); },
+       {"m", "n", "k", "input_bits"},
+       [](const Problem& p) { return gemm_nt_shape_class(gemm_of(p), input_type_of(p)); },
        [](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
-         return make_gemm_nt_workload_for(rt, gemm_of(p), rng);
+         return make_gemm_nt_workload_for(rt, gemm_of(p), input_type_of(p), rng);
        },
        derive_lora},
       nf4_tuning(nf4_forward_family(), true, make_nf4_forward_workload),
       nf4_tuning(nf4_backward_family(), false, make_nf4_backward_workload),
+      lora_tuning(lora_shrink_family()),
+      lora_tuning(lora_expand_family()),
+      lora_tuning(lora_apply_family()),
   };
   return families;
 }

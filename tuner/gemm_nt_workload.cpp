@@ -1,7 +1,9 @@
 // The tuner's view of gemm_nt: a class's representative problem on the device, run with
-// any choice, checked against the double-precision reference on a sample of rows.
+// any choice, checked against the double-precision reference on a sample of rows. A, B and
+// C are f32, or bf16 for the *_half classes and problems with input_bits 16.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -21,16 +23,15 @@ double event_ms(cl_event first, cl_event last) {
 
 class GemmNtWorkload : public Workload {
  public:
-  GemmNtWorkload(Runtime& rt, const GemmProblem& p, std::mt19937_64& rng) : rt_(rt), p_(p) {
+  GemmNtWorkload(Runtime& rt, const GemmProblem& p, ElementType type, std::mt19937_64& rng)
+      : rt_(rt), p_(p), type_(type) {
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     std::vector<float> a(std::size_t(p.m * p.k)), b(std::size_t(p.n * p.k));
     for (float& x : a) x = dist(rng);
     for (float& x : b) x = dist(rng);
-    a_ = rt.allocate(a.size() * 4).value();
-    b_ = rt.allocate(b.size() * 4).value();
-    c_ = rt.allocate(std::size_t(p.m * p.n) * 4).value();
-    rt.queue().enqueue_write_buffer(a_, 0, a.size() * 4, a.data());
-    rt.queue().enqueue_write_buffer(b_, 0, b.size() * 4, b.data());
+    a_ = upload(a);  // rounds a and b to the type: the reference takes the values they hold
+    b_ = upload(b);
+    c_ = rt.allocate(std::size_t(p.m * p.n) * element_size(type)).value();
     // Every row when the reference is cheap, else a random sample plus both edges.
     if (double(p.m) * double(p.n) * double(p.k) <= 3e8) {
       for (std::int64_t i = 0; i < p.m; ++i) rows_.push_back(i);
@@ -53,28 +54,30 @@ class GemmNtWorkload : public Workload {
           abs_sum += std::fabs(prod);
         }
         want_[r * p.n + j] = sum;
-        bound_[r * p.n + j] = gemm_nt_error_bound(p.k, abs_sum, 1.0, 0.0);
+        bound_[r * p.n + j] = gemm_nt_error_bound(p.k, abs_sum, 1.0, 0.0, sum, type);
       }
     }
   }
 
-  std::map<std::string, std::int64_t> problem() const override { return {{"m", p_.m}, {"n", p_.n}, {"k", p_.k}}; }
+  std::map<std::string, std::int64_t> problem() const override { return gemm_nt_problem_of(p_, type_); }
   double flops() const override { return p_.flops(); }
-  double min_bytes() const override { return p_.min_bytes(false); }
+  double min_bytes() const override { return p_.min_bytes(false, element_size(type_), element_size(type_)); }
+  std::string variant(const AlgorithmSpec&) const override { return gemm_nt_launch_variant(type_, type_); }
 
   void poison() override {
-    const float nan = std::numeric_limits<float>::quiet_NaN();
+    // A NaN of C's type (all ones), one element wide.
+    const std::uint32_t nan = 0xFFFFFFFFu;
     const cl_int status =
-        clEnqueueFillBuffer(rt_.queue().get(), c_.get(), &nan, sizeof nan, 0, c_.size(), 0, nullptr, nullptr);
+        clEnqueueFillBuffer(rt_.queue().get(), c_.get(), &nan, element_size(type_), 0, c_.size(), 0, nullptr, nullptr);
     if (status != CL_SUCCESS) throw Error(ErrorCode::kDevice, "clEnqueueFillBuffer failed", status);
   }
 
   double run(const Choice& choice) override {
     GemmNtArgs args;
     args.problem = p_;
-    args.a.buffer = a_.get();
-    args.b.buffer = b_.get();
-    args.c.buffer = c_.get();
+    args.a = {a_.get(), 0, 0, type_};
+    args.b = {b_.get(), 0, 0, type_};
+    args.c = {c_.get(), 0, 0, type_};
     cl_event event = nullptr;
     Launch launch;
     launch.event = &event;
@@ -91,8 +94,15 @@ class GemmNtWorkload : public Workload {
   }
 
   std::string verify() override {
+    const std::size_t es = element_size(type_);
+    std::vector<std::uint8_t> bytes(std::size_t(p_.m * p_.n) * es);
+    rt_.queue().enqueue_read_buffer(c_, 0, bytes.size(), bytes.data());
     std::vector<float> c(std::size_t(p_.m * p_.n));
-    rt_.queue().enqueue_read_buffer(c_, 0, c.size() * 4, c.data());
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, bytes.data() + i * es, es);
+      c[i] = element_to_float(type_, bits);
+    }
     for (std::size_t i = 0; i < c.size(); ++i)
       if (!std::isfinite(c[i]))
         return "wrong result: C[" + std::to_string(i / p_.n) + "," + std::to_string(i % p_.n) + "] was not written";
@@ -112,8 +122,23 @@ class GemmNtWorkload : public Workload {
   }
 
  private:
+  // Uploads `values` in the workload's type and leaves in them the values the buffer holds.
+  boost::compute::buffer upload(std::vector<float>& values) {
+    const std::size_t es = element_size(type_);
+    std::vector<std::uint8_t> bytes(values.size() * es);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const std::uint32_t bits = float_to_element(type_, values[i]);
+      std::memcpy(bytes.data() + i * es, &bits, es);
+      values[i] = element_to_float(type_, bits);
+    }
+    boost::compute::buffer b = rt_.allocate(bytes.size()).value();
+    rt_.queue().enqueue_write_buffer(b, 0, bytes.size(), bytes.data());
+    return b;
+  }
+
   Runtime& rt_;
   GemmProblem p_;
+  ElementType type_;
   boost::compute::buffer a_, b_, c_;
   std::vector<std::int64_t> rows_;
   std::vector<double> want_, bound_;
@@ -121,12 +146,14 @@ class GemmNtWorkload : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_gemm_nt_workload_for(Runtime& rt, const GemmProblem& p, std::mt19937_64& rng) {
-  return std::make_unique<GemmNtWorkload>(rt, p, rng);
+std::unique_ptr<Workload> make_gemm_nt_workload_for(Runtime& rt, const GemmProblem& p, ElementType type,
+                                                    std::mt19937_64& rng) {
+  return std::make_unique<GemmNtWorkload>(rt, p, type, rng);
 }
 
 std::unique_ptr<Workload> make_gemm_nt_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng) {
-  return std::make_unique<GemmNtWorkload>(rt, gemm_nt_class_problem(shape_class, rt.device().type == "cpu"), rng);
+  return std::make_unique<GemmNtWorkload>(rt, gemm_nt_class_problem(shape_class, rt.device().type == "cpu"),
+                                          gemm_nt_class_input(shape_class), rng);
 }
 
 }  // namespace ocltk::tuner

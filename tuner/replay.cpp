@@ -16,19 +16,24 @@ namespace {
 
 // A recorded class as a search space. The algorithms' parameter lists are rebuilt from
 // the values the recording holds, so a recording stays replayable after the kernel
-// tables change; defaults come from the current table where it still has them.
+// tables change; defaults come from the current table where it still has them. Points of an
+// algorithm the kernel no longer has are left out (counted in `dropped`): no search could
+// propose them, and the optimum is the best of what a tune would choose among today.
 struct ReplaySpace {
   std::deque<AlgorithmSpec> algorithms;
   std::vector<Point> points;
   std::map<std::string, const Evaluation*> by_key;
+  std::size_t dropped = 0;
 };
 
 ReplaySpace build_space(const RecordedClass& rc) {
   ReplaySpace s;
+  const KernelFamily* family = find_family(rc.kernel);
+  const auto removed = [&](const Evaluation& e) { return family && !family->find_algorithm(e.algorithm); };
   std::map<std::string, std::map<std::string, std::set<int>>> values;  // algorithm → param → values
   for (const Evaluation& e : rc.points)
-    for (const auto& [name, v] : e.params) values[e.algorithm][name].insert(v);
-  const KernelFamily* family = find_family(rc.kernel);
+    if (!removed(e))
+      for (const auto& [name, v] : e.params) values[e.algorithm][name].insert(v);
   std::map<std::string, const AlgorithmSpec*> spec_of;
   for (const auto& [algorithm, params] : values) {
     AlgorithmSpec a;
@@ -47,6 +52,10 @@ ReplaySpace build_space(const RecordedClass& rc) {
     spec_of[algorithm] = &s.algorithms.back();
   }
   for (const Evaluation& e : rc.points) {
+    if (removed(e)) {
+      ++s.dropped;
+      continue;
+    }
     Point p{spec_of.at(e.algorithm), e.params};
     // Points recorded with fewer parameters than others of their algorithm are dropped.
     if (p.params.size() != p.algorithm->params.size()) continue;
@@ -103,6 +112,7 @@ std::vector<ReplayClassResult> replay(const Recording& recording, const ReplayOp
     r.shape_class = rc.shape_class;
     r.problem = rc.problem;
     r.space_size = space.points.size();
+    r.dropped = space.dropped;
     r.optimum_ms = std::numeric_limits<double>::infinity();
     for (const Point& p : space.points) {
       const Evaluation* e = space.by_key.at(p.key());
@@ -173,6 +183,10 @@ void print_replay(std::ostream& out, const std::vector<ReplayClassResult>& resul
           << std::setw(2) << options.seeds;
     out << "\n";
   }
+  for (const ReplayClassResult& r : results)
+    if (r.dropped > 0)
+      out << r.kernel << "/" << r.shape_class << ": " << r.dropped
+          << " recorded points of algorithms this ocltk no longer has were left out\n";
 }
 
 void print_replay_json(std::ostream& out, const std::vector<ReplayClassResult>& results, const ReplayOptions& options,
@@ -183,7 +197,7 @@ void print_replay_json(std::ostream& out, const std::vector<ReplayClassResult>& 
     const ReplayClassResult& r = results[i];
     out << (i ? "," : "") << "\n    {\"kernel\": " << json_string(r.kernel)
         << ", \"class\": " << json_string(r.shape_class) << ", \"problem\": " << json_problem(r.problem)
-        << ", \"space_size\": " << r.space_size << ", \"verified\": " << r.verified
+        << ", \"space_size\": " << r.space_size << ", \"dropped\": " << r.dropped << ", \"verified\": " << r.verified
         << ", \"max_evals\": " << r.max_evals << ", \"optimum_ms\": " << std::setprecision(6) << r.optimum_ms
         << ", \"optimum\": " << json_string(r.optimum) << ", \"strategies\": {";
     for (std::size_t j = 0; j < r.strategies.size(); ++j) {

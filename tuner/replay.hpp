@@ -38,7 +38,8 @@ struct ReplayStrategyResult {
 struct ReplayClassResult {
   std::string kernel, shape_class;
   Problem problem;
-  std::size_t space_size = 0;  // recorded points
+  std::size_t space_size = 0;  // recorded points of the kernel's current algorithms
+  std::size_t dropped = 0;     // recorded points of algorithms it no longer has, left out
   std::size_t verified = 0;    // of them, verified with a time
   std::int64_t max_evals = 0;
   double optimum_ms = 0;

@@ -144,7 +144,7 @@ void local_search(const std::vector<Point>& space, Measure& measure, std::mt1993
 // parameters' positions in their allowed lists (scaled to [0, 1]), refitted after every
 // batch; the next batch is the unmeasured points with the lowest lower confidence bound.
 // Points that failed count as measured (never proposed again) but do not enter the fit.
-// Measured by replay on the recorded spaces in results/ (tests/test_tuner.cpp).
+// Measured by replay on the recorded spaces in tests/data/spaces/ (tests/test_tuner.cpp).
 class GuidedSearch {
  public:
   GuidedSearch(const std::vector<Point>& space, Measure& measure, std::mt19937_64& rng)

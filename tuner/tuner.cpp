@@ -603,6 +603,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       entry.time_ms = cr.best.time_ms;
       entry.gflops = cr.flops / cr.best.time_ms * 1e-6;
       entry.default_time_ms = cr.builtin.ok ? cr.builtin.time_ms : 0;
+      entry.provenance.kind = "tuned";
       result.profile.entries.push_back(entry);
       const AlgorithmSpec* algorithm = family.find_algorithm(cr.best.algorithm);
       if (algorithm != nullptr) run_bests[{family.name, shape_class}].push_back({algorithm, cr.best.params});

@@ -1,6 +1,7 @@
 #include "ocltk/family.hpp"
 
 #include "ocltk/gemm_nt.hpp"
+#include "ocltk/lora.hpp"
 #include "ocltk/nf4.hpp"
 #include "ocltk/status.hpp"
 
@@ -28,8 +29,9 @@ BuiltinChoice KernelFamily::builtin_for(const std::string& shape_class) const {
 }
 
 const std::vector<const KernelFamily*>& kernel_families() {
-  static const std::vector<const KernelFamily*> families = {&gemm_nt_family(), &nf4_forward_family(),
-                                                            &nf4_backward_family()};
+  static const std::vector<const KernelFamily*> families = {&gemm_nt_family(),      &nf4_forward_family(),
+                                                            &nf4_backward_family(), &lora_shrink_family(),
+                                                            &lora_expand_family(),  &lora_apply_family()};
   return families;
 }
 

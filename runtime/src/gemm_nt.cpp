@@ -1,5 +1,6 @@
-// The gemm_nt family slice: parameter tables of its two algorithms, shape classes,
-// launch geometry and CPU reference. kernels/gemm_nt_{tiled,reduce}.cl are the sources.
+// The gemm_nt family slice: parameter tables of its three algorithms, shape classes (f32 and
+// 16-bit input), launch geometry and CPU reference. kernels/gemm_nt_{reduce,tiled,xgemm}.cl
+// are the sources, with kernels/element_types.clh for the storage types.
 #include "ocltk/gemm_nt.hpp"
 
 #include <cmath>
@@ -198,20 +199,53 @@ const KernelFamily& gemm_nt_family() {
     f.builtin = {
         {"reduce", {}}, {"reduce", {{"TR", 4}}}, {"tiled", {}}, {"reduce", {{"TR", 4}}}, {"tiled", {}},
     };
+    // The same rules for 16-bit A and B, tuned on bf16 (built-ins as f32's until measured).
+    const std::size_t f32_classes = f.classes.size();
+    for (std::size_t i = 0; i < f32_classes; ++i) {
+      f.classes.push_back({f.classes[i].name + "_half", f.classes[i].rule + ", A and B f16 or bf16"});
+      f.builtin.push_back(f.builtin[i]);
+    }
     return f;
   }();
   return family;
 }
 
-std::string gemm_nt_shape_class(const GemmProblem& p) {
-  if (p.m == 1) return "gemv";
-  if (p.n <= 64) return "lora_shrink";
-  if (p.k <= 64) return "lora_expand";
-  if (p.m <= 16) return "small_batch";
-  return "large";
+std::string gemm_nt_shape_class(const GemmProblem& p, ElementType input) {
+  const char* suffix = input == ElementType::f32 ? "" : "_half";
+  if (p.m == 1) return std::string("gemv") + suffix;
+  if (p.n <= 64) return std::string("lora_shrink") + suffix;
+  if (p.k <= 64) return std::string("lora_expand") + suffix;
+  if (p.m <= 16) return std::string("small_batch") + suffix;
+  return std::string("large") + suffix;
+}
+
+namespace {
+constexpr const char kHalfSuffix[] = "_half";
+
+bool is_half_class(const std::string& shape_class) {
+  const std::size_t n = sizeof kHalfSuffix - 1;
+  return shape_class.size() > n && shape_class.compare(shape_class.size() - n, n, kHalfSuffix) == 0;
+}
+}  // namespace
+
+ElementType gemm_nt_class_input(const std::string& shape_class) {
+  return is_half_class(shape_class) ? ElementType::bf16 : ElementType::f32;
+}
+
+std::map<std::string, std::int64_t> gemm_nt_problem_of(const GemmProblem& p, ElementType input) {
+  std::map<std::string, std::int64_t> problem{{"m", p.m}, {"n", p.n}, {"k", p.k}};
+  if (input != ElementType::f32) problem["input_bits"] = 16;
+  return problem;
+}
+
+std::string gemm_nt_launch_variant(ElementType input, ElementType output) {
+  if (input == ElementType::f32 && output == ElementType::f32) return "";
+  return " -DIN_TYPE=" + std::to_string(int(input)) + " -DOUT_TYPE=" + std::to_string(int(output));
 }
 
 GemmProblem gemm_nt_class_problem(const std::string& shape_class, bool cpu_device) {
+  if (is_half_class(shape_class))
+    return gemm_nt_class_problem(shape_class.substr(0, shape_class.size() - (sizeof kHalfSuffix - 1)), cpu_device);
   if (shape_class == "gemv") return {1, 4096, 4096};
   if (shape_class == "lora_shrink") return {4096, 16, 4096};
   if (shape_class == "lora_expand") return {4096, 4096, 16};
@@ -259,6 +293,16 @@ double gemm_nt_error_bound(std::int64_t k, double abs_dot, double alpha, double 
   const double ku = double(k + 2) * u;  // + 2: the alpha product and the accumulate add
   const double gamma = ku / (1.0 - ku);
   return gamma * std::fabs(alpha) * abs_dot + 2 * u * std::fabs(c_old) + 1e-30;
+}
+
+double gemm_nt_error_bound(std::int64_t k, double abs_dot, double alpha, double c_old, double c_ref,
+                           ElementType output) {
+  const double f32 = gemm_nt_error_bound(k, abs_dot, alpha, c_old);
+  if (output == ElementType::f32) return f32;
+  // The f32 result is within `f32` of c_ref; the store rounds it once more, relative to the
+  // value it rounds (at most |c_ref| + f32).
+  const double subnormal = output == ElementType::f16 ? std::ldexp(1.0, -25) : 0.0;
+  return f32 + unit_roundoff(output) * (std::fabs(c_ref) + f32) + subnormal;
 }
 
 }  // namespace ocltk

@@ -1,8 +1,7 @@
-// The nf4 family slice on the device: parameter tables of the fused, tiled and stream
-// algorithms (forward and input-gradient backward) and the forward-only lanes and warps
-// algorithms, the tensor-core tc algorithms of both directions, shape classes, argument
-// checks and launches. Sources:
-// kernels/nf4_{forward,backward}_{fused,stream,tc}.cl, nf4_forward_{lanes,warps}.cl,
+// The nf4 family slice on the device: parameter tables of the tiled and stream algorithms
+// (forward and input-gradient backward), the forward-only warps algorithm and the
+// tensor-core tc algorithms of both directions, shape classes, argument checks and
+// launches. Sources: kernels/nf4_{forward,backward}_{stream,tc}.cl, nf4_forward_warps.cl,
 // nf4_tiled.cl, nf4_common.clh, nf4_rows.clh and nf4_tc.clh.
 #include "ocltk/nf4.hpp"
 
@@ -20,82 +19,6 @@ namespace {
 
 // The workgroup shape of the algorithms whose workgroup is WGS work-items along dimension 0.
 std::array<std::size_t, 2> wgs_local_size(const Params& p) { return {std::size_t(param(p, "WGS")), 1}; }
-
-AlgorithmSpec forward_fused_algorithm() {
-  AlgorithmSpec a;
-  a.name = "fused";
-  a.compact_experts = true;
-  a.source_name = "nf4_forward_fused.cl";
-  a.params = {
-      {"WGS", 128, {32, 64, 128, 256}, "work-items per workgroup"},
-      {"RW", 32, {1, 2, 4, 8, 16, 32}, "reduction width: work-items sharing one output column's K sweep"},
-      {"TR", 4, {1, 2, 4, 8, 16}, "tile rows: segment rows accumulated at once (weight reuse)"},
-      {"VW", 8, {8, 16, 32}, "codes decoded per lane step along K (8 per u32 load)"},
-      {"KWG", 512, {256, 512, 1024, 2048}, "input columns staged in local memory per step"},
-      {"CBR", 1, {1, 32}, "codebook copies in local memory (32: one per lane, no bank conflicts)"},
-      {"UNROLL", 1, {1, 2, 4}, "runs of VW codes each lane loads before decoding (loads in flight)"},
-  };
-  a.constraints = {
-      constraint("WGS % RW == 0", [](const Params& p) { return param(p, "WGS") % param(p, "RW") == 0; }),
-      constraint("KWG % (RW * VW * UNROLL) == 0",
-                 [](const Params& p) {
-                   return param(p, "KWG") % (param(p, "RW") * param(p, "VW") * param(p, "UNROLL")) == 0;
-                 }),
-      constraint("TR * VW <= 256 (registers)", [](const Params& p) { return param(p, "TR") * param(p, "VW") <= 256; }),
-  };
-  a.search_pruning = {
-      constraint("CBR == 1", [](const Params& p) { return param(p, "CBR") == 1; }),
-      constraint("WGS >= 64", [](const Params& p) { return param(p, "WGS") >= 64; }),
-      constraint("RW is 1, 4, 8 or 32", [](const Params& p) { return param(p, "RW") != 2 && param(p, "RW") != 16; }),
-      constraint("UNROLL is 1 or 4", [](const Params& p) { return param(p, "UNROLL") != 2; }),
-  };
-  // On GPUs the stream algorithm serves decode; fused keeps the neighbourhood of its old
-  // H200 best as a fallback.
-  a.gpu_search_pruning = {
-      constraint(
-          "WGS == 256, RW == 4 and UNROLL == 4",
-          [](const Params& p) { return param(p, "WGS") == 256 && param(p, "RW") == 4 && param(p, "UNROLL") == 4; }),
-  };
-  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
-    return 4ull * (16 * param(p, "CBR") + param(p, "TR") * (param(p, "KWG") + param(p, "WGS")));
-  };
-  a.local_size = wgs_local_size;
-  return a;
-}
-
-AlgorithmSpec backward_fused_algorithm() {
-  AlgorithmSpec a;
-  a.name = "fused";
-  a.compact_experts = true;
-  a.source_name = "nf4_backward_fused.cl";
-  a.params = {
-      {"WGS", 128, {32, 64, 128, 256}, "work-items per workgroup"},
-      {"RW", 4, {1, 2, 4, 8, 16, 32}, "reduction width: work-items sharing one k group's sweep over N"},
-      {"TR", 4, {1, 2, 4, 8}, "tile rows: segment rows accumulated at once (weight reuse)"},
-      {"VW", 8, {8, 16, 32}, "consecutive k per work-item (8 codes per u32 load)"},
-      {"NWG", 64, {32, 64, 128, 256}, "values of n of the gradient rows staged in local memory per step"},
-      {"CBR", 1, {1, 32}, "codebook copies in local memory (32: one per lane, no bank conflicts)"},
-  };
-  a.constraints = {
-      constraint("WGS % RW == 0", [](const Params& p) { return param(p, "WGS") % param(p, "RW") == 0; }),
-      constraint("NWG % RW == 0", [](const Params& p) { return param(p, "NWG") % param(p, "RW") == 0; }),
-      constraint("TR * VW <= 128 (accumulator registers)",
-                 [](const Params& p) { return param(p, "TR") * param(p, "VW") <= 128; }),
-  };
-  a.search_pruning = {
-      constraint("CBR == 1", [](const Params& p) { return param(p, "CBR") == 1; }),
-      constraint("WGS >= 64", [](const Params& p) { return param(p, "WGS") >= 64; }),
-  };
-  a.gpu_search_pruning = {
-      constraint("WGS == 256 and RW == 4",
-                 [](const Params& p) { return param(p, "WGS") == 256 && param(p, "RW") == 4; }),
-  };
-  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
-    return 4ull * (16 * param(p, "CBR") + param(p, "TR") * param(p, "NWG") + param(p, "WGS") * param(p, "VW"));
-  };
-  a.local_size = wgs_local_size;
-  return a;
-}
 
 AlgorithmSpec forward_stream_algorithm() {
   AlgorithmSpec a;
@@ -119,43 +42,9 @@ AlgorithmSpec forward_stream_algorithm() {
   return a;
 }
 
-// Decode on GPUs: the workgroup lies along K, x in registers, coalesced W reads, one
-// local-memory lookup per code (LUT 1) or per byte (LUT 2; docs/nf4.md has the floor
-// reasoning).
-AlgorithmSpec forward_lanes_algorithm() {
-  AlgorithmSpec a;
-  a.name = "lanes";
-  a.compact_experts = true;
-  a.source_name = "nf4_forward_lanes.cl";
-  a.params = {
-      {"WGS", 128, {32, 64, 128, 256}, "work-items per workgroup, side by side along K"},
-      {"CW", 32, {8, 16, 32}, "codes per lane chunk (8, 16, 32: one 4-, 8- or 16-byte load per W row)"},
-      {"RB", 4, {2, 4, 8, 16}, "W rows (output columns) per batch, their chunks loaded before any is decoded"},
-      {"TR", 2, {1, 2, 4, 8}, "tile rows: segment rows whose x chunks each lane keeps in registers"},
-      {"NB", 1, {1, 4, 16}, "W row batches (of RB rows) per workgroup, strided over the workgroups along N"},
-      {"LUT", 1, {1, 2}, "aligned decode: 1 = a codebook lookup per code, 2 = a 32 KiB pair table, a lookup per byte"},
-      register_target_param(),
-  };
-  a.constraints = {
-      constraint("CW * TR <= 128 (x registers)",
-                 [](const Params& p) { return param(p, "CW") * param(p, "TR") <= 128; }),
-      constraint("RB * TR <= 64 (accumulator registers)",
-                 [](const Params& p) { return param(p, "RB") * param(p, "TR") <= 64; }),
-      constraint("RB * CW <= 256 (code registers)",
-                 [](const Params& p) { return param(p, "RB") * param(p, "CW") <= 256; }),
-  };
-  a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
-    const std::uint64_t wgs = param(p, "WGS"), outputs = param(p, "RB") * param(p, "TR");
-    const std::uint64_t pair_table = param(p, "LUT") == 2 ? 256 * 16 * 8 : 0;
-    return 4ull * (16 + wgs * (outputs + 1) + (outputs < wgs ? wgs : 0)) + pair_table;
-  };
-  a.local_size = wgs_local_size;
-  return a;
-}
-
 // Decode on GPUs without barriers between warps (but those that stage x, XL): each 32-wide
 // warp owns whole W rows, sweeps K by itself and reduces its own sums (warp shuffles where
-// OCLTK_PTX is defined), codes decoded through the pair table (docs/nf4.md).
+// OCLTK_PTX is defined), codes decoded through the pair table (docs/nf4-kernels.md).
 AlgorithmSpec forward_warps_algorithm() {
   AlgorithmSpec a;
   a.name = "warps";
@@ -357,7 +246,7 @@ const std::vector<ShapeClassSpec>& nf4_classes() {
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // Workgroups along dimension 0 when each serves up to `per_group` batches of `batch_rows`
-// W rows (lanes, warps and tc stride their batches over the workgroups).
+// W rows (warps and tc stride their batches over the workgroups).
 std::size_t batch_groups(std::int64_t n, std::int64_t batch_rows, std::int64_t per_group) {
   return std::size_t(ceil_div(ceil_div(n, batch_rows), per_group));
 }
@@ -412,15 +301,10 @@ struct ActiveExperts {
   }
 };
 
-// Shared by both directions: rows, activations in (width in_width), out (width out_width),
-// the offsets, the caller's count of experts with rows (`active`) and of the most rows on one
-// of them (`max_rows`), each -1 where unknown.
-ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, std::int64_t rows, cl_mem in,
-                              const char* in_name, std::size_t in_esize, std::int64_t in_width, cl_mem out,
-                              const char* out_name, std::size_t out_esize, std::int64_t out_width, cl_mem offsets,
-                              bool validate_offsets, std::int64_t active, std::int64_t max_rows) {
-  check_weights(rt, who, w);
-  const Nf4Geometry& g = w.geometry;
+// The caller's counts of a launch of `rows` rows checked against them and the experts, and
+// what a launch that does not read its offsets back chooses its entry by (`counted` -1).
+ActiveExperts expected_active(const std::string& who, const Nf4Geometry& g, std::int64_t rows, std::int64_t active,
+                              std::int64_t max_rows) {
   if (rows < 0) throw invalid(who + ": rows = " + std::to_string(rows) + " is negative");
   if (rows >= kNf4MaxDim)
     throw invalid(who + ": rows = " + std::to_string(rows) + " exceeds the kernel limit of 2^30 - 1 rows");
@@ -441,16 +325,27 @@ ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weig
                     std::to_string(lo) + ", " + std::to_string(hi) + "] (" + std::to_string(rows) + " rows over " +
                     (active >= 0 ? std::to_string(active) : "at most " + std::to_string(most)) + " experts with rows)");
   }
+  // Without a count of the experts with rows, the longest segment given bounds them: it
+  // leaves rows - max_rows to the others, at most one expert a row.
+  const std::int64_t choose = active >= 0 ? active : max_rows >= 0 ? std::min(most, rows - max_rows + 1) : most;
+  return {choose, -1, most, max_rows};
+}
+
+// Shared by both directions: rows, activations in (width in_width), out (width out_width),
+// the offsets, the caller's count of experts with rows (`active`) and of the most rows on one
+// of them (`max_rows`), each -1 where unknown.
+ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weights& w, std::int64_t rows, cl_mem in,
+                              const char* in_name, std::size_t in_esize, std::int64_t in_width, cl_mem out,
+                              const char* out_name, std::size_t out_esize, std::int64_t out_width, cl_mem offsets,
+                              bool validate_offsets, std::int64_t active, std::int64_t max_rows) {
+  check_weights(rt, who, w);
+  const Nf4Geometry& g = w.geometry;
+  const ActiveExperts expected = expected_active(who, g, rows, active, max_rows);
   if (offsets == nullptr) throw invalid(who + ": buffer offsets is null");
   check_buffer(rt, who, "offsets", offsets, 4.0 * double(g.experts + 1));
   check_buffer(rt, who, in_name, in, double(rows) * in_width * in_esize);
   check_buffer(rt, who, out_name, out, double(rows) * out_width * out_esize);
-  if (!validate_offsets) {
-    // Without a count of the experts with rows, the longest segment given bounds them: it
-    // leaves rows - max_rows to the others, at most one expert a row.
-    const std::int64_t choose = active >= 0 ? active : max_rows >= 0 ? std::min(most, rows - max_rows + 1) : most;
-    return {choose, -1, most, max_rows};
-  }
+  if (!validate_offsets) return expected;
   std::vector<std::uint32_t> host(std::size_t(g.experts + 1));
   detail::check_cl(
       clEnqueueReadBuffer(rt.queue().get(), offsets, CL_TRUE, 0, host.size() * 4, host.data(), 0, nullptr, nullptr),
@@ -464,7 +359,7 @@ ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weig
   if (max_rows >= 0 && max_rows != longest)
     throw invalid(who + ": max_expert_rows = " + std::to_string(max_rows) + " but the offsets give at most " +
                   std::to_string(longest) + " rows to one expert");
-  return {counted, counted, most, longest};
+  return {counted, counted, expected.most, longest};
 }
 
 // Scratch of the launches on one command queue: the split backwards' partial sums and one
@@ -570,7 +465,6 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
   }
   const bool tiled = algorithm->name == "tiled";
   const bool stream = algorithm->name == "stream";
-  const bool lanes = algorithm->name == "lanes";
   const bool warps = algorithm->name == "warps";
   const bool tc = algorithm->name == "tc";
   const std::string kernel_name =
@@ -610,9 +504,6 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
           const std::int64_t cols = d.forward ? g.out_features : g.in_features;
           groups0 = std::size_t(ceil_div(cols, param(p, "NWG")));
           groups1 = ceil_div(rows, param(p, "MWG")) + g.experts;  // upper bound on (expert, row tile) pairs
-        } else if (lanes) {
-          // Each workgroup serves up to NB batches of RB W rows.
-          groups0 = batch_groups(g.out_features, param(p, "RB"), param(p, "NB"));
         } else if (warps) {
           // WGS / 32 warps per workgroup, each serving up to NB batches of RB W rows.
           groups0 = batch_groups(g.out_features, param(p, "RB"), (param(p, "WGS") / 32) * param(p, "NB"));
@@ -627,12 +518,8 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
           // tiles of 16 W rows.
           groups0 = batch_groups(g.out_features, 16 * param(p, "RT"),
                                  (param(p, "WGS") / 32 / param(p, "KS")) * param(p, "NB"));
-        } else if (stream) {  // the forward (the backward is above)
+        } else {  // the stream forward (the backward is above)
           groups0 = std::size_t(ceil_div(g.out_features, param(p, "WGS") / param(p, "RL")));
-        } else {
-          const std::int64_t per_group =
-              d.forward ? param(p, "WGS") / param(p, "RW") : param(p, "WGS") / param(p, "RW") * param(p, "VW");
-          groups0 = std::size_t(ceil_div(d.forward ? g.out_features : g.in_features, per_group));
         }
         if (splits > 1) {
           // Partial sums of every split, and a counter per (expert, k tile): groups0 / splits.
@@ -703,18 +590,19 @@ namespace {
 
 // Forward and backward share the classes, the tiled algorithm and the built-in choices;
 // `more` are algorithms of one direction only, tuned but never a built-in choice.
-KernelFamily nf4_family(const char* name, AlgorithmSpec fused, AlgorithmSpec stream,
-                        std::vector<AlgorithmSpec> more = {}) {
+KernelFamily nf4_family(const char* name, AlgorithmSpec stream, std::vector<AlgorithmSpec> more = {}) {
   KernelFamily f;
   f.name = name;
-  f.algorithms = {std::move(fused), tiled_algorithm(), std::move(stream)};
+  f.algorithms = {tiled_algorithm(), std::move(stream)};
   for (AlgorithmSpec& a : more) f.algorithms.push_back(std::move(a));
   f.classes = nf4_classes();
-  // Decode: stream is the algorithm written for memory streaming; on PoCL its best point
-  // beat fused's by 2.4x (forward) and 5.2x (backward) on the decode class problem.
+  // From the recorded spaces (tests/data/spaces/, PoCL and the H200, both directions): stream
+  // is the best algorithm for decode on PoCL and in the H200's backward; for small_batch this
+  // tiled point is the one nearest every recording's best (geometric mean of the time ratios,
+  // over the points all four recorded); prefill keeps its point, as near as any.
   f.builtin = {
       {"stream", {}},
-      {"fused", {{"TR", 8}}},
+      {"tiled", {{"MWG", 64}, {"NWG", 64}, {"KWG", 16}}},
       {"tiled", {{"MWG", 64}, {"NWG", 64}}},
   };
   return f;
@@ -724,14 +612,12 @@ KernelFamily nf4_family(const char* name, AlgorithmSpec fused, AlgorithmSpec str
 
 const KernelFamily& nf4_forward_family() {
   static const KernelFamily family =
-      nf4_family("nf4_forward", forward_fused_algorithm(), forward_stream_algorithm(),
-                 {forward_lanes_algorithm(), forward_warps_algorithm(), forward_tc_algorithm()});
+      nf4_family("nf4_forward", forward_stream_algorithm(), {forward_warps_algorithm(), forward_tc_algorithm()});
   return family;
 }
 
 const KernelFamily& nf4_backward_family() {
-  static const KernelFamily family =
-      nf4_family("nf4_backward", backward_fused_algorithm(), backward_stream_algorithm(), {backward_tc_algorithm()});
+  static const KernelFamily family = nf4_family("nf4_backward", backward_stream_algorithm(), {backward_tc_algorithm()});
   return family;
 }
 
@@ -809,6 +695,21 @@ Choice choose_segmented(Runtime& rt, const char* kernel, const Nf4Weights& w, st
 }
 
 }  // namespace
+
+Result<Choice> choose_nf4(Runtime& rt, const std::string& kernel, const Nf4Geometry& geometry, std::int64_t rows,
+                          ElementType type, std::int64_t active_experts, std::int64_t max_expert_rows) {
+  try {
+    if (kernel != "nf4_forward" && kernel != "nf4_backward")
+      throw invalid("choose_nf4: kernel '" + kernel + "' is neither nf4_forward nor nf4_backward");
+    geometry.validate(kernel);
+    const ActiveExperts active = expected_active(kernel, geometry, rows, active_experts, max_expert_rows);
+    Nf4Weights w;
+    w.geometry = geometry;
+    return choose_segmented(rt, kernel.c_str(), w, rows, type, active);
+  } catch (const Error& e) {
+    return Status::from(e);
+  }
+}
 
 Status check_nf4_forward(Runtime& rt, const Nf4ForwardArgs& a) {
   return guard([&] { check_forward(rt, a); });

@@ -1,5 +1,5 @@
 // The nf4 format on the host: geometry of windows, the bitsandbytes-identical quantizer,
-// the dequantizer, half-type conversions and the CPU reference of the products.
+// the dequantizer and the CPU reference of the products.
 #include <zlib.h>
 
 #include <algorithm>
@@ -32,20 +32,6 @@ const std::array<float, 16> kNf4Codebook = {-1.0f,
                                             0.5626170039176941f,
                                             0.7229568362236023f,
                                             1.0f};
-
-const char* to_string(ElementType type) {
-  switch (type) {
-    case ElementType::f32:
-      return "f32";
-    case ElementType::f16:
-      return "f16";
-    case ElementType::bf16:
-      return "bf16";
-  }
-  return "?";
-}
-
-std::size_t element_size(ElementType type) { return type == ElementType::f32 ? 4 : 2; }
 
 bool nf4_block_size_valid(std::int64_t b) { return b >= 32 && b <= 4096 && (b & (b - 1)) == 0; }
 
@@ -202,61 +188,6 @@ void dequantize_nf4(const std::uint8_t* packed, const float* scales, const std::
     const int code = (pos % 2 == 0) ? byte >> 4 : byte & 15;
     out[j] = codebook[code] * scales[pos / std::uint64_t(block_size)];
   }
-}
-
-float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = std::uint32_t(h & 0x8000) << 16;
-  const int exp = (h >> 10) & 0x1F;
-  const std::uint32_t mant = h & 0x3FF;
-  std::uint32_t bits;
-  if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | (std::uint32_t(exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {  // subnormal: value = mant · 2^-24
-    float v = std::ldexp(float(mant), -24);
-    std::memcpy(&bits, &v, 4);
-    bits |= sign;
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-std::uint16_t float_to_half(float f) {
-  std::uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const std::uint16_t sign = std::uint16_t((x >> 16) & 0x8000);
-  const std::uint32_t ax = x & 0x7FFFFFFFu;
-  if (ax >= 0x7F800000u) return sign | (ax > 0x7F800000u ? 0x7E00 : 0x7C00);
-  if (ax >= 0x477FF000u) return sign | 0x7C00;  // rounds to >= 65520: infinity
-  if (ax < 0x38800000u) {                       // below 2^-14: subnormal or zero
-    const float a = std::fabs(f);
-    const float scaled = a * 16777216.0f;                 // units of 2^-24, exact
-    return sign | std::uint16_t(std::nearbyint(scaled));  // default rounding: nearest even
-  }
-  const std::uint32_t mant = ax & 0x7FFFFFu;
-  std::uint32_t h = ((ax >> 23) - 112) << 10 | (mant >> 13);
-  const std::uint32_t rest = mant & 0x1FFFu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
-  return sign | std::uint16_t(h);
-}
-
-float bf16_to_float(std::uint16_t b) {
-  const std::uint32_t bits = std::uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-std::uint16_t float_to_bf16(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if (std::isnan(f)) return 0x7FC0;
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return std::uint16_t(u >> 16);
 }
 
 void validate_nf4_offsets(const std::uint32_t* offsets, std::size_t count, std::int64_t experts, std::int64_t rows,

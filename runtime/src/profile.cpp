@@ -69,6 +69,31 @@ void check_segment_counts(const Decoder& d, const YAML::Node& node, const std::m
   }
 }
 
+// An entry's `provenance`: a mapping of kind (required), results, commit and note. Unknown
+// keys are faults, so that a misspelt field is not silently dropped.
+ProfileProvenance decode_provenance(const Decoder& d, const YAML::Node& n) {
+  if (!n.IsMap()) d.fail(n, "'provenance' must be a mapping (kind, results, commit, note)");
+  for (const auto& kv : n) {
+    const std::string key = d.key(kv.first);
+    if (key != "kind" && key != "results" && key != "commit" && key != "note")
+      d.fail(kv.first, "provenance has no field '" + key + "' (kind, results, commit, note)");
+  }
+  ProfileProvenance p;
+  const YAML::Node kind = d.child(n, "kind", true);
+  p.kind = d.scalar<std::string>(n, "kind", true);
+  if (!is_provenance_kind(p.kind)) d.fail(kind, "provenance kind '" + p.kind + "' is neither tuned nor pinned");
+  p.results = d.scalar<std::string>(n, "results", false);
+  if (!p.results.empty() && (p.results.front() == '/' || p.results.find("..") != std::string::npos))
+    d.fail(n["results"], "provenance results '" + p.results + "' is not a path inside the repository");
+  p.commit = d.scalar<std::string>(n, "commit", false);
+  const bool hex = std::all_of(p.commit.begin(), p.commit.end(), [](unsigned char c) { return std::isxdigit(c); });
+  if (!p.commit.empty() && (!hex || p.commit.size() < 7 || p.commit.size() > 40))
+    d.fail(n["commit"], "provenance commit '" + p.commit + "' is not a git commit (7 to 40 hex digits)");
+  if (!p.commit.empty() && p.results.empty()) d.fail(n, "provenance names a commit but no 'results' file");
+  p.note = d.scalar<std::string>(n, "note", false);
+  return p;
+}
+
 ProfileEntry decode_entry(const Decoder& d, const KernelFamily& family, const std::string& shape_class,
                           const YAML::Node& n) {
   ProfileEntry e;
@@ -115,6 +140,7 @@ ProfileEntry decode_entry(const Decoder& d, const KernelFamily& family, const st
   e.time_ms = d.scalar<double>(n, "time_ms", false);
   e.gflops = d.scalar<double>(n, "gflops", false);
   e.default_time_ms = d.scalar<double>(n, "default_time_ms", false);
+  if (const YAML::Node provenance = d.child(n, "provenance", false)) e.provenance = decode_provenance(d, provenance);
   return e;
 }
 
@@ -228,15 +254,27 @@ YAML::Node encode_entry(const ProfileEntry& e) {
   n["time_ms"] = short_number(e.time_ms);
   n["gflops"] = short_number(e.gflops);
   if (e.default_time_ms > 0) n["default_time_ms"] = short_number(e.default_time_ms);
+  if (!e.provenance.empty()) {
+    YAML::Node p(YAML::NodeType::Map);
+    p.SetStyle(YAML::EmitterStyle::Flow);
+    p["kind"] = e.provenance.kind;
+    if (!e.provenance.results.empty()) p["results"] = e.provenance.results;
+    if (!e.provenance.commit.empty()) p["commit"] = e.provenance.commit;
+    if (!e.provenance.note.empty()) p["note"] = e.provenance.note;
+    n["provenance"] = p;
+  }
   return n;
 }
 
 YAML::Node encode_profile_body(const Profile& profile) {
   YAML::Node n;
   n["device"] = encode_device(profile.device);
-  n["tuner"]["version"] = profile.tuner_version;
-  n["tuner"]["date"] = profile.date;
-  n["tuner"]["seconds"] = short_number(profile.tuning_seconds);
+  // A profile assembled by hand (entries pinned from benchmarks) has no tuning run to name.
+  if (!profile.tuner_version.empty() || !profile.date.empty() || profile.tuning_seconds > 0) {
+    n["tuner"]["version"] = profile.tuner_version;
+    n["tuner"]["date"] = profile.date;
+    n["tuner"]["seconds"] = short_number(profile.tuning_seconds);
+  }
   YAML::Node kernels(YAML::NodeType::Map);
   std::map<std::pair<std::string, std::string>, int> per_class;
   for (const ProfileEntry& e : profile.entries) ++per_class[{e.kernel, e.shape_class}];
@@ -279,6 +317,17 @@ void write_text_atomically(const std::string& path, const std::string& text, con
 
 using detail::Decoder;
 using detail::lower;
+
+bool is_provenance_kind(const std::string& kind) { return kind == "tuned" || kind == "pinned"; }
+
+std::string describe(const ProfileProvenance& p) {
+  if (p.empty()) return "";
+  std::string text = p.kind;
+  if (!p.results.empty()) text += " from " + p.results;
+  if (!p.commit.empty()) text += " at " + p.commit;
+  if (!p.note.empty()) text += ": " + p.note;
+  return text;
+}
 
 std::int64_t input_bits_of(const std::map<std::string, std::int64_t>& problem) {
   const auto it = problem.find("input_bits");

@@ -242,6 +242,10 @@ std::vector<std::string> entry_changes(const ProfileEntry& a, const ProfileEntry
   } else if (timed_a != timed_b) {
     parts.push_back(timed_a ? "timed only in the first" : "timed only in the second");
   }
+  if (a.provenance != b.provenance) {
+    const auto text = [](const ProfileProvenance& p) { return p.empty() ? std::string("none") : describe(p); };
+    parts.push_back("provenance " + text(a.provenance) + " -> " + text(b.provenance));
+  }
   if (support_a != support_b) {
     const std::string prefix = "chosen by ";
     const bool both = support_a.rfind(prefix, 0) == 0 && support_b.rfind(prefix, 0) == 0;

@@ -1,5 +1,9 @@
 #include "ocltk/runtime.hpp"
 
+#if defined(OCLTK_CONFIGS_BESIDE_LIBRARY)
+#include <dlfcn.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -69,7 +73,12 @@ std::string user_profile_dir() {
 }
 
 std::string installed_configs_dir() {
-#ifdef OCLTK_INSTALL_CONFIGS_DIR
+#if defined(OCLTK_CONFIGS_BESIDE_LIBRARY)
+  // The Python package: the library and its profiles move with the package's folder.
+  Dl_info library{};
+  if (dladdr(reinterpret_cast<void*>(&installed_configs_dir), &library) == 0 || library.dli_fname == nullptr) return "";
+  return (fs::path(library.dli_fname).parent_path() / OCLTK_CONFIGS_BESIDE_LIBRARY).string();
+#elif defined(OCLTK_INSTALL_CONFIGS_DIR)
   return OCLTK_INSTALL_CONFIGS_DIR;
 #else
   return "";
@@ -391,8 +400,8 @@ Choice Runtime::search_choice(const std::string& kernel, const std::string& shap
   return c;
 }
 
-Choice Runtime::choose_gemm_nt(const GemmProblem& problem) const {
-  return choose("gemm_nt", gemm_nt_shape_class(problem), {{"m", problem.m}, {"n", problem.n}, {"k", problem.k}});
+Choice Runtime::choose_gemm_nt(const GemmProblem& problem, ElementType input) const {
+  return choose("gemm_nt", gemm_nt_shape_class(problem, input), gemm_nt_problem_of(problem, input));
 }
 
 boost::compute::program Runtime::program_for(const AlgorithmSpec& algorithm, const Params& params,
@@ -426,6 +435,12 @@ Status Runtime::check_gemm_nt(const GemmNtArgs& args) const {
       return invalid(std::string("gemm_nt: ") + name + " = " + std::to_string(value) + " exceeds the kernel limit " +
                      std::to_string(INT_MAX));
   }
+  if (args.b.type != args.a.type)
+    return invalid(std::string("gemm_nt: B is ") + to_string(args.b.type) + " but A is " + to_string(args.a.type) +
+                   " (A and B share one element type)");
+  if (args.c.type != args.a.type && args.c.type != ElementType::f32)
+    return invalid(std::string("gemm_nt: C is ") + to_string(args.c.type) + " but A and B are " +
+                   to_string(args.a.type) + " (C takes their type or f32)");
   struct Operand {
     const char* name;
     const Matrix& m;
@@ -447,22 +462,23 @@ Status Runtime::check_gemm_nt(const GemmNtArgs& args) const {
         clGetMemObjectInfo(o.m.buffer, CL_MEM_SIZE, sizeof bytes, &bytes, nullptr) != CL_SUCCESS)
       return invalid("gemm_nt: buffer " + name + " is not a valid OpenCL buffer");
     if (ctx != impl_->context.get()) return invalid("gemm_nt: buffer " + name + " belongs to another OpenCL context");
-    const double needed = 4.0 * (double(o.m.offset) + double(o.rows - 1) * double(ld) + double(o.cols));
+    const double needed =
+        double(element_size(o.m.type)) * (double(o.m.offset) + double(o.rows - 1) * double(ld) + double(o.cols));
     if (needed > double(bytes))
       return invalid("gemm_nt: buffer " + name + " holds " + std::to_string(bytes) + " bytes but " +
-                     std::to_string(o.rows) + "x" + std::to_string(o.cols) + " floats at offset " +
-                     std::to_string(o.m.offset) + " with leading dimension " + std::to_string(ld) + " need " +
-                     std::to_string(std::uint64_t(needed)));
+                     std::to_string(o.rows) + "x" + std::to_string(o.cols) + " " + to_string(o.m.type) +
+                     " elements at offset " + std::to_string(o.m.offset) + " with leading dimension " +
+                     std::to_string(ld) + " need " + std::to_string(std::uint64_t(needed)));
   }
   return Status();
 }
 
 Status Runtime::gemm_nt(const GemmNtArgs& args, const Launch& launch) {
-  return gemm_nt_with(choose_gemm_nt(args.problem), false, args, launch);
+  return gemm_nt_with(choose_gemm_nt(args.problem, args.a.type), false, args, launch);
 }
 
 Status Runtime::gemm_nt_accum(const GemmNtArgs& args, const Launch& launch) {
-  return gemm_nt_with(choose_gemm_nt(args.problem), true, args, launch);
+  return gemm_nt_with(choose_gemm_nt(args.problem, args.a.type), true, args, launch);
 }
 
 Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNtArgs& args,
@@ -476,48 +492,51 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
     used.params = complete_choice(*algorithm, choice.params);
     const Params& params = used.params;
     const std::string kernel_name = accumulate ? "gemm_nt_accum" : "gemm_nt";
-    launch(used, *algorithm, kernel_name, [&](cl_kernel kernel) {
-      const GemmProblem& p = args.problem;
-      const std::int64_t lda = args.a.ld ? std::int64_t(args.a.ld) : p.k;
-      const std::int64_t ldb = args.b.ld ? std::int64_t(args.b.ld) : p.k;
-      const std::int64_t ldc = args.c.ld ? std::int64_t(args.c.ld) : p.n;
-      const LaunchGeometry whole = gemm_nt_geometry(choice.algorithm, params, p);
-      const std::int64_t cap = impl_->options.max_groups_per_dispatch > 0 ? impl_->options.max_groups_per_dispatch
-                                                                          : kDefaultMaxGroupsPerDispatch;
-      // Dispatches cover at most `cap` workgroups per dimension; each addresses its own
-      // block of C through the offsets, so the kernel never sees the split.
-      const std::int64_t rows_per_dispatch = cap * whole.tile_m;
-      const std::int64_t cols_per_dispatch = cap * whole.tile_n;
-      detail::DispatchChain chain(impl_->queue.get(), queue_out_of_order(), launch_options);
-      for (std::int64_t m0 = 0; m0 < p.m; m0 += rows_per_dispatch) {
-        for (std::int64_t n0 = 0; n0 < p.n; n0 += cols_per_dispatch) {
-          const GemmProblem part{std::min(rows_per_dispatch, p.m - m0), std::min(cols_per_dispatch, p.n - n0), p.k};
-          const LaunchGeometry g = gemm_nt_geometry(choice.algorithm, params, part);
-          const cl_int m = cl_int(part.m), n = cl_int(part.n), k = cl_int(part.k);
-          const cl_long a_off = cl_long(args.a.offset + m0 * lda), b_off = cl_long(args.b.offset + n0 * ldb),
-                        c_off = cl_long(args.c.offset + m0 * ldc + n0);
-          const cl_int lda_i = cl_int(lda), ldb_i = cl_int(ldb), ldc_i = cl_int(ldc);
-          cl_mem a = args.a.buffer, b = args.b.buffer, c = args.c.buffer;
-          detail::set_kernel_args(kernel,
-                                  {{sizeof m, &m},
-                                   {sizeof n, &n},
-                                   {sizeof k, &k},
-                                   {sizeof args.alpha, &args.alpha},
-                                   {sizeof a, &a},
-                                   {sizeof a_off, &a_off},
-                                   {sizeof lda_i, &lda_i},
-                                   {sizeof b, &b},
-                                   {sizeof b_off, &b_off},
-                                   {sizeof ldb_i, &ldb_i},
-                                   {sizeof c, &c},
-                                   {sizeof c_off, &c_off},
-                                   {sizeof ldc_i, &ldc_i}},
-                                  kernel_name);
-          chain.enqueue(kernel, 2, g.global.data(), g.local.data(), kernel_name);
-        }
-      }
-      chain.finish();
-    });
+    launch(
+        used, *algorithm, kernel_name,
+        [&](cl_kernel kernel) {
+          const GemmProblem& p = args.problem;
+          const std::int64_t lda = args.a.ld ? std::int64_t(args.a.ld) : p.k;
+          const std::int64_t ldb = args.b.ld ? std::int64_t(args.b.ld) : p.k;
+          const std::int64_t ldc = args.c.ld ? std::int64_t(args.c.ld) : p.n;
+          const LaunchGeometry whole = gemm_nt_geometry(choice.algorithm, params, p);
+          const std::int64_t cap = impl_->options.max_groups_per_dispatch > 0 ? impl_->options.max_groups_per_dispatch
+                                                                              : kDefaultMaxGroupsPerDispatch;
+          // Dispatches cover at most `cap` workgroups per dimension; each addresses its own
+          // block of C through the offsets, so the kernel never sees the split.
+          const std::int64_t rows_per_dispatch = cap * whole.tile_m;
+          const std::int64_t cols_per_dispatch = cap * whole.tile_n;
+          detail::DispatchChain chain(impl_->queue.get(), queue_out_of_order(), launch_options);
+          for (std::int64_t m0 = 0; m0 < p.m; m0 += rows_per_dispatch) {
+            for (std::int64_t n0 = 0; n0 < p.n; n0 += cols_per_dispatch) {
+              const GemmProblem part{std::min(rows_per_dispatch, p.m - m0), std::min(cols_per_dispatch, p.n - n0), p.k};
+              const LaunchGeometry g = gemm_nt_geometry(choice.algorithm, params, part);
+              const cl_int m = cl_int(part.m), n = cl_int(part.n), k = cl_int(part.k);
+              const cl_long a_off = cl_long(args.a.offset + m0 * lda), b_off = cl_long(args.b.offset + n0 * ldb),
+                            c_off = cl_long(args.c.offset + m0 * ldc + n0);
+              const cl_int lda_i = cl_int(lda), ldb_i = cl_int(ldb), ldc_i = cl_int(ldc);
+              cl_mem a = args.a.buffer, b = args.b.buffer, c = args.c.buffer;
+              detail::set_kernel_args(kernel,
+                                      {{sizeof m, &m},
+                                       {sizeof n, &n},
+                                       {sizeof k, &k},
+                                       {sizeof args.alpha, &args.alpha},
+                                       {sizeof a, &a},
+                                       {sizeof a_off, &a_off},
+                                       {sizeof lda_i, &lda_i},
+                                       {sizeof b, &b},
+                                       {sizeof b_off, &b_off},
+                                       {sizeof ldb_i, &ldb_i},
+                                       {sizeof c, &c},
+                                       {sizeof c_off, &c_off},
+                                       {sizeof ldc_i, &ldc_i}},
+                                      kernel_name);
+              chain.enqueue(kernel, 2, g.global.data(), g.local.data(), kernel_name);
+            }
+          }
+          chain.finish();
+        },
+        gemm_nt_launch_variant(args.a.type, args.c.type));
   });
 }
 

@@ -15,14 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "ocltk/element_type.hpp"
 #include "ocltk/family.hpp"
 #include "ocltk/runtime.hpp"
 
 namespace ocltk {
-
-enum class ElementType { f32, f16, bf16 };
-const char* to_string(ElementType type);
-std::size_t element_size(ElementType type);
 
 // NF4's 16 levels (bitsandbytes' table).
 extern const std::array<float, 16> kNf4Codebook;
@@ -131,6 +128,13 @@ Nf4Problem nf4_class_problem(const std::string& shape_class, bool cpu_device);
 // f32 one), else none. What the tuner prebuilds for a problem of that input.
 std::string nf4_launch_variant(const AlgorithmSpec& algorithm, ElementType type);
 
+// The profile's choice that would serve `kernel` ("nf4_forward" or "nf4_backward") of `rows`
+// rows over `geometry` with input `type`, the caller's counts checked as a launch checks them
+// (-1: unknown, taken as a launch that does not read its offsets back takes them).
+Result<Choice> choose_nf4(Runtime& rt, const std::string& kernel, const Nf4Geometry& geometry, std::int64_t rows,
+                          ElementType type = ElementType::f32, std::int64_t active_experts = -1,
+                          std::int64_t max_expert_rows = -1);
+
 Status check_nf4_forward(Runtime& rt, const Nf4ForwardArgs& args);
 Status check_nf4_backward(Runtime& rt, const Nf4BackwardArgs& args);
 // Status-returning boundary; the choice comes from the profile (shape class by rows per
@@ -164,12 +168,6 @@ Nf4Packed quantize_nf4(const std::uint16_t* w, ElementType type, std::size_t cou
 // Dequantizes the window coefficients [0, count) (stream positions element_offset + j).
 void dequantize_nf4(const std::uint8_t* packed, const float* scales, const std::array<float, 16>& codebook,
                     std::int64_t element_offset, std::int64_t block_size, std::size_t count, float* out);
-
-// f16 / bf16 bit conversions used by the host side (round to nearest even).
-float half_to_float(std::uint16_t h);
-std::uint16_t float_to_half(float f);
-float bf16_to_float(std::uint16_t b);
-std::uint16_t float_to_bf16(float f);
 
 // CPU reference in double on dequantized weights (w: E×N×K f32, from dequantize_nf4).
 // x: rows × K (already widened to f32); y: rows × N. offsets must be valid.

@@ -2,8 +2,10 @@
 #pragma once
 
 #include "ocltk/device.hpp"
+#include "ocltk/element_type.hpp"
 #include "ocltk/family.hpp"
 #include "ocltk/gemm_nt.hpp"
+#include "ocltk/lora.hpp"
 #include "ocltk/nf4.hpp"
 #include "ocltk/params.hpp"
 #include "ocltk/profile.hpp"

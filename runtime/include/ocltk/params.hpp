@@ -98,7 +98,7 @@ struct AlgorithmSpec {
   // nf4_slot_expert (kernels/nf4_common.clh): the runtime may then launch a grid slot per
   // expert with rows instead of per expert. The tensor-core kernels do not: built with the
   // scan, two of their shipped points ran 12 and 37 % slower on the H200 in launches that
-  // were not even compact (results/h200-2026-12-01d/, call 3; the compiled code was not
+  // were not even compact (results/h200-2026-12-01d/ at 0d64363, call 3; the compiled code was not
   // examined).
   bool compact_experts = false;
   // Local memory of the build for a device: a kernel may declare some buffers only on some

@@ -22,6 +22,27 @@ struct ProfileDevice {
   std::uint64_t max_work_group_size = 0;
 };
 
+// Where an entry came from, as data (docs/profile-schema.md): `tuned` (measured best by
+// `ocltk tune` on its problem) or `pinned` (chosen by hand from a benchmark). `results` names
+// the measurement, a file of the repository: read it with `git show COMMIT:RESULTS` where
+// `commit` is given (the file may have left the tree since), else in the current tree.
+struct ProfileProvenance {
+  std::string kind;     // "" (not recorded), "tuned" or "pinned"
+  std::string results;  // e.g. "results/h200/bench-nf4_mixtral.json"
+  std::string commit;   // a git commit holding `results`, 7 to 40 hex digits
+  std::string note;     // one line: what in `results` the entry rests on
+  bool empty() const { return kind.empty(); }
+  bool operator==(const ProfileProvenance& o) const {
+    return kind == o.kind && results == o.results && commit == o.commit && note == o.note;
+  }
+  bool operator!=(const ProfileProvenance& o) const { return !(*this == o); }
+};
+
+// The kinds a profile may name, and a one-line description of a provenance ("pinned from
+// FILE at COMMIT: NOTE"); "" for none.
+bool is_provenance_kind(const std::string& kind);
+std::string describe(const ProfileProvenance& provenance);
+
 struct ProfileEntry {
   std::string kernel;                           // family, e.g. "gemm_nt"
   std::string shape_class;                      // e.g. "large"
@@ -30,7 +51,8 @@ struct ProfileEntry {
   std::map<std::string, std::int64_t> problem;  // the problem it was measured on
   double time_ms = 0;                           // median kernel time measured by the tuner
   double gflops = 0;
-  double default_time_ms = 0;  // the built-in default on the same problem, 0 if unknown
+  double default_time_ms = 0;    // the built-in default on the same problem, 0 if unknown
+  ProfileProvenance provenance;  // empty in profiles written before the field
 };
 
 struct Profile {

@@ -11,6 +11,7 @@
 
 #include "ocltk/cl.hpp"
 #include "ocltk/device.hpp"
+#include "ocltk/element_type.hpp"
 #include "ocltk/gemm_nt.hpp"
 #include "ocltk/profile.hpp"
 #include "ocltk/profile_db.hpp"
@@ -71,17 +72,20 @@ struct Choice {
 };
 
 // A matrix operand: a buffer, an element offset and a leading dimension in elements
-// (0 means packed: the row length).
+// (0 means packed: the row length), and the type its elements are stored in.
 struct Matrix {
   cl_mem buffer = nullptr;
   std::size_t offset = 0;
   std::size_t ld = 0;
+  ElementType type = ElementType::f32;
 };
 
 struct GemmNtArgs {
   GemmProblem problem;
   float alpha = 1.0f;
-  Matrix a, b, c;  // A: M×K, B: N×K, C: M×N
+  // A: M×K, B: N×K, C: M×N. A and B share one type (f32, f16 or bf16); C is of their type
+  // or f32 (16-bit A and B into an f32 C, as LoRA's shrink into its intermediate).
+  Matrix a, b, c;
 };
 
 struct Launch {
@@ -131,7 +135,9 @@ class Runtime {
   // change while the runtime is open).
   Choice choose(const std::string& kernel, const std::string& shape_class,
                 const std::map<std::string, std::int64_t>& problem = {}) const;
-  Choice choose_gemm_nt(const GemmProblem& problem) const;
+  // The choice for a problem whose A and B are of type `input` (the *_half classes for
+  // 16-bit input).
+  Choice choose_gemm_nt(const GemmProblem& problem, ElementType input = ElementType::f32) const;
   // The choice behind the most recent launch of this runtime.
   Choice last_choice() const;
 

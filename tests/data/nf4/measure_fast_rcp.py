@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Run on an NVIDIA GPU with cupy: python3 measure_fast_rcp.py OUT.npz
-# Result of the 2026-11-29 H200 run: results/h200-fast-rcp.npz (idx: mantissas of x in [1,2)
+# Result of the H200 run: results/h200-fast-rcp.npz at commit 936f2b6 (idx: mantissas of x in [1,2)
 # whose fast reciprocal differs from IEEE 1/x; delta: the difference in ulps, +1 or -1).
 # Which reciprocals does nvcc's --use_fast_math `1.0f / x` (bitsandbytes' normalisation)
 # round differently from IEEE 1/x?  Sweeps every mantissa of [1, 2) and a few exponents.

@@ -1,0 +1,395 @@
+#!/usr/bin/env python3
+"""The performance tables, made from the files bench/reproduce.sh writes into results/DEVICE/.
+
+    python3 bench/tables.py            # every results/*/ folder: its tables.md, and the
+                                       # marked blocks of README.md and docs/performance.md
+    python3 bench/tables.py --check    # the same, written nowhere: exit 1 if any file differs
+
+Per folder it reads bench-*.json (ocltk_bench, ocltk_bench_nf4: Google Benchmark JSON),
+cublas-*.json (bench/cublas_ref.py), bnb-*.json (bench/bnb_ref.py) and the first line of
+each log-*.txt (the phase's commit and start). Nothing is typed in: a cell
+without its measurement is "–". Definitions, written once in docs/performance.md:
+- ms: the median time per call; ratios above 1 mean ours is faster;
+- % of floor: the bytes a call must move over the time, over the copy bandwidth ocltk_bench_nf4
+  measured with clEnqueueCopyBuffer in the same folder (gemm_nt rows: GB/s / that bandwidth;
+  NF4 rows: the bench's own floor_fraction);
+- vs CLBlast: CLBlast's time over ours (NF4: dequantize + CLBlast per expert);
+- vs cuBLAS: cuBLAS f32 (gemm_nt) or bf16 on dequantized weights (NF4), same shapes;
+- vs bitsandbytes: its CUDA kernels (matmul_4bit forward, dequantize + matmul backward),
+  replayed from a CUDA graph.
+Standard library only.
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+import benchjson  # beside this script
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TIME_SCALE_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+
+# The README's rows: (label, kind, key, input) where kind picks the table, key the row and input
+# the NF4 implementation (ours: f32, ours_bf16: bf16). A device without the row's measurement
+# leaves it out. `target` is the open goal of that row on that device type: (what, value).
+HEADLINE = [
+    ("gemm_nt f32, 4096³", "gemm", ("gemm_nt", "large", "4096x4096x4096"), None, {"gpu": ("cublas", 0.9)}),
+    ("gemm_nt f32, 1024³", "gemm", ("gemm_nt", "large", "1024x1024x1024"), None, {}),
+    ("gemv f32, 1×4096×4096", "gemm", ("gemm_nt", "gemv", "1x4096x4096"), None, {"gpu": ("floor", 0.8)}),
+    ("LoRA shrink f32, 4096×16×4096", "gemm", ("gemm_nt", "lora_shrink", "4096x16x4096"), None,
+     {"gpu": ("floor", 0.75)}),
+    ("LoRA expand-accumulate f32, 4096×4096×16", "gemm", ("gemm_nt_accum", "lora_expand", "4096x4096x16"), None,
+     {"gpu": ("floor", 0.75)}),
+    ("NF4 forward, Mixtral-like, 1 row/expert, bf16", "nf4", ("nf4_forward", "mixtral", 8), "ours_bf16",
+     {"gpu": ("floor", 0.75), "cpu": ("clblast", 3.0)}),
+    ("NF4 forward, Mixtral-like, 1 row/expert, f32", "nf4", ("nf4_forward", "mixtral", 8), "ours",
+     {"gpu": ("floor", 0.75), "cpu": ("clblast", 3.0)}),
+    ("NF4 forward, Mixtral-like, 8 rows/expert, bf16", "nf4", ("nf4_forward", "mixtral", 64), "ours_bf16",
+     {"gpu": ("floor", 0.75), "cpu": ("clblast", 3.0)}),
+    ("NF4 forward, Mixtral-like, 4096 rows, bf16", "nf4", ("nf4_forward", "mixtral", 4096), "ours_bf16",
+     {"gpu": ("cublas", 0.7)}),
+    ("NF4 input backward, Mixtral-like, 1 row/expert, bf16", "nf4", ("nf4_backward", "mixtral", 8), "ours_bf16",
+     {"gpu": ("floor", 0.75), "cpu": ("clblast", 3.0)}),
+    ("NF4 input backward, Mixtral-like, 4096 rows, bf16", "nf4", ("nf4_backward", "mixtral", 4096), "ours_bf16",
+     {"gpu": ("cublas", 0.6)}),
+]
+TARGET_TEXT = {"floor": "≥ {:.0f} % of floor", "cublas": "≥ {:g}× cuBLAS", "clblast": "≥ {:g}× dequantize + CLBlast"}
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def ms_of(bench):
+    return bench["real_time"] * TIME_SCALE_TO_MS.get(bench.get("time_unit", "ns"), 1e-6)
+
+
+def run_parts(bench):
+    return [p for p in bench.get("run_name", bench["name"]).split("/") if ":" not in p and p != "manual_time"]
+
+
+def gemm_key(bench):
+    """(op, class, shape, impl) of an ocltk_bench row, or None."""
+    parts = run_parts(bench)
+    if len(parts) < 4 or not parts[0].startswith("gemm_nt") or parts[3] not in ("ours_default", "ours_tuned",
+                                                                                 "clblast"):
+        return None
+    return tuple(parts[:4])
+
+
+def nf4_key(bench):
+    """(direction, shape, rows, class, impl) of an ocltk_bench_nf4 row, or None."""
+    parts = run_parts(bench)
+    if len(parts) < 5 or not parts[0].startswith("nf4_") or not parts[2].startswith("rows"):
+        return None
+    return parts[0], parts[1], int(parts[2][4:]), parts[3], parts[4]
+
+
+def cell_of(bench):
+    cell = {"ms": ms_of(bench)}
+    for counter in ("GFLOP/s", "GB/s", "floor_fraction", "active_experts"):
+        if counter in bench:
+            cell[counter] = bench[counter]
+    return cell
+
+
+def median_cell(cells):
+    return {name: statistics.median(c[name] for c in cells if name in c) for name in cells[0]}
+
+
+def choice_of(label):
+    """The algorithm and parameters of a bench row's label ("choice=FILE (match: ...) ALGO {...}")."""
+    m = re.search(r"(\w+ \{[^}]*\})\s*$", label)
+    return m.group(1) if m else label.removeprefix("choice=")
+
+
+def display_name(context):
+    """The device as a reader knows it: PoCL's CPU devices are named pthread-ARCH-CPU."""
+    name = context["device"]
+    parts = name.split("-", 3)
+    if context.get("device_platform", "").startswith("Portable Computing Language") and len(parts) == 4:
+        name = f"PoCL, {parts[3]} ({parts[1]}-{parts[2]})"
+    return name.replace("(R)", "").replace("(TM)", "")
+
+
+def shape_dims(shape):
+    """(name, experts, n, k) of an NF4 shape id such as mixtral_8x14336x4096; routed shapes (_topK): None."""
+    m = re.fullmatch(r"(.+)_(\d+)x(\d+)x(\d+)", shape)
+    return (m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))) if m else None
+
+
+class Device:
+    """One results/DEVICE/ folder."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.name = os.path.basename(os.path.normpath(folder))
+        self.gemm, self.gemm_labels, self.nf4, self.nf4_labels = {}, {}, {}, {}
+        self.contexts, self.sources = [], []
+        for path in sorted(glob.glob(os.path.join(folder, "bench-*.json"))):
+            data = read_json(path)
+            context = data.get("context", {})
+            self.contexts.append(context)
+            self.sources.append(os.path.basename(path))
+            benches = data.get("benchmarks", [])
+            for table, labels, key in ((self.gemm, self.gemm_labels, gemm_key), (self.nf4, self.nf4_labels, nf4_key)):
+                rows, names = benchjson.collect(benches, key, cell_of, median_cell)
+                for k, cells in rows.items():
+                    table.setdefault(k, {}).update(cells)
+                labels.update(names)
+        self.device = display_name(next((c for c in self.contexts if c.get("device")), {"device": self.name}))
+        self.type = next((c.get("device_type") for c in self.contexts if c.get("device_type")), "?")
+        self.copy_gbps = next((float(c["copy_gbps"]) for c in self.contexts if c.get("copy_gbps")), None)
+        self.cublas_gemm, self.cublas_nf4, self.bnb = {}, {}, {}
+        for path in sorted(glob.glob(os.path.join(folder, "cublas-*.json"))):
+            for r in read_json(path).get("results", []):
+                if "m" in r and r.get("dtype", "f32") == "f32":
+                    op = "gemm_nt_accum" if r.get("accumulate") else "gemm_nt"
+                    self.cublas_gemm[(op, f"{r['m']}x{r['n']}x{r['k']}")] = r["ms"]
+                elif "experts" in r:
+                    dims = (r["experts"], r["n"], r["k"], r["rows"])
+                    self.cublas_nf4[("nf4_forward",) + dims] = r["bf16_dequantized_ms"]
+                    if "bf16_backward_ms" in r:
+                        self.cublas_nf4[("nf4_backward",) + dims] = r["bf16_backward_ms"]
+        for path in sorted(glob.glob(os.path.join(folder, "bnb-*.json"))):
+            for r in read_json(path).get("results", []):
+                dims = (r["experts"], r["n"], r["k"], r["rows"])
+                self.bnb[("nf4_forward",) + dims] = r.get("forward_graph_ms")
+                self.bnb[("nf4_backward",) + dims] = r.get("backward_graph_ms")
+        self.runs = []  # the first line of each phase's log: phase=... commit=... started=...
+        for path in sorted(glob.glob(os.path.join(folder, "log-*.txt"))):
+            with open(path, encoding="utf-8") as f:
+                self.runs.append(dict(re.findall(r"(\w+)=(\S+)", f.readline())))
+
+    def commits(self):
+        seen = []
+        for r in self.runs:
+            for c in (r.get("commit") or r.get("recorded_in") or "").split(","):
+                if c and c not in seen:
+                    seen.append(c)
+        return ", ".join(seen) or "–"
+
+    def dates(self):
+        days = sorted({r["started"][:10] for r in self.runs if "started" in r})
+        return days[0] if len(days) == 1 else (f"{days[0]} to {days[-1]}" if days else "–")
+
+    # ---- one row's figures -------------------------------------------------------------
+
+    def gemm_row(self, key):
+        """{ms, floor, clblast, cublas, choice} of ours_tuned on an ocltk_bench row; None if unmeasured."""
+        cells = self.gemm.get(key, {})
+        ours = cells.get("ours_tuned")
+        if not isinstance(ours, dict):
+            return None
+        row = {"ms": ours["ms"], "gflops": ours.get("GFLOP/s")}
+        if self.copy_gbps and "GB/s" in ours and key[1] != "large":
+            row["floor"] = ours["GB/s"] / self.copy_gbps
+        clblast = cells.get("clblast")
+        if isinstance(clblast, dict):
+            row["clblast"] = clblast["ms"] / ours["ms"]
+        cublas = self.cublas_gemm.get((key[0], key[2]))
+        if cublas:
+            row["cublas"] = cublas / ours["ms"]
+        row["choice"] = choice_of(self.gemm_labels.get(key + ("ours_tuned",), ""))
+        return row
+
+    def nf4_rows(self):
+        """{(direction, shape, rows, class): cells} of the evenly spread rows: forward first, by shape and rows."""
+        def order(k):
+            return k[0] != "nf4_forward", not k[1].startswith("mixtral"), k[1], k[2]
+        return {k: self.nf4[k] for k in sorted(self.nf4, key=order) if shape_dims(k[1])}
+
+    def nf4_row(self, direction, shape_name, rows, impl):
+        for (d, shape, r, cls), cells in self.nf4_rows().items():
+            dims = shape_dims(shape)
+            if d != direction or dims[0] != shape_name or r != rows:
+                continue
+            ours = cells.get(impl)
+            if not isinstance(ours, dict):
+                return None
+            row = {"ms": ours["ms"], "class": cls}
+            if "floor_fraction" in ours and cls == "decode":  # above 16 rows per expert: flops bind
+                row["floor"] = ours["floor_fraction"]
+            base = cells.get("baseline_dequant_clblast")
+            if isinstance(base, dict):
+                row["clblast"] = base["ms"] / ours["ms"]
+            ref_key = (direction,) + dims[1:] + (rows,)
+            if self.cublas_nf4.get(ref_key):
+                row["cublas"] = self.cublas_nf4[ref_key] / ours["ms"]
+            if self.bnb.get(ref_key):
+                row["bnb"] = self.bnb[ref_key] / ours["ms"]
+            row["choice"] = choice_of(self.nf4_labels.get((d, shape, r, cls, impl), ""))
+            return row
+        return None
+
+
+# ---- formatting --------------------------------------------------------------------------
+
+
+def num(x):
+    if x is None:
+        return "–"
+    if x >= 100:
+        return f"{x:.0f}"
+    return f"{x:.3g}"
+
+
+def pct(x):
+    return "–" if x is None else f"{x * 100:.0f} %"
+
+
+def times(x):
+    return "–" if x is None else f"{x:.2f}×"
+
+
+def esc(text):
+    return text.replace("|", "\\|")
+
+
+def target_cell(row, target):
+    if not target:
+        return ""
+    what, value = target
+    got = {"floor": row.get("floor"), "cublas": row.get("cublas"), "clblast": row.get("clblast")}[what]
+    text = TARGET_TEXT[what].format(value * 100 if what == "floor" else value)
+    if got is None:
+        return text + ": not measured"
+    return text + (": met" if got >= value else ": open")
+
+
+def headline(devices):
+    lines = ["| device | workload | ours | % of floor | vs CLBlast | vs cuBLAS | vs bitsandbytes | target |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for dev in devices:
+        for label, kind, key, impl, targets in HEADLINE:
+            row = dev.gemm_row(key) if kind == "gemm" else dev.nf4_row(*key, impl)
+            if row is None and dev.type in targets:
+                lines.append(f"| {esc(dev.device)} | {label} | – | – | – | – | – | "
+                             f"{target_cell({}, targets[dev.type])} |")
+            if row is None:
+                continue
+            ours = f"{num(row['ms'])} ms"
+            if kind == "gemm" and key[1] == "large" and row.get("gflops"):
+                g = row["gflops"]
+                ours = f"{g / 1000:.3g} TFLOP/s" if g >= 1000 else f"{g:.3g} GFLOP/s"
+            lines.append(f"| {esc(dev.device)} | {label} | {ours} | {pct(row.get('floor'))} | "
+                         f"{times(row.get('clblast'))} | {times(row.get('cublas'))} | {times(row.get('bnb'))} | "
+                         f"{target_cell(row, targets.get(dev.type))} |")
+    return "\n".join(lines)
+
+
+def sources(dev):
+    interim = any(r.get("interim") for r in dev.runs)
+    when = (f"interim copies of the runs recorded in {dev.commits()}, {dev.dates()}: its README says which"
+            if interim else f"measured at commit {dev.commits()}, {dev.dates()}")
+    return f"`results/{dev.name}/` ({esc(dev.device)}; {when}; copy bandwidth {num(dev.copy_gbps)} GB/s)"
+
+
+def gemm_table(dev):
+    lines = ["| op | class | M×N×K | ours ms | GFLOP/s | % of floor | vs CLBlast | vs cuBLAS | built-in default ms | "
+             "choice |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for key, cells in dev.gemm.items():
+        row = dev.gemm_row(key)
+        if row is None:
+            reason = cells.get("ours_tuned")
+            lines.append(f"| {key[0]} | {key[1]} | {key[2].replace('x', '×')} | {esc(str(reason))[:60]} | | | | | | |")
+            continue
+        default = cells.get("ours_default")
+        lines.append(f"| {key[0]} | {key[1]} | {key[2].replace('x', '×')} | {num(row['ms'])} | "
+                     f"{num(row.get('gflops'))} | {pct(row.get('floor'))} | {times(row.get('clblast'))} | "
+                     f"{times(row.get('cublas'))} | {num(default['ms']) if isinstance(default, dict) else '–'} | "
+                     f"{esc(row['choice'])} |")
+    return "\n".join(lines)
+
+
+def nf4_table(dev):
+    lines = ["| direction | shape | rows | class | input | ours ms | % of floor | vs dequantize + CLBlast | "
+             "vs cuBLAS bf16 | vs bitsandbytes | choice |",
+             "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for (direction, shape, rows, cls) in dev.nf4_rows():
+        name = shape_dims(shape)[0]
+        for impl, label in (("ours", "f32"), ("ours_bf16", "bf16")):
+            row = dev.nf4_row(direction, name, rows, impl)
+            if row is None:
+                continue
+            lines.append(f"| {direction.removeprefix('nf4_')} | {shape} | {rows} | {cls} | {label} | {num(row['ms'])} | "
+                         f"{pct(row.get('floor'))} | {times(row.get('clblast'))} | {times(row.get('cublas'))} | "
+                         f"{times(row.get('bnb'))} | {esc(row['choice'])} |")
+    return "\n".join(lines)
+
+
+def device_tables(dev, level):
+    h = "#" * level
+    out = [f"{h} {dev.device}", "", sources(dev) + ".", ""]
+    if dev.gemm:
+        out += [f"{h}# gemm_nt (`ocltk_bench`)", "", gemm_table(dev), ""]
+    if dev.nf4_rows():
+        out += [f"{h}# NF4 (`ocltk_bench_nf4`)", "", nf4_table(dev), ""]
+    return "\n".join(out)
+
+
+# ---- files ---------------------------------------------------------------------------------
+
+
+def replace_block(text, name, body, path):
+    begin, end = f"<!-- tables.py: BEGIN {name} -->", f"<!-- tables.py: END {name} -->"
+    if begin not in text or end not in text:
+        raise ValueError(f"{path}: the markers {begin} ... {end} are missing")
+    head, rest = text.split(begin, 1)
+    return head + begin + "\n" + body + "\n" + end + rest.split(end, 1)[1]
+
+
+def outputs(devices):
+    """{path: new text} of every generated file."""
+    out = {}
+    for dev in devices:
+        note = ("<!-- Generated by bench/tables.py from the files beside it; "
+                "bench/reproduce.sh regenerates them. -->\n\n")
+        out[os.path.join(dev.folder, "tables.md")] = note + device_tables(dev, 1)
+    readme = os.path.join(ROOT, "README.md")
+    perf = os.path.join(ROOT, "docs", "performance.md")
+    for path, name, body in (
+            (readme, "readme", headline(devices)),
+            (perf, "performance", "\n\n".join(device_tables(dev, 3) for dev in devices))):
+        with open(path, encoding="utf-8") as f:
+            out[path] = replace_block(f.read(), name, body, path)
+    return out
+
+
+def main(argv):
+    check = "--check" in argv[1:]
+    unknown = [a for a in argv[1:] if a != "--check"]
+    if unknown:
+        print(__doc__.strip(), file=sys.stderr if unknown != ["--help"] else sys.stdout)
+        return 0 if unknown == ["--help"] else 2
+    folders = sorted(d for d in glob.glob(os.path.join(ROOT, "results", "*", "")) if glob.glob(d + "bench-*.json"))
+    try:
+        devices = [Device(f) for f in folders]
+        files = outputs(devices)
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
+        print(f"tables.py: {e}", file=sys.stderr)
+        return 2
+    stale = []
+    for path, text in files.items():
+        text = text.rstrip("\n") + "\n"
+        old = open(path, encoding="utf-8").read() if os.path.exists(path) else None
+        if old == text:
+            continue
+        stale.append(os.path.relpath(path, ROOT))
+        if not check:
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(path + ".tmp", path)
+    if check and stale:
+        print("tables.py: out of date: " + ", ".join(stale), file=sys.stderr)
+        return 1
+    for path in stale:
+        print(f"tables.py: wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
