@@ -9,16 +9,19 @@
 //
 // Both operands are contiguous along K, the order in which mma.sync's `row.col` form takes
 // them (A by rows, B by columns of Bᵀ): tiles are copied to local memory as they lie, rows
-// of KWG elements in 16-byte chunks, without a transpose.
+// of KCH 16-byte chunks (KWG elements), without a transpose.
 //
-// Storage (TYPE): f16 or bf16, held as ushort bits (NVIDIA's OpenCL has no cl_khr_fp16),
-// multiplied by m16n8k16 as they are; or f32, multiplied by m16n8k8 in tf32: SPLIT 1 rounds each
-// operand to tf32 (11 significant bits), SPLIT 3 splits each into a tf32 big part and the tf32
-// rounding of the remainder and adds big·big + big·small + small·big (3×TF32; small·small, at
-// most 2^-22 of a product, is left out). Each part is rounded to nearest, ties away (the
-// rounding of cvt.rna.tf32.f32), by integer operations that PoCL and the GPU run alike. Sums
-// are f32; C gets alpha · sum (+ old C) rounded once to its type (f32 where CF32, else the
-// storage type, round to nearest even).
+// Storage and precision are build variants the runtime adds for a launch (runtime/src/gemm_nt.cpp,
+// gemm_nt_launch_variant), not tunable parameters, hence no #ifndef blocks: IN_TYPE, the type of A
+// and B, and OUT_TYPE, C's (ElementType's values as in element_types.clh: 0 f32, 1 f16, 2 bf16; C
+// is A's type or f32), and SPLIT, read for f32 storage only.
+// f16 or bf16 are held as ushort bits (NVIDIA's OpenCL has no cl_khr_fp16) and multiplied by
+// m16n8k16 as they are; f32 is multiplied by m16n8k8 in tf32: SPLIT 1 rounds each operand to tf32
+// (11 significant bits), SPLIT 3 splits each into a tf32 big part and the tf32 rounding of the
+// remainder and adds big·big + big·small + small·big (3×TF32; small·small, at most 2^-22 of a
+// product, is left out). Each part is rounded to nearest, ties away (the rounding of
+// cvt.rna.tf32.f32), by integer operations that PoCL and the GPU run alike. Sums are f32; C gets
+// alpha · sum (+ old C) rounded once to its type (round to nearest even).
 //
 // Work: a workgroup of MWARPS × NWARPS warps owns an MWG × NWG tile of C; warp (wm, wn) the
 // MWT × NWT sub-tile at rows wm·MWT, columns wn·NWT (MWT = MWG / MWARPS, NWT = NWG / NWARPS),
@@ -26,7 +29,8 @@
 // of C in groups of GM tile rows, column by column inside a group, so that the workgroups
 // running at once share A and B tiles in L2.
 //
-// K is swept in steps of KWG: each step's A tile (MWG × KWG) and B tile (NWG × KWG) go to one
+// K is swept in steps of KWG = KCH · 16 / (bytes per element) columns (8·KCH for f16 and bf16,
+// 4·KCH for f32): each step's A tile (MWG × KWG) and B tile (NWG × KWG) go to one
 // of STAGES local buffers. CPASYNC 1: cp.async copies the tile STAGES − 1 steps ahead of the
 // one being multiplied, without passing through registers (emulated: plain copies at the same
 // point); CPASYNC 0: the next step's chunks are loaded into registers before the multiply and
@@ -35,7 +39,7 @@
 // where a row or the base is not 16-byte aligned (lda, ldb or an offset not a multiple of 16
 // bytes) chunks are assembled from element loads instead.
 //
-// Local memory of a stage: MWG + NWG rows (A's, then B's) of CH = KWG · size / 16 chunks:
+// Local memory of a stage: MWG + NWG rows (A's, then B's) of CH = KCH chunks:
 //   SWZ 0: chunk c of row r at byte 16·(r·CH + c);
 //   SWZ 1: at 16·((r·CH + c) ^ x(r)), x(r) the index of the row's 128-byte line (CH < 8) or r
 //          (CH >= 8), mod 8: the 8 rows an ldmatrix (or a fragment's word loads) reads land in
@@ -51,7 +55,7 @@
 // one per two 8-row tiles), LDSM 0 with one local load per word.
 //
 // Launch: a 1-D range of ceil(M / MWG) · ceil(N / NWG) workgroups of WGS = 32 · MWARPS · NWARPS
-// work-items; local memory STAGES · (MWG + NWG) · ROWB bytes (ROWB = 16 · CH, + 16 with SWZ 2;
+// work-items; local memory STAGES · (MWG + NWG) · ROWB bytes (ROWB = 16 · KCH, + 16 with SWZ 2;
 // NVIDIA's OpenCL allows 48 KiB a workgroup), plus, without OCLTK_PTX, the emulation's
 // MWARPS · NWARPS · (4 · MI + 2 · NI) · 128 bytes. Needs sm_80 or newer where OCLTK_PTX is
 // defined (mma.sync m16n8k16 / m16n8k8 tf32, ldmatrix, cp.async). Accuracy: products are exact
@@ -62,20 +66,20 @@
 // a SIMT kernel. Non-finite f32 inputs give NaN under 3×TF32 (inf − inf in the split).
 //
 // The defaults are the fastest point measured on the H200 for bf16 at 8192³ (281 TFLOP/s, f16
-// the same). There, 128 × 256 tiles of 16 warps ran at 214, KWG 16 with 4 stages at 257; the
-// XOR swizzle with 3 stages at 255, and from that point without ldmatrix 209, without swizzle
-// 191, with copies through registers (2 stages) 254. For f32 at 4096³ the fastest 3×TF32 point
-// was KWG 8, STAGES 4, SWZ 1 (71 TFLOP/s; 66 with KWG 16 and 3 stages); TF32 ran at 137 with
-// KWG 16 and the other defaults.
+// the same). There, 128 × 256 tiles of 16 warps ran at 214, KCH 4 (KWG 32) with 4 stages at 257;
+// the XOR swizzle with 3 stages at 255, and from that point without ldmatrix 209, without
+// swizzle 191, with copies through registers (2 stages) 254. For f32 at 4096³ the fastest
+// 3×TF32 point was KCH 2 (KWG 8), STAGES 4, SWZ 1 (71 TFLOP/s; 66 with KCH 4 and 3 stages);
+// TF32 ran at 137 with KCH 4 and the other defaults.
 
-#ifndef TYPE
-#define TYPE 2  // storage of A and B (and of C unless CF32): 0 f32, 1 f16, 2 bf16
+#if !defined(IN_TYPE)
+#define IN_TYPE 2
 #endif
-#ifndef CF32
-#define CF32 0  // 16-bit storage: 1 C in f32, 0 C in the storage type (f32 storage: C is f32 either way)
+#if !defined(OUT_TYPE)
+#define OUT_TYPE IN_TYPE
 #endif
-#ifndef SPLIT
-#define SPLIT 3  // f32 storage: 1 TF32 (one mma a step), 3 3×TF32 (three, about f32's accuracy); else not read
+#if !defined(SPLIT)
+#define SPLIT 3
 #endif
 #ifndef MWG
 #define MWG 128  // tile rows (M) per workgroup
@@ -83,8 +87,8 @@
 #ifndef NWG
 #define NWG 128  // tile columns (N) per workgroup
 #endif
-#ifndef KWG
-#define KWG 32  // K columns per local-memory stage
+#ifndef KCH
+#define KCH 4  // 16-byte chunks of K per local row and stage (KWG: 8 KCH for f16 and bf16, 4 KCH for f32)
 #endif
 #ifndef MWARPS
 #define MWARPS 2  // warps along M in a workgroup
@@ -111,6 +115,8 @@
 #define REGS 0  // register target of NVIDIA's PTX assembler, applied by the runtime (params.hpp); not read here
 #endif
 
+#define TYPE IN_TYPE                            // storage of A and B
+#define CF32 (IN_TYPE != 0 && OUT_TYPE == 0)  // 16-bit A and B, C in f32
 #define TC_F32 0
 #define TC_F16 1
 #define TC_BF16 2
@@ -118,7 +124,8 @@
 #define ESIZE (TYPE == TC_F32 ? 4 : 2)      // bytes per stored element
 #define CV (16 / ESIZE)                     // elements per 16-byte chunk
 #define KSTEP (TYPE == TC_F32 ? 8 : 16)     // K of one mma: two chunks
-#define CH (KWG / CV)                       // chunks per local row
+#define CH KCH                              // chunks per local row
+#define KWG (KCH * CV)                      // K columns per stage
 #define KSTEPS (KWG / KSTEP)                // mma steps per stage
 #define WGS (32 * MWARPS * NWARPS)          // work-items per workgroup
 #define MWT (MWG / MWARPS)                  // warp tile rows
@@ -132,10 +139,10 @@
 #define RPR (WGS / CH)                      // tile rows one round of copies covers
 
 #if TYPE != TC_F32 && TYPE != TC_F16 && TYPE != TC_BF16
-#error "TYPE must be 0 (f32), 1 (f16) or 2 (bf16)"
+#error "IN_TYPE must be 0 (f32), 1 (f16) or 2 (bf16)"
 #endif
-#if CF32 != 0 && CF32 != 1
-#error "CF32 must be 0 or 1"
+#if OUT_TYPE != IN_TYPE && OUT_TYPE != TC_F32
+#error "OUT_TYPE must be IN_TYPE or 0 (f32)"
 #endif
 #if SPLIT != 1 && SPLIT != 3
 #error "SPLIT must be 1 or 3"
@@ -152,11 +159,8 @@
 #if LDSM && NI % 2 != 0
 #error "LDSM 1 loads B fragments of two 8-column tiles at once: NWG / NWARPS must be a multiple of 16"
 #endif
-#if KWG % KSTEP != 0
-#error "KWG must be a multiple of the mma's K: 16 for f16 and bf16, 8 for f32"
-#endif
-#if CH != 2 && CH != 4 && CH != 8 && CH != 16
-#error "KWG must make 2, 4, 8 or 16 chunks of 16 bytes a row (16-bit: KWG 16..128; f32: 8..64)"
+#if KCH != 2 && KCH != 4 && KCH != 8 && KCH != 16
+#error "KCH must be 2, 4, 8 or 16 (chunk pairs feed the mma's K)"
 #endif
 #if A_COPIES + B_COPIES > 32
 #error "at most 32 chunks per work-item and stage (a bit each in copy_plan.rows_ok): use more warps or smaller tiles"
