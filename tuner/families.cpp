@@ -37,6 +37,17 @@ Nf4Problem nf4_of(const Problem& p) {
           top_k == p.end() ? 0 : top_k->second};
 }
 
+// gemm_nt's tc multiplies f32 in TF32: it is searched only in the classes that allow it
+// (large_tf32, large_tf32x3) and in the 16-bit ones, and only where the probe passes on the
+// device (which also keeps it out where there are no tensor cores).
+bool gemm_nt_searches(Runtime& rt, const std::string& shape_class, const AlgorithmSpec& algorithm) {
+  if (algorithm.name != "tc") return true;
+  const ElementType input = gemm_nt_class_input(shape_class);
+  const GemmPrecision precision = gemm_nt_class_precision(shape_class);
+  if (input == ElementType::f32 && precision == GemmPrecision::exact) return false;
+  return rt.probe_tensor_cores(input, precision).usable;
+}
+
 // LoRA on every projection of the model: x·Aᵀ (shrink to the rank) and h·Bᵀ (expand back),
 // on the hidden and the intermediate width.
 std::vector<Problem> derive_lora(const ModelDescription& m) {
@@ -86,7 +97,8 @@ FamilyTuning nf4_tuning(const KernelFamily& family, bool forward,
           [forward](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
             return make_nf4_workload_for(rt, forward, nf4_of(p), rng);
           },
-          derive_experts};
+          derive_experts,
+          nullptr};
 }
 
 // A LoRA problem as the tuner lays it out; shrink's problems have no N and expand's no K
@@ -144,7 +156,8 @@ FamilyTuning lora_tuning(const KernelFamily& family) {
           [name](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
             return make_lora_workload_for(rt, name, lora_of(p), rng);
           },
-          derive};
+          derive,
+          nullptr};
 }
 
 }  // namespace
@@ -158,7 +171,8 @@ const std::vector<FamilyTuning>& tunable_families() {
        [](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
          return make_gemm_nt_workload_for(rt, gemm_of(p), input_type_of(p), rng);
        },
-       derive_lora},
+       derive_lora,
+       gemm_nt_searches},
       nf4_tuning(nf4_forward_family(), true, make_nf4_forward_workload),
       nf4_tuning(nf4_backward_family(), false, make_nf4_backward_workload),
       lora_tuning(lora_shrink_family()),

@@ -473,9 +473,12 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     const KernelFamily& family = *jobs[ji].tuning->family;
     // Parameters of another input width's code path are searched at their defaults alone.
-    for (const AlgorithmSpec& algorithm : family.algorithms)
+    const FamilyTuning& tuning = *jobs[ji].tuning;
+    for (const AlgorithmSpec& algorithm : family.algorithms) {
+      if (tuning.searches && !tuning.searches(rt, jobs[ji].shape_class, algorithm)) continue;
       for (Params& p : algorithm.search_space(&limits, job_input_bits(jobs[ji].problem)))
         spaces[ji].push_back({&algorithm, std::move(p)});
+    }
     search_rngs.emplace_back(options.seed * 0x9E3779B97F4A7C15ull + ji + 1);
   }
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {

@@ -72,6 +72,10 @@ struct FamilyTuning {
   std::function<std::string(const Problem&)> class_of;
   std::function<std::unique_ptr<Workload>(Runtime&, const Problem&, std::mt19937_64& rng)> make_for;
   std::function<std::vector<Problem>(const ModelDescription&)> derive;
+  // Whether a class's search includes an algorithm on this runtime's device (null: every
+  // algorithm in every class): gemm_nt searches tc only in the classes whose launches may
+  // run it and only where the runtime's tensor-core probe passes.
+  std::function<bool(Runtime&, const std::string& shape_class, const AlgorithmSpec&)> searches;
 };
 
 // Every family the tuner knows, in tuning order.
