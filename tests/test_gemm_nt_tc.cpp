@@ -9,6 +9,7 @@
 // The emulation is slow to build (about a second or more a program on PoCL), so the points
 // and element types below are few: each pair is one program, and the probe's point is also
 // the first test point, so the probe tests reuse its builds.
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -202,6 +203,49 @@ TEST_F(GemmNtTcTest, Tf32IsHeldToItsBoundAnd3xTf32ToTheF32One) {
   c.problem = {9, 10, 7};
   EXPECT_TRUE(
       ocltk_test::run_typed_case(runtime(), rng(), c, ElementType::f32, ElementType::f32, choice, GemmPrecision::tf32));
+}
+
+// On tensor cores (mma.sync through inline PTX): 3×TF32 within the f32 bound from K = 8 to
+// 4096 at the defaults and at the f32 point measured fastest on the H200, TF32 within its
+// own, and the 16-bit types at sizes that fill the GPU. Prints the worst error over the f32
+// bound per K (the figure the kernel's header quotes). Skipped where there is no mma.sync:
+// there the emulation's tests above cover the same arithmetic at small sizes.
+TEST_F(GemmNtTcTest, OnTensorCoresAtScale) {
+  if (!limits().tensor_mma)
+    GTEST_SKIP() << "needs mma.sync (NVIDIA's OpenCL at sm_80 or newer); " << runtime().device().name
+                 << " runs tc only through the emulation, tested above";
+  const Params f32_point = {{"KCH", 2}, {"STAGES", 4}, {"SWZ", 1}};
+  for (const Params& point : {Params{}, f32_point}) {
+    const Choice choice = tc_choice(point);
+    for (const std::int64_t k : {8, 9, 16, 64, 257, 1024, 4096}) {
+      GemmCase c;
+      c.problem = {384, 320, k};
+      c.alpha = -0.37f;
+      double worst = 0;
+      EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, ElementType::f32, ElementType::f32, choice,
+                                             GemmPrecision::tf32x3, &worst));
+      std::printf("tc {%s} 3xTF32 K=%lld: worst error %.3f of the f32 bound\n",
+                  ocltk::format_params(choice.params).c_str(), static_cast<long long>(k), worst);
+    }
+    GemmCase c;
+    c.problem = {384, 320, 1024};
+    EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, ElementType::f32, ElementType::f32, choice,
+                                           GemmPrecision::tf32));
+  }
+  const Choice defaults = tc_choice({});
+  for (const TcKind& kind : {kBf16, kF16, kBf16IntoF32}) {
+    SCOPED_TRACE(kind.name);
+    GemmCase c;
+    c.problem = {1000, 1030, 1536};  // 8 × 9 tiles of 128, the last ones partial
+    EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, kind.in, kind.out, defaults));
+    c.accumulate = true;
+    c.alpha = 0.5f;
+    c.lda = 1536 + 8;
+    c.ldc = 1030 + 3;
+    c.a_offset = 8;
+    c.c_offset = 5;
+    EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, kind.in, kind.out, defaults));
+  }
 }
 
 // tc on f32 needs a precision that allows TF32, and 3×TF32 needs K >= 8: an explicit choice
