@@ -4,13 +4,21 @@
 //   ours_tuned    ocltk with the profile an engine would get (or --ocltk_profile=FILE)
 //   clblast       clblast::Gemm<float>, row-major, B transposed, beta 0 or 1
 // Rows are named OP/CLASS/MxNxK/IMPLEMENTATION, e.g. gemm_nt/large/1024x1024x1024/clblast.
+// Then the large square in the tensor cores' storage and precision modes, OP gemm_nt_bf16,
+// gemm_nt_f16 (A, B and C in the type) and gemm_nt_tf32x3 (f32 under GemmPrecision::tf32x3),
+// against cuBLAS in the same type (bench/cublas_ref.py; SGEMM for tf32x3): ours_default,
+// ours_tuned, and ours_tc, the tc algorithm at the point measured fastest on the H200
+// (kernels/gemm_nt_tc.cl), skipped where the device has no mma.sync.
 // Each row runs its implementation once and checks it against a double-precision CPU
-// reference before timing; a wrong result skips the row with the element at fault.
+// reference before timing (within the bound of its type and precision); a wrong result
+// skips the row with the element at fault.
 #include <benchmark/benchmark.h>
 #include <clblast.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <sstream>
 
@@ -27,8 +35,11 @@ constexpr float kAlpha = 0.5f;  // not 1, so an implementation that drops alpha 
 constexpr float kPoison = 1e30f;
 constexpr int kRandomSamples = 64;  // checked elements besides the first and last rows
 
-enum class Impl { kOursDefault, kOursTuned, kClblast };
+enum class Impl { kOursDefault, kOursTuned, kClblast, kOursTc };
 constexpr Impl kImpls[] = {Impl::kOursDefault, Impl::kOursTuned, Impl::kClblast};
+// CLBlast's half GEMM needs cl_khr_fp16 (NVIDIA's OpenCL has none) and its SGEMM is the f32
+// large row's already: the typed rows compare with cuBLAS.
+constexpr Impl kTypedImpls[] = {Impl::kOursDefault, Impl::kOursTuned, Impl::kOursTc};
 
 const char* name_of(Impl impl) {
   switch (impl) {
@@ -38,8 +49,41 @@ const char* name_of(Impl impl) {
       return "ours_tuned";
     case Impl::kClblast:
       return "clblast";
+    case Impl::kOursTc:
+      return "ours_tc";
   }
   return "?";
+}
+
+// What A, B and C hold and what the launch allows: f32 exact (the class rows), or one of
+// the tensor cores' modes.
+struct Storage {
+  const char* op_suffix;  // "" or "_bf16", "_f16", "_tf32x3"
+  ElementType type;
+  GemmPrecision precision;
+};
+constexpr Storage kF32{"", ElementType::f32, GemmPrecision::exact};
+constexpr Storage kTypedStorages[] = {{"_bf16", ElementType::bf16, GemmPrecision::exact},
+                                      {"_f16", ElementType::f16, GemmPrecision::exact},
+                                      {"_tf32x3", ElementType::f32, GemmPrecision::tf32x3}};
+
+// The problem of a typed row: the figures (16-bit at 8192³, 3×TF32 at 4096³) on
+// GPUs, the large f32 row's 1024³ on CPUs.
+GemmProblem typed_problem(const Storage& s, bool gpu_sizes) {
+  if (!gpu_sizes) return {1024, 1024, 1024};
+  return s.type == ElementType::f32 ? GemmProblem{4096, 4096, 4096} : GemmProblem{8192, 8192, 8192};
+}
+
+// ours_tc's point: the defaults (fastest for bf16 and f16 at 8192³ on the H200), and for
+// 3×TF32 the fastest there at 4096³ (KCH 2, four stages, XOR swizzle: 71 TFLOP/s).
+Choice tc_choice(const Storage& s) {
+  Choice c;
+  c.kernel = "gemm_nt";
+  c.shape_class = "bench";
+  c.algorithm = "tc";
+  const AlgorithmSpec& tc = *gemm_nt_family().find_algorithm("tc");
+  c.params = s.type == ElementType::f32 ? tc.complete({{"KCH", 2}, {"STAGES", 4}, {"SWZ", 1}}) : tc.defaults();
+  return c;
 }
 
 std::string shape_name(const GemmProblem& p) {
@@ -75,10 +119,12 @@ std::string cl_error(const char* what, cl_int status) {
   return std::string(what) + " failed with OpenCL status " + std::to_string(status);
 }
 
-// A, B and C of one shape on the device, with host copies of A and B for the reference.
-// Only one shape is resident at a time: rows of a shape are registered together.
+// A, B and C of one shape and type on the device, with host copies of A and B (the values
+// the type holds) for the reference. Only one shape is resident at a time: rows of a shape
+// are registered together.
 struct Operands {
   GemmProblem problem;
+  ElementType type = ElementType::f32;
   std::vector<float> a, b;
   cl_mem da = nullptr, db = nullptr, dc = nullptr;
   cl_mem clblast_temp = nullptr;  // CLBlast's scratch for padded/transposed copies
@@ -95,28 +141,43 @@ struct Operands {
 
 std::uint32_t seed_of(const GemmProblem& p) { return std::uint32_t(p.m * 73856093 ^ p.n * 19349663 ^ p.k * 83492791); }
 
-// Returns the operands of `p`, creating (and filling) them when another shape is resident.
-Operands* operands_for(const GemmProblem& p, std::string* error) {
+// `values` stored as `type`, left holding the values the type holds.
+std::vector<std::uint8_t> to_bytes(ElementType type, std::vector<float>& values) {
+  const std::size_t size = element_size(type);
+  std::vector<std::uint8_t> bytes(values.size() * size);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::uint32_t bits = float_to_element(type, values[i]);
+    std::memcpy(bytes.data() + i * size, &bits, size);
+    values[i] = element_to_float(type, bits);
+  }
+  return bytes;
+}
+
+// Returns the operands of `p` in `type`, creating (and filling) them when another shape or
+// type is resident.
+Operands* operands_for(const GemmProblem& p, ElementType type, std::string* error) {
   static std::unique_ptr<Operands> resident;
-  if (resident && resident->problem.m == p.m && resident->problem.n == p.n && resident->problem.k == p.k)
+  if (resident && resident->problem.m == p.m && resident->problem.n == p.n && resident->problem.k == p.k &&
+      resident->type == type)
     return resident.get();
   resident.reset();  // free the previous shape before allocating the next
   Session& session = Session::get();
   auto ops = std::make_unique<Operands>();
   ops->problem = p;
+  ops->type = type;
   ops->a = random_matrix(std::size_t(p.m * p.k), seed_of(p));
   ops->b = random_matrix(std::size_t(p.n * p.k), seed_of(p) + 1);
   cl_int status = CL_SUCCESS;
-  auto create = [&](std::size_t floats, const float* init, cl_mem* out) {
+  auto create = [&](std::size_t bytes, const void* init, cl_mem* out) {
     if (status != CL_SUCCESS) return;
-    *out = clCreateBuffer(session.context(), CL_MEM_READ_WRITE, floats * sizeof(float), nullptr, &status);
+    *out = clCreateBuffer(session.context(), CL_MEM_READ_WRITE, bytes, nullptr, &status);
     if (status == CL_SUCCESS && init != nullptr)
-      status =
-          clEnqueueWriteBuffer(session.queue(), *out, CL_TRUE, 0, floats * sizeof(float), init, 0, nullptr, nullptr);
+      status = clEnqueueWriteBuffer(session.queue(), *out, CL_TRUE, 0, bytes, init, 0, nullptr, nullptr);
   };
-  create(ops->a.size(), ops->a.data(), &ops->da);
-  create(ops->b.size(), ops->b.data(), &ops->db);
-  create(std::size_t(p.m * p.n), nullptr, &ops->dc);
+  const std::vector<std::uint8_t> a_bytes = to_bytes(type, ops->a), b_bytes = to_bytes(type, ops->b);
+  create(a_bytes.size(), a_bytes.data(), &ops->da);
+  create(b_bytes.size(), b_bytes.data(), &ops->db);
+  create(std::size_t(p.m * p.n) * element_size(type), nullptr, &ops->dc);
   if (status != CL_SUCCESS) {
     *error = cl_error(("allocating and filling the " + shape_name(p) + " operands").c_str(), status);
     return nullptr;
@@ -147,7 +208,7 @@ std::string prepare_clblast(Operands& ops) {
 }
 
 // Enqueues one call of `impl`; *event receives the event of its last command.
-std::string enqueue_call(Impl impl, bool accumulate, Operands& ops, cl_event* event) {
+std::string enqueue_call(Impl impl, bool accumulate, const Storage& storage, Operands& ops, cl_event* event) {
   Session& session = Session::get();
   const GemmProblem& p = ops.problem;
   if (impl == Impl::kClblast) {
@@ -162,30 +223,39 @@ std::string enqueue_call(Impl impl, bool accumulate, Operands& ops, cl_event* ev
   GemmNtArgs args;
   args.problem = p;
   args.alpha = kAlpha;
-  args.a = {ops.da, 0, 0};
-  args.b = {ops.db, 0, 0};
-  args.c = {ops.dc, 0, 0};
+  args.a = {ops.da, 0, 0, storage.type};
+  args.b = {ops.db, 0, 0, storage.type};
+  args.c = {ops.dc, 0, 0, storage.type};
+  args.precision = storage.precision;
   Launch launch;
   launch.event = event;
-  const Status status = accumulate ? rt.gemm_nt_accum(args, launch) : rt.gemm_nt(args, launch);
+  const Status status = impl == Impl::kOursTc ? rt.gemm_nt_with(tc_choice(storage), accumulate, args, launch)
+                        : accumulate          ? rt.gemm_nt_accum(args, launch)
+                                              : rt.gemm_nt(args, launch);
   return status.ok() ? "" : status.message();
 }
 
 // Runs `impl` once on fresh C (poison, or random C_old when accumulating) and checks
 // the first and last rows of C and kRandomSamples random elements against
 // gemm_nt_reference within gemm_nt_error_bound. Returns "" or what is wrong.
-std::string verify(Impl impl, bool accumulate, Operands& ops) {
+std::string verify(Impl impl, bool accumulate, const Storage& storage, Operands& ops) {
   Session& session = Session::get();
   const GemmProblem& p = ops.problem;
   const std::size_t mn = std::size_t(p.m * p.n), k = std::size_t(p.k), n = std::size_t(p.n);
-  std::vector<float> c_old = accumulate ? random_matrix(mn, seed_of(p) + 2) : std::vector<float>(mn, kPoison);
+  const std::size_t c_size = element_size(storage.type);
+  // The poison is finite in f32 (see kPoison); the 16-bit types take NaN (1e30 overflows f16).
+  std::vector<float> c_old = accumulate ? random_matrix(mn, seed_of(p) + 2)
+                             : storage.type == ElementType::f32
+                                 ? std::vector<float>(mn, kPoison)
+                                 : std::vector<float>(mn, std::numeric_limits<float>::quiet_NaN());
+  const std::vector<std::uint8_t> c_old_bytes = to_bytes(storage.type, c_old);
   cl_command_queue queue = session.queue();
   cl_int status =
-      clEnqueueWriteBuffer(queue, ops.dc, CL_TRUE, 0, mn * sizeof(float), c_old.data(), 0, nullptr, nullptr);
+      clEnqueueWriteBuffer(queue, ops.dc, CL_TRUE, 0, c_old_bytes.size(), c_old_bytes.data(), 0, nullptr, nullptr);
   if (status != CL_SUCCESS) return cl_error("writing C before the check", status);
 
   cl_event event = nullptr;
-  if (std::string error = enqueue_call(impl, accumulate, ops, &event); !error.empty()) {
+  if (std::string error = enqueue_call(impl, accumulate, storage, ops, &event); !error.empty()) {
     clFinish(queue);
     return error;
   }
@@ -197,9 +267,15 @@ std::string verify(Impl impl, bool accumulate, Operands& ops) {
   }
   if (status != CL_SUCCESS) return cl_error("clFinish after the checked call", status);
   if (execution < 0) return "the checked call ended with OpenCL status " + std::to_string(execution);
-  std::vector<float> c(mn);
-  status = clEnqueueReadBuffer(queue, ops.dc, CL_TRUE, 0, mn * sizeof(float), c.data(), 0, nullptr, nullptr);
+  std::vector<std::uint8_t> c_bytes(mn * c_size);
+  status = clEnqueueReadBuffer(queue, ops.dc, CL_TRUE, 0, c_bytes.size(), c_bytes.data(), 0, nullptr, nullptr);
   if (status != CL_SUCCESS) return cl_error("reading C back", status);
+  std::vector<float> c(mn);
+  for (std::size_t i = 0; i < mn; ++i) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, c_bytes.data() + i * c_size, c_size);
+    c[i] = element_to_float(storage.type, bits);
+  }
 
   std::vector<std::pair<std::int64_t, std::int64_t>> positions;
   for (std::int64_t row : {std::int64_t(0), p.m - 1})
@@ -217,7 +293,7 @@ std::string verify(Impl impl, bool accumulate, Operands& ops) {
     gemm_nt_reference(one, kAlpha, accumulate, ai, k, bj, k, &old, 1, &expected, 1);
     double abs_dot = 0;
     for (std::size_t q = 0; q < k; ++q) abs_dot += std::fabs(double(ai[q]) * double(bj[q]));
-    const double bound = gemm_nt_error_bound(p.k, abs_dot, kAlpha, old);
+    const double bound = gemm_nt_error_bound(p.k, abs_dot, kAlpha, old, expected, storage.type, storage.precision);
     const double got = c[i * n + j];
     if (!(std::fabs(got - expected) <= bound)) {
       std::ostringstream out;
@@ -229,17 +305,21 @@ std::string verify(Impl impl, bool accumulate, Operands& ops) {
   return "";
 }
 
-void run_row(benchmark::State& state, GemmProblem p, bool accumulate, Impl impl) {
+void run_row(benchmark::State& state, GemmProblem p, bool accumulate, Impl impl, Storage storage) {
+  Session& session = Session::get();
+  if (impl == Impl::kOursTc && !DeviceLimits::of(session.device()).tensor_mma) {
+    state.SkipWithError("no mma.sync on this device (tc needs NVIDIA's OpenCL at sm_80 or newer)");
+    return;
+  }
   std::string error;
-  Operands* ops = operands_for(p, &error);
+  Operands* ops = operands_for(p, storage.type, &error);
   if (ops != nullptr && impl == Impl::kClblast) error = prepare_clblast(*ops);
   // The checked call is also the warm-up: it builds the programs and touches the pages.
-  if (error.empty()) error = verify(impl, accumulate, *ops);
+  if (error.empty()) error = verify(impl, accumulate, storage, *ops);
   if (!error.empty()) {
     state.SkipWithError(error.c_str());
     return;
   }
-  Session& session = Session::get();
   if (impl == Impl::kClblast) {
     state.SetLabel("CLBlast " + clblast_version());
   } else {
@@ -250,8 +330,8 @@ void run_row(benchmark::State& state, GemmProblem p, bool accumulate, Impl impl)
   const int calls = flags().calls;
   double timed = 0, wall = 0, last = 0;
   for (auto _ : state) {
-    const IterationTime t =
-        time_calls(session, calls, [&](cl_event* event) { return enqueue_call(impl, accumulate, *ops, event); });
+    const IterationTime t = time_calls(
+        session, calls, [&](cl_event* event) { return enqueue_call(impl, accumulate, storage, *ops, event); });
     if (!t.error.empty()) {
       state.SkipWithError(t.error.c_str());
       break;
@@ -265,7 +345,8 @@ void run_row(benchmark::State& state, GemmProblem p, bool accumulate, Impl impl)
   const double iterations = double(state.iterations());
   using benchmark::Counter;
   state.counters["GFLOP/s"] = Counter(p.flops() * iterations * 1e-9, Counter::kIsRate);
-  state.counters["GB/s"] = Counter(p.min_bytes(accumulate) * iterations * 1e-9, Counter::kIsRate);
+  const std::size_t size = element_size(storage.type);
+  state.counters["GB/s"] = Counter(p.min_bytes(accumulate, size, size) * iterations * 1e-9, Counter::kIsRate);
   state.counters["verified"] = 1;
   // Timed over wall-clock time for the same iterations: near 1 when the timer covers
   // the call, well below 1 where host work or launch gaps fall outside it, above 1
@@ -301,6 +382,12 @@ void add_context(bool gpu_sizes, const std::vector<std::string>& classes) {
   for (const std::string& shape_class : classes)
     benchmark::AddCustomContext("ocltk_tuned_choice/" + shape_class,
                                 session.tuned().choose("gemm_nt", shape_class).describe());
+  // The typed rows' choices as a launch gets them (tc only where the probe passed).
+  for (const Storage& s : kTypedStorages) {
+    const GemmProblem p = typed_problem(s, gpu_sizes);
+    benchmark::AddCustomContext(std::string("ocltk_tuned_choice/gemm_nt") + s.op_suffix,
+                                session.tuned().choose_gemm_nt(p, s.type, s.precision).describe());
+  }
 
   benchmark::AddCustomContext("ocltk_sizes", gpu_sizes ? "gpu" : "cpu");
   const char* timer =
@@ -330,10 +417,21 @@ int main(int argc, char** argv) {
       for (Impl impl : kImpls) {
         const std::string name = std::string(accumulate ? "gemm_nt_accum" : "gemm_nt") + "/" + shape_class + "/" +
                                  shape_name(p) + "/" + name_of(impl);
-        per_call_min_time(benchmark::RegisterBenchmark(name.c_str(), run_row, p, accumulate, impl)
+        per_call_min_time(benchmark::RegisterBenchmark(name.c_str(), run_row, p, accumulate, impl, kF32)
                               ->UseManualTime()
                               ->Unit(benchmark::kMillisecond));
       }
+    }
+  }
+  for (const Storage& storage : kTypedStorages) {
+    const GemmProblem p = typed_problem(storage, gpu_sizes);
+    const std::string shape_class = gemm_nt_shape_class(p, storage.type, storage.precision);
+    for (Impl impl : kTypedImpls) {
+      const std::string name =
+          std::string("gemm_nt") + storage.op_suffix + "/" + shape_class + "/" + shape_name(p) + "/" + name_of(impl);
+      per_call_min_time(benchmark::RegisterBenchmark(name.c_str(), run_row, p, false, impl, storage)
+                            ->UseManualTime()
+                            ->Unit(benchmark::kMillisecond));
     }
   }
   add_context(gpu_sizes, classes);

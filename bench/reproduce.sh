@@ -98,6 +98,9 @@ refs() {
     --json "$out/cublas-gemm.json" > /dev/null || s=1
   $ref gemm --accumulate --shapes 4096x4096x16,4096x4096x64,2048x2048x2048,4096x4096x4096 \
     --json "$out/cublas-gemm-accum.json" > /dev/null || s=1
+  # Its 16-bit rows (gemm_nt_bf16, gemm_nt_f16); gemm_nt_tf32x3 compares with the f32 SGEMM above.
+  $ref gemm --dtype bf16 --shapes 8192x8192x8192 --json "$out/cublas-gemm-bf16.json" > /dev/null || s=1
+  $ref gemm --dtype f16 --shapes 8192x8192x8192 --json "$out/cublas-gemm-f16.json" > /dev/null || s=1
   $ref copy --json "$out/copy.json" > /dev/null || s=1
   # The NF4 shapes and rows of ocltk_bench_nf4 (bench/bench_nf4.cpp).
   local mixtral=(--experts 8 --out-features 14336 --in-features 4096 --rows "1,8,64,512,4096")

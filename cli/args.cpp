@@ -18,7 +18,7 @@ const CommandSyntax kTuneSyntax{
      "--builders", "--derive-priors", "--top"},
     {"--quiet", "--cold", "--json", "--no-resume", "--build-worker"}};
 const CommandSyntax kRunGemmNtSyntax{
-    "ocltk run gemm-nt", {"--lhs", "--rhs", "--out", "--alpha", "--device", "--profile"}, {"--accumulate"}};
+    "ocltk run gemm-nt", {"--lhs", "--rhs", "--out", "--alpha", "--device", "--profile", "--precision"}, {"--accumulate"}};
 
 Args::Args(const std::vector<std::string>& tokens, const CommandSyntax& syntax) : command_(syntax.command) {
   for (std::size_t i = 0; i < tokens.size(); ++i) {

@@ -111,8 +111,9 @@ Options:
   --kernels LIST      comma-separated kernels to tune (default: all: gemm_nt, nf4_forward, nf4_backward,
                       lora_shrink, lora_expand, lora_apply)
   --classes LIST      comma-separated shape classes (default: all; gemm_nt has gemv, lora_shrink,
-                      lora_expand, small_batch, large and their 16-bit twins gemv_half, ...,
-                      large_half; nf4_* have decode, small_batch, prefill; lora_* have decode,
+                      lora_expand, small_batch, large, their 16-bit twins gemv_half, ...,
+                      large_half, and large_tf32, large_tf32x3 (f32 that allows tensor cores);
+                      nf4_* have decode, small_batch, prefill; lora_* have decode,
                       small_batch, prefill, multi_decode, multi_batch)
   --repeats N         timed runs per candidate, median taken (default 5)
   --seed N            random seed of the search and of the test data (default 1)
@@ -184,6 +185,10 @@ Options:
   --out FILE          C, M x N float32 (read as the initial C with --accumulate)
   --accumulate        C += alpha * A * B^T, reading C from --out
   --alpha X           scale (default 1)
+  --precision MODE    exact (default: f32 multiplies, never tensor cores), tf32 (tensor cores may
+                      round A and B to TF32 first: about 3 decimal digits) or tf32x3 (tensor cores
+                      in three TF32 products, within f32's error bound; K < 8 runs exact); tf32
+                      and tf32x3 allow tensor cores where the device and its profile have them
   --device SEL        device index or name substring
   --profile FILE      use this profile instead of searching for one
 )";
@@ -484,6 +489,9 @@ int cmd_run_gemm_nt(const std::vector<std::string>& tokens) {
   check_output_path(out, "--out");
   const float alpha = float(parse_double(args.get("--alpha").value_or("1"), "--alpha"));
   const bool accumulate = args.flag("--accumulate");
+  const std::string precision_name = args.get("--precision").value_or("exact");
+  const std::optional<ocltk::GemmPrecision> precision = ocltk::parse_gemm_precision(precision_name);
+  if (!precision) throw UsageError("--precision must be exact, tf32 or tf32x3, got '" + precision_name + "'");
 
   // Everything is read and checked before the device is touched or anything written.
   const ocltk::npy::Array a = ocltk::npy::read_matrix_f32(lhs, "--lhs");
@@ -523,6 +531,7 @@ int cmd_run_gemm_nt(const std::vector<std::string>& tokens) {
   g.a.buffer = da.get();
   g.b.buffer = db.get();
   g.c.buffer = dc.get();
+  g.precision = *precision;
   const ocltk::Status status = accumulate ? rt.gemm_nt_accum(g) : rt.gemm_nt(g);
   status.throw_if_error();
   q.enqueue_read_buffer(dc, 0, c.data.size(), c.data.data());

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -235,6 +237,105 @@ inline ::testing::AssertionResult run_gemm_case(ocltk::Runtime& rt, std::mt19937
                                                       b.data() + c.b_offset, ldb, c_before, c_after, c.c_offset, ldc);
   if (!result) result << " [" << c.describe() << "]";
   return result;
+}
+
+// A and B stored as `in` (f32, f16 or bf16), C as `out` (their type or f32), launched under
+// `precision`: sums in f32, one rounding at the store (the accumulate form reads C, adds in
+// f32, rounds once), so every result is within gemm_nt_error_bound with the output's type
+// and the precision. Fresh operands (and C) drawn in the types, the C slice poisoned unless
+// accumulating, C outside the slice checked untouched, bit for bit. `worst_f32_ratio`, when
+// given, receives the largest error over the f32 bound (the exact one) among C's elements.
+inline ::testing::AssertionResult run_typed_case(ocltk::Runtime& rt, std::mt19937& rng, const GemmCase& c,
+                                                 ocltk::ElementType in, ocltk::ElementType out,
+                                                 const GemmLauncher& launch,
+                                                 ocltk::GemmPrecision precision = ocltk::GemmPrecision::exact,
+                                                 double* worst_f32_ratio = nullptr) {
+  const ocltk::GemmProblem& p = c.problem;
+  const std::size_t lda = c.lda ? c.lda : std::size_t(p.k), ldb = c.ldb ? c.ldb : std::size_t(p.k),
+                    ldc = c.ldc ? c.ldc : std::size_t(p.n);
+  const std::size_t out_size = ocltk::element_size(out);
+  // Values of the type: drawn, rounded, and kept as the f32 values the device reads.
+  auto draw = [&](ocltk::ElementType type, std::size_t count, std::vector<float>& values) {
+    values = random_floats(rng, count);
+    std::vector<std::uint8_t> bytes(count * ocltk::element_size(type));
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uint32_t bits = ocltk::float_to_element(type, values[i]);
+      std::memcpy(bytes.data() + i * ocltk::element_size(type), &bits, ocltk::element_size(type));
+      values[i] = ocltk::element_to_float(type, bits);
+    }
+    return bytes;
+  };
+  std::vector<float> a, b, c_before;
+  const std::vector<std::uint8_t> a_bytes = draw(in, c.a_offset + (p.m - 1) * lda + p.k, a);
+  const std::vector<std::uint8_t> b_bytes = draw(in, c.b_offset + (p.n - 1) * ldb + p.k, b);
+  std::vector<std::uint8_t> c_bytes = draw(out, c.c_offset + (p.m - 1) * ldc + p.n + 5, c_before);
+  if (!c.accumulate) {
+    const std::uint32_t nan = out == ocltk::ElementType::f32   ? 0x7FC00000u
+                              : out == ocltk::ElementType::f16 ? 0x7E00u
+                                                               : 0x7FC0u;
+    for (std::int64_t i = 0; i < p.m; ++i)
+      for (std::int64_t j = 0; j < p.n; ++j)
+        std::memcpy(c_bytes.data() + (c.c_offset + i * ldc + j) * out_size, &nan, out_size);
+  }
+  auto upload_bytes = [&](const std::vector<std::uint8_t>& bytes) {
+    boost::compute::buffer buffer = rt.allocate(bytes.size()).value();
+    rt.queue().enqueue_write_buffer(buffer, 0, bytes.size(), bytes.data());
+    return buffer;
+  };
+  boost::compute::buffer a_buf = upload_bytes(a_bytes), b_buf = upload_bytes(b_bytes), c_buf = upload_bytes(c_bytes);
+  ocltk::GemmNtArgs args;
+  args.problem = p;
+  args.alpha = c.alpha;
+  args.a = {a_buf.get(), c.a_offset, c.lda, in};
+  args.b = {b_buf.get(), c.b_offset, c.ldb, in};
+  args.c = {c_buf.get(), c.c_offset, c.ldc, out};
+  args.precision = precision;
+  const ocltk::Status status = launch(args);
+  if (!status.ok()) return ::testing::AssertionFailure() << c.describe() << ": launch failed: " << status.message();
+  std::vector<std::uint8_t> after(c_bytes.size());
+  rt.queue().enqueue_read_buffer(c_buf, 0, after.size(), after.data());
+  if (worst_f32_ratio != nullptr) *worst_f32_ratio = 0;
+  for (std::size_t idx = 0; idx < after.size() / out_size; ++idx) {
+    const bool inside =
+        idx >= c.c_offset && (idx - c.c_offset) / ldc < std::size_t(p.m) && (idx - c.c_offset) % ldc < std::size_t(p.n);
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, after.data() + idx * out_size, out_size);
+    const double got = ocltk::element_to_float(out, bits);
+    if (!inside) {
+      if (std::memcmp(after.data() + idx * out_size, c_bytes.data() + idx * out_size, out_size) != 0)
+        return ::testing::AssertionFailure()
+               << c.describe() << ": C buffer element " << idx << " outside the slice changed";
+      continue;
+    }
+    const std::size_t i = (idx - c.c_offset) / ldc, j = (idx - c.c_offset) % ldc;
+    double want = 0, abs_dot = 0;
+    for (std::int64_t q = 0; q < p.k; ++q) {
+      const double v = double(a[c.a_offset + i * lda + q]) * double(b[c.b_offset + j * ldb + q]);
+      want += v;
+      abs_dot += std::fabs(v);
+    }
+    const double old = c.accumulate ? double(c_before[idx]) : 0.0;
+    want = double(c.alpha) * want + old;
+    const double bound = ocltk::gemm_nt_error_bound(p.k, abs_dot, c.alpha, old, want, out, precision);
+    if (worst_f32_ratio != nullptr)
+      *worst_f32_ratio = std::max(
+          *worst_f32_ratio, std::fabs(got - want) / ocltk::gemm_nt_error_bound(p.k, abs_dot, c.alpha, old, want, out));
+    if (!(std::fabs(got - want) <= bound))
+      return ::testing::AssertionFailure() << c.describe() << ": C(" << i << ", " << j << ") = " << got << ", want "
+                                           << want << " (bound " << bound << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The same through an explicit choice (Runtime::gemm_nt_with), accumulating as the case says.
+inline ::testing::AssertionResult run_typed_case(ocltk::Runtime& rt, std::mt19937& rng, const GemmCase& c,
+                                                 ocltk::ElementType in, ocltk::ElementType out,
+                                                 const ocltk::Choice& choice,
+                                                 ocltk::GemmPrecision precision = ocltk::GemmPrecision::exact,
+                                                 double* worst_f32_ratio = nullptr) {
+  return run_typed_case(
+      rt, rng, c, in, out, [&](const ocltk::GemmNtArgs& args) { return rt.gemm_nt_with(choice, c.accumulate, args); },
+      precision, worst_f32_ratio);
 }
 
 // Owns nothing itself: every test of a binary uses the one shared runtime.

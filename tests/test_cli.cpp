@@ -415,6 +415,21 @@ TEST_F(CliRunGemmNt, AccumulateAddsToTheExistingOut) {
   expect_correct(run_cli(run_args({"--accumulate", "--alpha", "0.5"})), o, 0.5f, true);
 }
 
+// --precision reaches the runtime: a large f32 problem is filed under large_tf32 or
+// large_tf32x3, which no profile here has, so large's choice serves (the verbose line says
+// so) and the result meets the f32 bound whatever the mode allowed.
+TEST_F(CliRunGemmNt, PrecisionModesChooseTheirClass) {
+  for (const std::string mode : {"exact", "tf32", "tf32x3"}) {
+    SCOPED_TRACE("--precision " + mode);
+    const Operands o = write_operands(70, 80, 72, false);
+    const CliResult r = run_cli(run_args({"--precision", mode, "--alpha", "-0.5"}), {{"OCLTK_VERBOSE", "1"}});
+    expect_correct(r, o, -0.5f, false);
+    const bool exact = mode == "exact";
+    EXPECT_EQ(r.err.find("no profile entry for large_" + mode) != std::string::npos, !exact) << r.describe();
+    EXPECT_NE(r.err.find("gemm_nt/large -> "), std::string::npos) << r.describe();
+  }
+}
+
 TEST_F(CliRunGemmNt, DeviceByIndexAndByNameSubstring) {
   // PoCL names its CPU device "<driver>-<cpu>-..." ("pthread-skylake-..."); the selector
   // is its first component, upper-cased to check that matching ignores case.
@@ -581,6 +596,8 @@ const BadRunCase kBadRunCases[] = {
     {"flag_with_value", keep, abc_and({"--accumulate=yes"}), {"--accumulate"}},
     {"stray_argument", keep, abc_and({"extra"}), {"extra"}},
     {"alpha_not_a_number", keep, abc_and({"--alpha", "abc"}), {"--alpha", "abc"}},
+    {"precision_unknown", keep, abc_and({"--precision", "fp32"}), {"--precision", "fp32"}},
+    {"precision_without_value", keep, abc_and({"--precision"}), {"--precision"}},
     {"unknown_device_name", keep, abc_and({"--device", "nosuchdevice"}), {"nosuchdevice"}},
     {"unknown_device_index", keep, abc_and({"--device", "99"}), {"'99'"}},
     // A selector too large for an unsigned long is still bad usage, not an OpenCL failure.

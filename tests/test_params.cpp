@@ -150,6 +150,69 @@ TEST(ParamTables, TensorCoreAlgorithmIsSearchedOnlyWithTensorMma) {
   EXPECT_FALSE(ocltk::DeviceLimits::of(h200).tensor_mma) << "no inline PTX";
 }
 
+// gemm_nt's tc: searched only with tensor_mma and then only where the H200 measurements leave
+// it a chance (ldmatrix, swizzled or padded rows, 4+ warps, GM and REGS refined around the
+// best); constraints refused by name; local memory counts the emulation's words only where
+// they are declared; the element types and TF32 modes are build variants, not parameters.
+TEST(ParamTables, GemmNtTensorCoreTable) {
+  const AlgorithmSpec* tc = family().find_algorithm("tc");
+  ASSERT_NE(tc, nullptr);
+  EXPECT_TRUE(tc->search_needs_tensor_mma);
+  ocltk::DeviceLimits gpu;
+  gpu.local_mem_bytes = 48 * 1024;
+  gpu.gpu = true;
+  EXPECT_TRUE(tc->search_space(&gpu).empty()) << "a GPU without tensor_mma";
+  gpu.tensor_mma = gpu.ptx_binaries = true;
+  const std::vector<Params> space = tc->search_space(&gpu);
+  EXPECT_GT(space.size(), 100u);
+  EXPECT_LT(space.size(), 2000u);
+  for (const Params& p : space) {
+    SCOPED_TRACE(ocltk::format_params(p));
+    EXPECT_EQ(p.at("LDSM"), 1);
+    EXPECT_NE(p.at("SWZ"), 0);
+    EXPECT_EQ(p.at("GM"), 8);
+    EXPECT_EQ(p.at("REGS"), 0);
+    EXPECT_GE(p.at("MWARPS") * p.at("NWARPS"), 4);
+    EXPECT_LE(tc->local_mem_bytes(p, gpu), gpu.local_mem_bytes);
+  }
+  EXPECT_EQ(tc->refinements(tc->defaults(), &gpu).size(), 3u + 4u) << "GM's three other values, REGS' four";
+
+  const std::pair<Params, const char*> illegal[] = {
+      {{{"MWG", 32}, {"MWARPS", 4}}, "MWG % (16 * MWARPS) == 0"},
+      {{{"NWG", 32}, {"NWARPS", 4}, {"LDSM", 1}}, "(NWG / NWARPS) % 16 == 0"},
+      {{{"CPASYNC", 0}, {"STAGES", 3}}, "CPASYNC == 0 implies STAGES == 2"},
+      {{{"MWG", 256}, {"NWG", 256}, {"KCH", 16}, {"MWARPS", 1}, {"NWARPS", 2}}, "chunks a work-item copies"},
+      {{{"MWG", 256}, {"NWG", 128}, {"MWARPS", 1}, {"NWARPS", 2}}, "accumulator registers"},
+  };
+  for (const auto& [partial, named] : illegal) {
+    const std::optional<std::string> bad = tc->violation(tc->complete(partial), nullptr);
+    ASSERT_TRUE(bad.has_value()) << named;
+    EXPECT_NE(bad->find(named), std::string::npos) << *bad;
+  }
+  EXPECT_FALSE(tc->violation(tc->complete({{"NWG", 32}, {"NWARPS", 4}, {"LDSM", 0}}), nullptr).has_value());
+
+  // Defaults: two stages of 256 rows of 4 chunks padded by one; the emulation adds 4 warps'
+  // 4·MI + 2·NI words of 32 lanes (MI 4, NI 8). The lab's 3×TF32 point: four stages of 2 chunks.
+  ocltk::DeviceLimits emulated = gpu;
+  emulated.ptx_binaries = false;
+  EXPECT_EQ(tc->local_mem_bytes(tc->defaults(), gpu), 2u * 256 * 80);
+  EXPECT_EQ(tc->local_mem_bytes(tc->defaults(), emulated), 2u * 256 * 80 + 4u * 32 * 128);
+  EXPECT_EQ(tc->local_mem_bytes(tc->complete({{"KCH", 2}, {"STAGES", 4}, {"SWZ", 1}}), gpu), 4u * 256 * 32);
+
+  using ocltk::ElementType;
+  using ocltk::GemmPrecision;
+  EXPECT_EQ(ocltk::gemm_nt_launch_variant(ElementType::f32, ElementType::f32), "");
+  EXPECT_EQ(ocltk::gemm_nt_launch_variant(ElementType::f32, ElementType::f32, "xgemm", GemmPrecision::tf32x3), "")
+      << "SIMT f32 programs do not depend on the precision";
+  EXPECT_EQ(ocltk::gemm_nt_launch_variant(ElementType::f32, ElementType::f32, "tc", GemmPrecision::tf32),
+            " -DIN_TYPE=0 -DOUT_TYPE=0 -DSPLIT=1");
+  EXPECT_EQ(ocltk::gemm_nt_launch_variant(ElementType::f32, ElementType::f32, "tc", GemmPrecision::tf32x3),
+            " -DIN_TYPE=0 -DOUT_TYPE=0 -DSPLIT=3");
+  EXPECT_EQ(ocltk::gemm_nt_launch_variant(ElementType::bf16, ElementType::f32, "tc", GemmPrecision::tf32),
+            " -DIN_TYPE=2 -DOUT_TYPE=0");
+  EXPECT_EQ(tc->tuned_variant, ocltk::gemm_nt_launch_variant(ElementType::bf16, ElementType::bf16, "tc"));
+}
+
 // tc's LW 1 (loads ahead issued after the wait for the group being multiplied) needs loads
 // ahead: with PF 0 it is refused by name, and it doubles only the points with PF >= 1.
 TEST(ParamTables, TensorCoreLoadWaitNeedsLoadsAhead) {
@@ -364,11 +427,65 @@ TEST(ShapeClasses, BoundariesAndPrecedence) {
     EXPECT_FALSE(cls.rule.empty());
     for (bool cpu : {false, true})
       EXPECT_EQ(
-          ocltk::gemm_nt_shape_class(ocltk::gemm_nt_class_problem(cls.name, cpu), ocltk::gemm_nt_class_input(cls.name)),
+          ocltk::gemm_nt_shape_class(ocltk::gemm_nt_class_problem(cls.name, cpu), ocltk::gemm_nt_class_input(cls.name),
+                                     ocltk::gemm_nt_class_precision(cls.name)),
           cls.name)
           << "the representative problem of " << cls.name << " belongs to another class";
   }
   EXPECT_THROW(ocltk::gemm_nt_class_problem("huge", false), ocltk::Error);
+}
+
+// f32 large launches that allow TF32 have classes of their own (an entry tuned with tensor
+// cores never serves an exact launch); other shapes and 16-bit input ignore the precision.
+// What tc refuses under each precision, and the names the API and the CLI parse.
+TEST(ShapeClasses, PrecisionKeepsTf32EntriesApart) {
+  using ocltk::ElementType;
+  using ocltk::GemmPrecision;
+  const GemmProblem large{100, 100, 100};
+  EXPECT_EQ(ocltk::gemm_nt_shape_class(large, ElementType::f32, GemmPrecision::exact), "large");
+  EXPECT_EQ(ocltk::gemm_nt_shape_class(large, ElementType::f32, GemmPrecision::tf32), "large_tf32");
+  EXPECT_EQ(ocltk::gemm_nt_shape_class(large, ElementType::f32, GemmPrecision::tf32x3), "large_tf32x3");
+  EXPECT_EQ(ocltk::gemm_nt_shape_class(large, ElementType::bf16, GemmPrecision::tf32x3), "large_half");
+  EXPECT_EQ(ocltk::gemm_nt_shape_class({100, 100, 5}, ElementType::f32, GemmPrecision::tf32x3), "lora_expand");
+  EXPECT_EQ(ocltk::gemm_nt_shape_class({1, 100, 100}, ElementType::f32, GemmPrecision::tf32), "gemv");
+  for (const std::string cls : {"large_tf32", "large_tf32x3"}) {
+    EXPECT_EQ(ocltk::gemm_nt_exact_class(cls), "large");
+    EXPECT_EQ(ocltk::gemm_nt_class_input(cls), ElementType::f32);
+    const ocltk::BuiltinChoice builtin = family().builtin_for(cls), large_builtin = family().builtin_for("large");
+    EXPECT_EQ(builtin.algorithm, large_builtin.algorithm);
+    EXPECT_EQ(builtin.params, large_builtin.params);
+  }
+  EXPECT_EQ(ocltk::gemm_nt_class_precision("large_tf32"), GemmPrecision::tf32);
+  EXPECT_EQ(ocltk::gemm_nt_class_precision("large_tf32x3"), GemmPrecision::tf32x3);
+  EXPECT_EQ(ocltk::gemm_nt_class_precision("large_half"), GemmPrecision::exact);
+  EXPECT_EQ(ocltk::gemm_nt_exact_class("gemv_half"), "gemv_half");
+
+  for (const GemmPrecision p : {GemmPrecision::exact, GemmPrecision::tf32, GemmPrecision::tf32x3})
+    EXPECT_EQ(ocltk::parse_gemm_precision(ocltk::to_string(p)), p);
+  EXPECT_EQ(ocltk::parse_gemm_precision("TF32"), std::nullopt);
+  EXPECT_EQ(ocltk::parse_gemm_precision("fp32"), std::nullopt);
+
+  EXPECT_NE(ocltk::gemm_nt_tc_refusal(large, ElementType::f32, GemmPrecision::exact).find("precision exact"),
+            std::string::npos);
+  EXPECT_EQ(ocltk::gemm_nt_tc_refusal(large, ElementType::f32, GemmPrecision::tf32), "");
+  EXPECT_EQ(ocltk::gemm_nt_tc_refusal({5, 5, 8}, ElementType::f32, GemmPrecision::tf32x3), "");
+  EXPECT_NE(ocltk::gemm_nt_tc_refusal({5, 5, 7}, ElementType::f32, GemmPrecision::tf32x3).find("K = 7"),
+            std::string::npos);
+  EXPECT_EQ(ocltk::gemm_nt_tc_refusal({5, 5, 1}, ElementType::f32, GemmPrecision::tf32), "");
+  EXPECT_EQ(ocltk::gemm_nt_tc_refusal({5, 5, 1}, ElementType::f16, GemmPrecision::exact), "");
+}
+
+// TF32's bound adds the rounding of both operands, 2^-10 of sum |a·b| and a little; 3×TF32
+// and exact are held to the f32 bound itself.
+TEST(ErrorBound, Tf32AddsTheRoundingOfItsOperands) {
+  using ocltk::ElementType;
+  using ocltk::GemmPrecision;
+  const double f32 = ocltk::gemm_nt_error_bound(100, 10.0, -0.5, 0.25, 1.0, ElementType::f32);
+  EXPECT_EQ(ocltk::gemm_nt_error_bound(100, 10.0, -0.5, 0.25, 1.0, ElementType::f32, GemmPrecision::exact), f32);
+  EXPECT_EQ(ocltk::gemm_nt_error_bound(100, 10.0, -0.5, 0.25, 1.0, ElementType::f32, GemmPrecision::tf32x3), f32);
+  const double tf32 = ocltk::gemm_nt_error_bound(100, 10.0, -0.5, 0.25, 1.0, ElementType::f32, GemmPrecision::tf32);
+  EXPECT_GT(tf32 - f32, 0.5 * 10.0 * std::ldexp(1.0, -10));
+  EXPECT_LT(tf32 - f32, 0.5 * 10.0 * std::ldexp(1.0, -10) * 1.01);
 }
 
 // Every LoRA class's representative problem is filed under it, and its ranks and segments
@@ -427,6 +544,13 @@ TEST_F(ParamsOnDevice, GeometryCoversTheProblemWithWholeWorkgroups) {
         EXPECT_EQ(g.local[0] * g.local[1], algorithm.work_group_size(params));
         EXPECT_EQ(g.global[0] % g.local[0], 0u);
         EXPECT_EQ(g.global[1] % g.local[1], 0u);
+        if (algorithm.name == "tc") {
+          // One dimension: exactly one workgroup per tile of C (the kernel orders them).
+          const std::int64_t tiles = ((p.m + g.tile_m - 1) / g.tile_m) * ((p.n + g.tile_n - 1) / g.tile_n);
+          EXPECT_EQ(g.global[1], 1u);
+          EXPECT_EQ(std::int64_t(g.global[0] / g.local[0]), tiles);
+          continue;
+        }
         const std::int64_t groups_n = std::int64_t(g.global[0] / g.local[0]);
         const std::int64_t groups_m = std::int64_t(g.global[1] / g.local[1]);
         EXPECT_GE(groups_n * g.tile_n, p.n);

@@ -1752,6 +1752,56 @@ TEST_F(TunerEngine, LoraAndHalfGemmWorkloadsCheckEveryRun) {
   EXPECT_EQ(checked, 7);
 }
 
+// gemm_nt searches tc only in the classes whose launches may run it (16-bit input, the TF32
+// classes; never exact f32) and only where the runtime's tensor-core probe passes: on PoCL
+// only when OCLTK_TC_PROBE=emulated makes it probe the emulation. The TF32 classes' workloads
+// build tc with their split and hold every candidate to their precision's bound.
+TEST_F(TunerEngine, GemmNtSearchesTcOnlyWhereItsClassAndTheProbeAllowIt) {
+  const FamilyTuning* gemm = nullptr;
+  for (const FamilyTuning& f : tunable_families())
+    if (f.family->name == "gemm_nt") gemm = &f;
+  ASSERT_NE(gemm, nullptr);
+  ASSERT_TRUE(gemm->searches);
+  RuntimeOptions options;
+  options.cache_dir = (dir_ / "programs").string();  // the probe's answers land here, not in ~/.cache
+  options.use_profiles = false;
+  Result<Runtime> opened = Runtime::open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  Runtime& rt = opened.value();
+  const AlgorithmSpec& tc = *gemm_nt_family().find_algorithm("tc");
+  const bool tensor_cores = DeviceLimits::of(rt.device()).tensor_mma;
+  const char* const old_mode = std::getenv("OCLTK_TC_PROBE");
+  const std::string saved = old_mode ? old_mode : "";
+  for (const char* mode : {"", "emulated", "fail"}) {
+    SCOPED_TRACE(std::string("OCLTK_TC_PROBE=") + mode);
+    ::setenv("OCLTK_TC_PROBE", mode, 1);
+    const bool probe_passes = std::string(mode) == "emulated" || (*mode == '\0' && tensor_cores);
+    for (const ShapeClassSpec& cls : gemm_nt_family().classes) {
+      for (const AlgorithmSpec& a : gemm_nt_family().algorithms) {
+        if (a.name != "tc") {
+          EXPECT_TRUE(gemm->searches(rt, cls.name, a)) << cls.name << " " << a.name;
+        }
+      }
+      const bool allowed = gemm_nt_class_input(cls.name) != ElementType::f32 ||
+                           gemm_nt_class_precision(cls.name) != GemmPrecision::exact;
+      EXPECT_EQ(gemm->searches(rt, cls.name, tc), allowed && probe_passes) << cls.name;
+    }
+  }
+  if (old_mode != nullptr) {
+    ::setenv("OCLTK_TC_PROBE", saved.c_str(), 1);
+  } else {
+    ::unsetenv("OCLTK_TC_PROBE");
+  }
+
+  std::mt19937_64 rng(3);
+  for (const auto& [shape_class, split] : {std::pair{"large_tf32", " -DSPLIT=1"}, {"large_tf32x3", " -DSPLIT=3"}}) {
+    const std::unique_ptr<Workload> w = gemm->make(rt, shape_class, rng);
+    EXPECT_EQ(w->variant(tc), std::string(" -DIN_TYPE=0 -DOUT_TYPE=0") + split) << shape_class;
+    EXPECT_EQ(w->variant(gemm_nt_family().algorithms.front()), "") << "SIMT f32 builds are the exact ones";
+    EXPECT_EQ(w->problem(), gemm_nt_problem_of(gemm_nt_class_problem("large", rt.device().type == "cpu")));
+  }
+}
+
 TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {
   const TuneResult r = tune(*rt_, options(12));
   write_report((dir_ / "report").string(), r);

@@ -37,6 +37,17 @@ Nf4Problem nf4_of(const Problem& p) {
           top_k == p.end() ? 0 : top_k->second};
 }
 
+// gemm_nt's tc multiplies f32 in TF32: it is searched only in the classes that allow it
+// (large_tf32, large_tf32x3) and in the 16-bit ones, and only where the probe passes on the
+// device (which also keeps it out where there are no tensor cores).
+bool gemm_nt_searches(Runtime& rt, const std::string& shape_class, const AlgorithmSpec& algorithm) {
+  if (algorithm.name != "tc") return true;
+  const ElementType input = gemm_nt_class_input(shape_class);
+  const GemmPrecision precision = gemm_nt_class_precision(shape_class);
+  if (input == ElementType::f32 && precision == GemmPrecision::exact) return false;
+  return rt.probe_tensor_cores(input, precision).usable;
+}
+
 // LoRA on every projection of the model: x·Aᵀ (shrink to the rank) and h·Bᵀ (expand back),
 // on the hidden and the intermediate width.
 std::vector<Problem> derive_lora(const ModelDescription& m) {
@@ -91,7 +102,8 @@ FamilyTuning nf4_tuning(const KernelFamily& family, bool forward,
       // Two experts of a few rows each, K a multiple of every block size and reduction width.
       [](std::int64_t input_bits) -> Problem {
         return {{"experts", 2}, {"n", 128}, {"k", 1024}, {"rows", 8}, {"block_size", 64}, {"input_bits", input_bits}};
-      }};
+      },
+      nullptr};
 }
 
 // A LoRA problem as the tuner lays it out; shrink's problems have no N and expand's no K
@@ -156,7 +168,8 @@ FamilyTuning lora_tuning(const KernelFamily& family) {
             if (name != "lora_expand") p["k"] = 64;
             if (input_bits == 16) p["input_bits"] = 16;
             return p;
-          }};
+          },
+          nullptr};
 }
 
 }  // namespace
@@ -175,7 +188,8 @@ const std::vector<FamilyTuning>& tunable_families() {
          Problem p{{"m", 16}, {"n", 64}, {"k", 64}};
          if (input_bits == 16) p["input_bits"] = 16;
          return p;
-       }},
+       },
+       gemm_nt_searches},
       nf4_tuning(nf4_forward_family(), true, make_nf4_forward_workload),
       nf4_tuning(nf4_backward_family(), false, make_nf4_backward_workload),
       lora_tuning(lora_shrink_family()),

@@ -1,6 +1,7 @@
 // The tuner's view of gemm_nt: a class's representative problem on the device, run with
 // any choice, checked against the double-precision reference on a sample of rows. A, B and
-// C are f32, or bf16 for the *_half classes and problems with input_bits 16.
+// C are f32, or bf16 for the *_half classes and problems with input_bits 16; the
+// large_tf32 and large_tf32x3 classes launch with that precision and are held to its bound.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -23,8 +24,8 @@ double event_ms(cl_event first, cl_event last) {
 
 class GemmNtWorkload : public Workload {
  public:
-  GemmNtWorkload(Runtime& rt, const GemmProblem& p, ElementType type, std::mt19937_64& rng)
-      : rt_(rt), p_(p), type_(type) {
+  GemmNtWorkload(Runtime& rt, const GemmProblem& p, ElementType type, GemmPrecision precision, std::mt19937_64& rng)
+      : rt_(rt), p_(p), type_(type), precision_(precision) {
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     std::vector<float> a(std::size_t(p.m * p.k)), b(std::size_t(p.n * p.k));
     for (float& x : a) x = dist(rng);
@@ -54,7 +55,7 @@ class GemmNtWorkload : public Workload {
           abs_sum += std::fabs(prod);
         }
         want_[r * p.n + j] = sum;
-        bound_[r * p.n + j] = gemm_nt_error_bound(p.k, abs_sum, 1.0, 0.0, sum, type);
+        bound_[r * p.n + j] = gemm_nt_error_bound(p.k, abs_sum, 1.0, 0.0, sum, type, precision);
       }
     }
   }
@@ -62,7 +63,9 @@ class GemmNtWorkload : public Workload {
   std::map<std::string, std::int64_t> problem() const override { return gemm_nt_problem_of(p_, type_); }
   double flops() const override { return p_.flops(); }
   double min_bytes() const override { return p_.min_bytes(false, element_size(type_), element_size(type_)); }
-  std::string variant(const AlgorithmSpec&) const override { return gemm_nt_launch_variant(type_, type_); }
+  std::string variant(const AlgorithmSpec& algorithm) const override {
+    return gemm_nt_launch_variant(type_, type_, algorithm.name, precision_);
+  }
 
   void poison() override {
     // A NaN of C's type (all ones), one element wide.
@@ -78,6 +81,7 @@ class GemmNtWorkload : public Workload {
     args.a = {a_.get(), 0, 0, type_};
     args.b = {b_.get(), 0, 0, type_};
     args.c = {c_.get(), 0, 0, type_};
+    args.precision = precision_;
     cl_event event = nullptr;
     Launch launch;
     launch.event = &event;
@@ -139,6 +143,7 @@ class GemmNtWorkload : public Workload {
   Runtime& rt_;
   GemmProblem p_;
   ElementType type_;
+  GemmPrecision precision_;
   boost::compute::buffer a_, b_, c_;
   std::vector<std::int64_t> rows_;
   std::vector<double> want_, bound_;
@@ -148,12 +153,12 @@ class GemmNtWorkload : public Workload {
 
 std::unique_ptr<Workload> make_gemm_nt_workload_for(Runtime& rt, const GemmProblem& p, ElementType type,
                                                     std::mt19937_64& rng) {
-  return std::make_unique<GemmNtWorkload>(rt, p, type, rng);
+  return std::make_unique<GemmNtWorkload>(rt, p, type, GemmPrecision::exact, rng);
 }
 
 std::unique_ptr<Workload> make_gemm_nt_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng) {
   return std::make_unique<GemmNtWorkload>(rt, gemm_nt_class_problem(shape_class, rt.device().type == "cpu"),
-                                          gemm_nt_class_input(shape_class), rng);
+                                          gemm_nt_class_input(shape_class), gemm_nt_class_precision(shape_class), rng);
 }
 
 }  // namespace ocltk::tuner

@@ -821,8 +821,10 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     const KernelFamily& family = *jobs[ji].tuning->family;
     // Parameters of another input width's code path are searched at their defaults alone.
+    const FamilyTuning& tuning = *jobs[ji].tuning;
     for (const AlgorithmSpec& algorithm : family.algorithms) {
       if (excluded.excludes(family.name, algorithm.name)) continue;  // OCLTK_EXCLUDE_ALGORITHMS
+      if (tuning.searches && !tuning.searches(rt, jobs[ji].shape_class, algorithm)) continue;
       for (Params& p : algorithm.search_space(&limits, job_input_bits(jobs[ji].problem)))
         spaces[ji].push_back({&algorithm, std::move(p)});
     }

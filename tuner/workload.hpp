@@ -77,6 +77,10 @@ struct FamilyTuning {
   // (build_workers.hpp), so that the measuring context finds the compiled kernel in the
   // driver's cache. Absent: workers build programs only.
   std::function<Problem(std::int64_t input_bits)> small_problem;
+  // Whether a class's search includes an algorithm on this runtime's device (null: every
+  // algorithm in every class): gemm_nt searches tc only in the classes whose launches may
+  // run it and only where the runtime's tensor-core probe passes.
+  std::function<bool(Runtime&, const std::string& shape_class, const AlgorithmSpec&)> searches;
 };
 
 // Every family the tuner knows, in tuning order.

@@ -1,6 +1,8 @@
-// The gemm_nt family slice: parameter tables of its three algorithms, shape classes (f32 and
-// 16-bit input), launch geometry and CPU reference. kernels/gemm_nt_{reduce,tiled,xgemm}.cl
-// are the sources, with kernels/element_types.clh for the storage types.
+// The gemm_nt family slice: parameter tables of its four algorithms, shape classes (f32,
+// f32 with TF32 allowed, and 16-bit input), launch geometry and CPU reference.
+// kernels/gemm_nt_{reduce,tiled,xgemm}.cl are the SIMT sources, with kernels/element_types.clh
+// for the storage types; kernels/gemm_nt_tc.cl the tensor-core one (runtime/src/gemm_nt_probe.cpp
+// decides where it runs).
 #include "ocltk/gemm_nt.hpp"
 
 #include <cmath>
@@ -180,6 +182,84 @@ AlgorithmSpec xgemm_algorithm() {
   return a;
 }
 
+// Chunks of the A and B tiles each work-item copies per stage (the kernel's A_COPIES + B_COPIES).
+int tc_copies_per_work_item(const Params& p) {
+  const int wgs = 32 * param(p, "MWARPS") * param(p, "NWARPS");
+  const auto chunks = [&](const char* rows) { return (param(p, rows) * param(p, "KCH") + wgs - 1) / wgs; };
+  return chunks("MWG") + chunks("NWG");
+}
+
+// The tensor-core product (kernels/gemm_nt_tc.cl): mma.sync through inline PTX on NVIDIA
+// sm_80+, an exact emulation elsewhere (correct but slow: only the tuner on such a GPU
+// searches it, and the runtime runs it from a profile only where the probe passed). The
+// element types and, for f32, TF32 or 3×TF32 are the launch's build variant, not searched.
+AlgorithmSpec tc_algorithm() {
+  AlgorithmSpec a;
+  a.name = "tc";
+  a.source_name = "gemm_nt_tc.cl";
+  a.params = {
+      {"MWG", 128, {32, 64, 128, 256}, "tile rows (M) per workgroup"},
+      {"NWG", 128, {32, 64, 128, 256}, "tile columns (N) per workgroup"},
+      {"KCH",
+       4,
+       {2, 4, 8, 16},
+       "16-byte chunks of K per local row and stage (K columns: 8 KCH for f16/bf16, 4 KCH f32)"},
+      {"MWARPS", 2, {1, 2, 4}, "warps along M in a workgroup"},
+      {"NWARPS", 2, {1, 2, 4}, "warps along N in a workgroup"},
+      {"STAGES", 2, {2, 3, 4}, "local buffers of A and B tiles (copies run STAGES - 1 steps ahead)"},
+      {"CPASYNC", 1, {1, 0}, "global-to-local copies: 1 by cp.async, 0 through registers (two buffers)"},
+      {"LDSM", 1, {1, 0}, "fragments: 1 by ldmatrix, 0 by one local load per word"},
+      {"SWZ", 2, {2, 1, 0}, "local rows: 0 plain, 1 XOR-swizzled chunks, 2 padded by 16 bytes"},
+      // Refined last: the group of the walk over C shifts a point's time through L2 reuse,
+      // not which tile shape wins.
+      {"GM", 8, {8, 1, 4, 16}, "tile rows per group of the workgroups' walk over C (1: row by row)", true},
+      register_target_param(),
+  };
+  auto warp_rows = [](const Params& p) { return param(p, "MWG") / param(p, "MWARPS"); };
+  auto warp_cols = [](const Params& p) { return param(p, "NWG") / param(p, "NWARPS"); };
+  a.constraints = {
+      constraint("MWG % (16 * MWARPS) == 0 (whole 16-row mma tiles per warp)",
+                 [](const Params& p) { return param(p, "MWG") % (16 * param(p, "MWARPS")) == 0; }),
+      constraint("NWG % (8 * NWARPS) == 0 (whole 8-column mma tiles per warp)",
+                 [](const Params& p) { return param(p, "NWG") % (8 * param(p, "NWARPS")) == 0; }),
+      constraint("LDSM == 1 implies (NWG / NWARPS) % 16 == 0 (ldmatrix loads two 8-column tiles at once)",
+                 [warp_cols](const Params& p) { return param(p, "LDSM") == 0 || warp_cols(p) % 16 == 0; }),
+      constraint("CPASYNC == 0 implies STAGES == 2 (copies through registers use two buffers)",
+                 [](const Params& p) { return param(p, "CPASYNC") == 1 || param(p, "STAGES") == 2; }),
+      constraint("ceil(MWG * KCH / WGS) + ceil(NWG * KCH / WGS) <= 32 (chunks a work-item copies per stage, "
+                 "WGS = 32 * MWARPS * NWARPS)",
+                 [](const Params& p) { return tc_copies_per_work_item(p) <= 32; }),
+      constraint("(MWG / MWARPS) * (NWG / NWARPS) / 32 <= 128 (accumulator registers per work-item)",
+                 [warp_rows, warp_cols](const Params& p) { return warp_rows(p) * warp_cols(p) / 32 <= 128; }),
+  };
+  // Regions the H200 measurements rule out (bf16 8192³, kernels/gemm_nt_tc.cl's header):
+  // fragments by word loads ran at 209 TFLOP/s against 255 by ldmatrix, plain local rows at
+  // 191 (bank conflicts); those points stay legal.
+  a.search_pruning = {
+      constraint("LDSM == 1", [](const Params& p) { return param(p, "LDSM") == 1; }),
+      constraint("SWZ != 0", [](const Params& p) { return param(p, "SWZ") != 0; }),
+      constraint("MWARPS * NWARPS >= 4 (fewer warps leave the SM's four schedulers idle)",
+                 [](const Params& p) { return param(p, "MWARPS") * param(p, "NWARPS") >= 4; }),
+      constraint("(MWG / MWARPS) * (NWG / NWARPS) >= 32 * 32 (smaller warp tiles load a fragment per mma)",
+                 [warp_rows, warp_cols](const Params& p) { return warp_rows(p) * warp_cols(p) >= 32 * 32; }),
+  };
+  a.search_needs_tensor_mma = true;
+  a.tuned_variant = gemm_nt_launch_variant(ElementType::bf16, ElementType::bf16, "tc");
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) -> std::uint64_t {
+    const std::uint64_t row_bytes = 16ull * param(p, "KCH") + (param(p, "SWZ") == 2 ? 16 : 0);
+    const std::uint64_t tiles = std::uint64_t(param(p, "STAGES")) * (param(p, "MWG") + param(p, "NWG")) * row_bytes;
+    if (limits.ptx_binaries) return tiles;
+    // The emulation's fragment words, declared only without OCLTK_PTX: per warp 4·MI + 2·NI
+    // registers of 32 lanes.
+    const std::uint64_t mi = param(p, "MWG") / param(p, "MWARPS") / 16, ni = param(p, "NWG") / param(p, "NWARPS") / 8;
+    return tiles + 128ull * param(p, "MWARPS") * param(p, "NWARPS") * (4 * mi + 2 * ni);
+  };
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> {
+    return {std::size_t(32 * param(p, "MWARPS") * param(p, "NWARPS")), 1};
+  };
+  return a;
+}
+
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
@@ -188,7 +268,7 @@ const KernelFamily& gemm_nt_family() {
   static const KernelFamily family = [] {
     KernelFamily f;
     f.name = "gemm_nt";
-    f.algorithms = {reduce_algorithm(), tiled_algorithm(), xgemm_algorithm()};
+    f.algorithms = {reduce_algorithm(), tiled_algorithm(), xgemm_algorithm(), tc_algorithm()};
     f.classes = {
         {"gemv", "M = 1"},
         {"lora_shrink", "N <= 64 (and M > 1)"},
@@ -205,18 +285,54 @@ const KernelFamily& gemm_nt_family() {
       f.classes.push_back({f.classes[i].name + "_half", f.classes[i].rule + ", A and B f16 or bf16"});
       f.builtin.push_back(f.builtin[i]);
     }
+    // f32 large launches that allow tensor cores: built-ins as large's (SIMT; the runtime
+    // serves these classes from large's entry where a profile has none of their own).
+    f.classes.push_back({"large_tf32", "large, A and B f32, precision tf32"});
+    f.builtin.push_back(f.builtin[4]);
+    f.classes.push_back({"large_tf32x3", "large, A and B f32, precision tf32x3"});
+    f.builtin.push_back(f.builtin[4]);
     return f;
   }();
   return family;
 }
 
-std::string gemm_nt_shape_class(const GemmProblem& p, ElementType input) {
+const char* to_string(GemmPrecision precision) {
+  switch (precision) {
+    case GemmPrecision::exact:
+      return "exact";
+    case GemmPrecision::tf32:
+      return "tf32";
+    case GemmPrecision::tf32x3:
+      return "tf32x3";
+  }
+  return "?";
+}
+
+std::optional<GemmPrecision> parse_gemm_precision(const std::string& name) {
+  for (GemmPrecision p : {GemmPrecision::exact, GemmPrecision::tf32, GemmPrecision::tf32x3})
+    if (name == to_string(p)) return p;
+  return std::nullopt;
+}
+
+std::string gemm_nt_shape_class(const GemmProblem& p, ElementType input, GemmPrecision precision) {
   const char* suffix = input == ElementType::f32 ? "" : "_half";
   if (p.m == 1) return std::string("gemv") + suffix;
   if (p.n <= 64) return std::string("lora_shrink") + suffix;
   if (p.k <= 64) return std::string("lora_expand") + suffix;
   if (p.m <= 16) return std::string("small_batch") + suffix;
+  if (input == ElementType::f32 && precision != GemmPrecision::exact)
+    return std::string("large_") + to_string(precision);
   return std::string("large") + suffix;
+}
+
+GemmPrecision gemm_nt_class_precision(const std::string& shape_class) {
+  if (shape_class == "large_tf32") return GemmPrecision::tf32;
+  if (shape_class == "large_tf32x3") return GemmPrecision::tf32x3;
+  return GemmPrecision::exact;
+}
+
+std::string gemm_nt_exact_class(const std::string& shape_class) {
+  return gemm_nt_class_precision(shape_class) == GemmPrecision::exact ? shape_class : "large";
 }
 
 namespace {
@@ -238,14 +354,31 @@ std::map<std::string, std::int64_t> gemm_nt_problem_of(const GemmProblem& p, Ele
   return problem;
 }
 
-std::string gemm_nt_launch_variant(ElementType input, ElementType output) {
-  if (input == ElementType::f32 && output == ElementType::f32) return "";
-  return " -DIN_TYPE=" + std::to_string(int(input)) + " -DOUT_TYPE=" + std::to_string(int(output));
+std::string gemm_nt_launch_variant(ElementType input, ElementType output, const std::string& algorithm,
+                                   GemmPrecision precision) {
+  const bool tc = algorithm == "tc";
+  if (input == ElementType::f32 && output == ElementType::f32 && !tc) return "";
+  std::string v = " -DIN_TYPE=" + std::to_string(int(input)) + " -DOUT_TYPE=" + std::to_string(int(output));
+  // exact never reaches a tc build (gemm_nt_tc_refusal); it names 3×TF32, the closer one.
+  if (tc && input == ElementType::f32) v += precision == GemmPrecision::tf32 ? " -DSPLIT=1" : " -DSPLIT=3";
+  return v;
+}
+
+std::string gemm_nt_tc_refusal(const GemmProblem& p, ElementType input, GemmPrecision precision) {
+  if (input != ElementType::f32) return "";
+  if (precision == GemmPrecision::exact)
+    return "f32 A and B with precision exact never run on tensor cores (tc multiplies them in TF32; "
+           "GemmNtArgs::precision tf32 or tf32x3 allows it)";
+  if (precision == GemmPrecision::tf32x3 && p.k < kTf32x3MinK)
+    return "3×TF32 can exceed the f32 bound below K = " + std::to_string(kTf32x3MinK) + " (K = " + std::to_string(p.k) +
+           "): such launches belong to a SIMT algorithm";
+  return "";
 }
 
 GemmProblem gemm_nt_class_problem(const std::string& shape_class, bool cpu_device) {
   if (is_half_class(shape_class))
     return gemm_nt_class_problem(shape_class.substr(0, shape_class.size() - (sizeof kHalfSuffix - 1)), cpu_device);
+  if (gemm_nt_class_precision(shape_class) != GemmPrecision::exact) return gemm_nt_class_problem("large", cpu_device);
   if (shape_class == "gemv") return {1, 4096, 4096};
   if (shape_class == "lora_shrink") return {4096, 16, 4096};
   if (shape_class == "lora_expand") return {4096, 4096, 16};
@@ -256,6 +389,14 @@ GemmProblem gemm_nt_class_problem(const std::string& shape_class, bool cpu_devic
 
 LaunchGeometry gemm_nt_geometry(const std::string& algorithm, const Params& p, const GemmProblem& problem) {
   LaunchGeometry g;
+  if (algorithm == "tc") {
+    // One dimension: the kernel orders its workgroups itself (groups of GM tile rows).
+    g.tile_m = param(p, "MWG");
+    g.tile_n = param(p, "NWG");
+    g.local = {std::size_t(32 * param(p, "MWARPS") * param(p, "NWARPS")), 1};
+    g.global = {std::size_t(ceil_div(problem.m, g.tile_m) * ceil_div(problem.n, g.tile_n)) * g.local[0], 1};
+    return g;
+  }
   if (algorithm == "tiled" || algorithm == "xgemm") {
     g.tile_m = param(p, "MWG");
     g.tile_n = param(p, "NWG");
@@ -303,6 +444,17 @@ double gemm_nt_error_bound(std::int64_t k, double abs_dot, double alpha, double 
   // value it rounds (at most |c_ref| + f32).
   const double subnormal = output == ElementType::f16 ? std::ldexp(1.0, -25) : 0.0;
   return f32 + unit_roundoff(output) * (std::fabs(c_ref) + f32) + subnormal;
+}
+
+double gemm_nt_error_bound(std::int64_t k, double abs_dot, double alpha, double c_old, double c_ref, ElementType output,
+                           GemmPrecision precision) {
+  const double bound = gemm_nt_error_bound(k, abs_dot, alpha, c_old, c_ref, output);
+  if (precision != GemmPrecision::tf32) return bound;
+  // Each operand rounded to TF32 moves by at most 2^-11 of itself: a product by e.
+  constexpr double e = 1.0 / (1 << 10) + 1.0 / (1 << 22);
+  const double product_error = e * std::fabs(alpha) * abs_dot;
+  const double u = 1.0 / (1 << 24), ku = double(k + 2) * u;
+  return bound + product_error * (1 + ku / (1.0 - ku));
 }
 
 }  // namespace ocltk

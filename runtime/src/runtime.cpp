@@ -18,6 +18,7 @@
 
 #include "dispatch.hpp"
 #include "user_dirs.hpp"
+#include "gemm_nt_probe.hpp"
 
 namespace ocltk {
 namespace fs = std::filesystem;
@@ -264,6 +265,10 @@ struct Runtime::Impl {
   std::set<std::string> logged;
   bool verbose = false;
   AlgorithmExclusions excluded;
+  // probe_tensor_cores' answers by kind and OCLTK_TC_PROBE mode. The mutex is held while a
+  // probe runs, so that two threads' first tc launches probe once.
+  std::map<std::string, TensorCoreProbe> probes;
+  std::mutex probe_mutex;
 
   Impl(DeviceInfo d, boost::compute::context c, boost::compute::command_queue q, RuntimeOptions o)
       : device(std::move(d)),
@@ -438,14 +443,79 @@ std::string adapt_params_to_device(const AlgorithmSpec& algorithm, const DeviceI
   return adjusted;
 }
 
-Choice Runtime::choose_gemm_nt(const GemmProblem& problem, ElementType input) const {
-  return choose("gemm_nt", gemm_nt_shape_class(problem, input), gemm_nt_problem_of(problem, input));
+Choice Runtime::choose_gemm_nt(const GemmProblem& problem, ElementType input, GemmPrecision precision) {
+  const std::map<std::string, std::int64_t> key = gemm_nt_problem_of(problem, input);
+  const std::string shape_class = gemm_nt_shape_class(problem, input, precision);
+  const std::string exact_class = gemm_nt_exact_class(shape_class);
+  Choice c = choose("gemm_nt", shape_class, key);
+  if (c.level == MatchLevel::kNone && exact_class != shape_class) {
+    // No profile tuned this precision: the exact class's entry is as accurate and tuned.
+    c = choose("gemm_nt", exact_class, key);
+    c.adjusted = "no profile entry for " + shape_class + ": " + exact_class + "'s";
+  }
+  if (c.algorithm != "tc") return c;
+  std::string why = gemm_nt_tc_refusal(problem, input, precision);
+  if (why.empty()) {
+    const TensorCoreProbe probe = probe_tensor_cores(input, precision);
+    if (!probe.usable) why = probe.reason;
+  }
+  if (why.empty()) return c;
+  // The portable kernels instead: for f32 the exact class's choice (never tc where the tuner
+  // wrote it), else, and where that is tc too (a profile written by hand), the built-in.
+  Choice fallback = choose("gemm_nt", exact_class, key);
+  if (fallback.algorithm == "tc" || input != ElementType::f32) {
+    const KernelFamily& family = gemm_nt_family();
+    const BuiltinChoice builtin = family.builtin_for(shape_class);
+    fallback = Choice{};
+    fallback.kernel = "gemm_nt";
+    fallback.shape_class = shape_class;
+    fallback.algorithm = builtin.algorithm;
+    fallback.params = family.find_algorithm(builtin.algorithm)->complete(builtin.params);
+  }
+  fallback.adjusted = "tc from " + c.source + " not used: " + why;
+  return fallback;
+}
+
+TensorCoreProbe Runtime::probe_tensor_cores(ElementType input, GemmPrecision precision) {
+  TensorCoreProbe answer;
+  answer.kind = input == ElementType::f32 ? to_string(precision) : to_string(input);
+  if (input == ElementType::f32 && precision == GemmPrecision::exact) {
+    answer.reason = gemm_nt_tc_refusal({1, 1, kTf32x3MinK}, input, precision);
+    return answer;
+  }
+  const std::string mode = env_or("OCLTK_TC_PROBE", "");
+  if (mode == "off") {
+    answer.reason = "tensor cores are turned off by OCLTK_TC_PROBE=off";
+    return answer;
+  }
+  if (!mode.empty() && mode != "emulated" && mode != "fail") {
+    answer.reason = "OCLTK_TC_PROBE='" + mode + "' is none of off, emulated and fail: tensor cores stay off";
+    return answer;
+  }
+  if (mode.empty() && !DeviceLimits::of(impl_->device).tensor_mma) {
+    answer.reason = impl_->device.name + " has no mma.sync (tc needs NVIDIA's OpenCL at sm_80 or newer)";
+    return answer;
+  }
+  std::lock_guard<std::mutex> lock(impl_->probe_mutex);
+  const std::string key = answer.kind + "/" + mode;
+  if (const auto it = impl_->probes.find(key); it != impl_->probes.end()) return it->second;
+  answer = detail::probe_gemm_nt_tc(*this, input, precision, mode == "fail");
+  impl_->probes.emplace(key, answer);
+  if (impl_->verbose)
+    std::cerr << "ocltk: tensor-core probe (" << answer.kind << ") on " << impl_->device.name << ": "
+              << (answer.usable ? "usable, " : "not usable, ") << answer.reason << "\n";
+  return answer;
+}
+
+std::string Runtime::program_options(const AlgorithmSpec& algorithm, const Params& params,
+                                     const std::string& variant) const {
+  const DeviceLimits limits = DeviceLimits::of(impl_->device);
+  return algorithm.build_options(params, &limits) + device_build_options(impl_->device) + variant;
 }
 
 boost::compute::program Runtime::program_for(const AlgorithmSpec& algorithm, const Params& params,
                                              const std::string& variant) {
-  const DeviceLimits limits = DeviceLimits::of(impl_->device);
-  const std::string options = algorithm.build_options(params, &limits) + device_build_options(impl_->device) + variant;
+  const std::string options = program_options(algorithm, params, variant);
   const std::string key = algorithm.source_name + "\n" + options;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
@@ -513,11 +583,11 @@ Status Runtime::check_gemm_nt(const GemmNtArgs& args) const {
 }
 
 Status Runtime::gemm_nt(const GemmNtArgs& args, const Launch& launch) {
-  return gemm_nt_with(choose_gemm_nt(args.problem, args.a.type), false, args, launch);
+  return gemm_nt_with(choose_gemm_nt(args.problem, args.a.type, args.precision), false, args, launch);
 }
 
 Status Runtime::gemm_nt_accum(const GemmNtArgs& args, const Launch& launch) {
-  return gemm_nt_with(choose_gemm_nt(args.problem, args.a.type), true, args, launch);
+  return gemm_nt_with(choose_gemm_nt(args.problem, args.a.type, args.precision), true, args, launch);
 }
 
 Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNtArgs& args,
@@ -527,6 +597,9 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
     const AlgorithmSpec* algorithm = gemm_nt_family().find_algorithm(choice.algorithm);
     if (algorithm == nullptr)
       throw Error(ErrorCode::kInvalidArgument, "gemm_nt has no algorithm '" + choice.algorithm + "'");
+    if (algorithm->name == "tc")
+      if (const std::string why = gemm_nt_tc_refusal(args.problem, args.a.type, args.precision); !why.empty())
+        throw Error(ErrorCode::kInvalidArgument, "gemm_nt/tc: " + why);
     Choice used = choice;
     used.params = complete_choice(*algorithm, choice.params);
     const Params& params = used.params;
@@ -575,7 +648,7 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
           }
           chain.finish();
         },
-        gemm_nt_launch_variant(args.a.type, args.c.type));
+        gemm_nt_launch_variant(args.a.type, args.c.type, algorithm->name, args.precision));
   });
 }
 

@@ -92,6 +92,17 @@ struct GemmNtArgs {
   // A: M×K, B: N×K, C: M×N. A and B share one type (f32, f16 or bf16); C is of their type
   // or f32 (16-bit A and B into an f32 C, as LoRA's shrink into its intermediate).
   Matrix a, b, c;
+  // For f32 A and B: whether tensor cores may multiply them in TF32 or 3×TF32 (GemmPrecision
+  // says what each guarantees). Ignored for 16-bit A and B.
+  GemmPrecision precision = GemmPrecision::exact;
+};
+
+// Whether the tensor-core gemm_nt (algorithm tc) computes correctly on a device, for one
+// kind of product: f16, bf16, tf32 or tf32x3 (Runtime::probe_tensor_cores).
+struct TensorCoreProbe {
+  bool usable = false;
+  std::string kind;    // "f16", "bf16", "tf32", "tf32x3"
+  std::string reason;  // why not, or how it was found to work
 };
 
 struct Launch {
@@ -162,9 +173,24 @@ class Runtime {
   // change while the runtime is open).
   Choice choose(const std::string& kernel, const std::string& shape_class,
                 const std::map<std::string, std::int64_t>& problem = {}) const;
-  // The choice for a problem whose A and B are of type `input` (the *_half classes for
-  // 16-bit input).
-  Choice choose_gemm_nt(const GemmProblem& problem, ElementType input = ElementType::f32) const;
+  // The choice that serves a gemm_nt launch whose A and B are of type `input` (the *_half
+  // classes for 16-bit input) under `precision` (large_tf32 and large_tf32x3 for f32 large
+  // launches that allow TF32; where neither profile has an entry for those, large's). A
+  // profile's tc entry serves only where gemm_nt_tc_refusal allows it and
+  // probe_tensor_cores passes (which the first such choice runs); elsewhere the launch gets
+  // the SIMT choice of the exact class (f32) or the class's built-in (16-bit), and
+  // Choice::adjusted says why (logged under OCLTK_VERBOSE).
+  Choice choose_gemm_nt(const GemmProblem& problem, ElementType input = ElementType::f32,
+                        GemmPrecision precision = GemmPrecision::exact);
+  // Whether tc may serve launches of this input type and precision on this device: only on
+  // NVIDIA's OpenCL at sm_80 or newer (DeviceLimits::tensor_mma), and only where a small tc
+  // product built and run there matches the CPU reference within its bound (the probe). The
+  // answer is kept for the runtime's life and on disk beside the program cache (keyed like a
+  // program: source, options, device, driver), so the probe runs once per device, driver
+  // and kind. OCLTK_TC_PROBE changes that: `off` refuses tc everywhere; `emulated` probes
+  // on any device (without PTX the kernel emulates mma.sync: tests on PoCL); `fail` probes
+  // on any device and makes the comparison fail (tests of the fallback; never on disk).
+  TensorCoreProbe probe_tensor_cores(ElementType input, GemmPrecision precision = GemmPrecision::exact);
   // The choice behind the most recent launch of this runtime, from whichever thread.
   Choice last_choice() const;
 
@@ -181,6 +207,10 @@ class Runtime {
   // them). Throws Error / BuildError.
   boost::compute::program program_for(const AlgorithmSpec& algorithm, const Params& params,
                                       const std::string& variant = "");
+  // The build options program_for uses for them (the program cache's key besides the
+  // source and the device).
+  std::string program_options(const AlgorithmSpec& algorithm, const Params& params,
+                              const std::string& variant = "") const;
   const RuntimeOptions& options() const;
 
   // The launch path every kernel family shares: checks `params` against the algorithm's
