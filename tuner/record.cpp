@@ -131,7 +131,8 @@ void write_record_line(std::ostream& out, const std::string& kernel, const std::
 }
 
 Recording read_recording(const std::string& path) {
-  return read_recording(std::istringstream(read_bounded_file(path, kMaxRecordingBytes, "recording")), path);
+  std::istringstream in(read_bounded_file(path, kMaxRecordingBytes, "recording"));
+  return read_recording(in, path);
 }
 
 Recording read_recording(std::istream& in, const std::string& path) {
