@@ -602,7 +602,7 @@ static void test_errors(ocltk_runtime* rt, const Cl* cl) {
   /* Runtimes. */
   EXPECT_STATUS(ocltk_runtime_open("no-such-device-anywhere", NULL, &none), OCLTK_NOT_FOUND, "no-such-device-anywhere");
   CHECK(none == NULL, "a failed open left a runtime");
-  EXPECT_STATUS(ocltk_runtime_open(NULL, "/nonexistent/profile.yaml", &none), OCLTK_IO_ERROR,
+  EXPECT_STATUS(ocltk_runtime_open(NULL, "/nonexistent/profile.yaml", &none), OCLTK_NOT_FOUND,
                 "/nonexistent/profile.yaml");
   EXPECT_STATUS(ocltk_runtime_open(NULL, NULL, NULL), OCLTK_INVALID_ARGUMENT, "runtime (the result) is NULL");
   EXPECT_STATUS(ocltk_runtime_wrap(NULL, cl->device, cl->queue, NULL, &none), OCLTK_INVALID_ARGUMENT,

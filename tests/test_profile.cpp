@@ -1416,16 +1416,22 @@ TEST_F(ProfileTest, ReadersRefuseDevicesFifosFoldersAndOversizedFiles) {
 }
 
 TEST(AlgorithmExclusions, ParseNamesAlgorithmsInEveryFamilyOrOne) {
-  const ocltk::AlgorithmExclusions all_tiled = ocltk::AlgorithmExclusions::parse(" tiled , nf4_backward:tc");
-  for (const char* kernel : {"gemm_nt", "nf4_forward", "nf4_backward"})
-    EXPECT_TRUE(all_tiled.excludes(kernel, "tiled"));
-  EXPECT_TRUE(all_tiled.excludes("nf4_backward", "tc"));
-  EXPECT_FALSE(all_tiled.excludes("nf4_forward", "tc"));
-  EXPECT_FALSE(all_tiled.excludes("gemm_nt", "reduce"));
-  EXPECT_EQ(all_tiled.describe(), "gemm_nt:tiled, nf4_backward:tc, nf4_backward:tiled, nf4_forward:tiled");
+  const ocltk::AlgorithmExclusions all_stream = ocltk::AlgorithmExclusions::parse(" stream , nf4_backward:tc");
+  for (const char* kernel : {"nf4_forward", "nf4_backward"}) EXPECT_TRUE(all_stream.excludes(kernel, "stream"));
+  EXPECT_TRUE(all_stream.excludes("nf4_backward", "tc"));
+  EXPECT_FALSE(all_stream.excludes("nf4_forward", "tc"));
+  EXPECT_FALSE(all_stream.excludes("gemm_nt", "tc"));
+  EXPECT_FALSE(all_stream.excludes("nf4_backward", "tiled"));
+  EXPECT_EQ(all_stream.describe(), "nf4_backward:stream, nf4_backward:tc, nf4_forward:stream");
+  const ocltk::AlgorithmExclusions one = ocltk::AlgorithmExclusions::parse("gemm_nt:tc,lora_apply:fused");
+  EXPECT_TRUE(one.excludes("gemm_nt", "tc"));
+  EXPECT_FALSE(one.excludes("nf4_forward", "tc"));
+  EXPECT_TRUE(one.excludes("lora_apply", "fused"));
   EXPECT_TRUE(ocltk::AlgorithmExclusions::parse("").empty());
   EXPECT_TRUE(ocltk::AlgorithmExclusions::parse(" , ").empty());
-  for (const char* bad : {"tcc", "gemm_nt:tc", "nosuch:tiled", "tiled,reduce,xgemm"}) {
+  // "tiled" is lora_shrink's and lora_expand's only algorithm: removing it everywhere leaves
+  // them nothing, as removing all four of gemm_nt's does.
+  for (const char* bad : {"tcc", "gemm_nt:fused", "nosuch:tiled", "tiled", "tiled,reduce,xgemm,tc"}) {
     SCOPED_TRACE(bad);
     try {
       ocltk::AlgorithmExclusions::parse(bad, "OCLTK_EXCLUDE_ALGORITHMS");
