@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The LoRA ratios of docs/lora.md from an ocltk_bench_lora Google Benchmark JSON file.
 
-    python3 bench/lora_ratios.py results/DEVICE-lora.json [--torch results/DEVICE-torch-lora.json]
+    python3 bench/lora_ratios.py results/DEVICE/bench-lora.json [--torch results/DEVICE/torch-lora.json]
 
 Rows are named lora_apply/CLASS/SHAPE/TYPE/IMPLEMENTATION (Google Benchmark appends
 /manual_time). Prints, as Markdown tables, times in ms (the median aggregate with
@@ -12,7 +12,7 @@ Rows are named lora_apply/CLASS/SHAPE/TYPE/IMPLEMENTATION (Google Benchmark appe
   types:         each half type's time against f32's, ours_tuned.
 --torch FILE adds cuBLAS looped per segment from bench/torch_lora_ref.py's JSON, matched by
 class, shape and type. A row that failed or was not verified shows its reason.
-Standard library only.
+bench/tables.py imports lora_rows() for its LoRA tables. Standard library only.
 """
 import json
 import statistics
@@ -21,6 +21,9 @@ import sys
 import benchjson  # beside this script
 
 IMPLS = ("ours_tuned", "ours_default", "ocltk_two_calls", "clblast_two_calls", "ocltk_per_segment")
+# lora_rows()' field of each implementation's time besides ours_tuned's ("ms").
+TIME_FIELDS = {"ours_default": "default_ms", "ocltk_two_calls": "two_calls_ms",
+               "clblast_two_calls": "clblast_ms", "ocltk_per_segment": "per_segment_ms"}
 
 
 def row_key(bench):
@@ -37,6 +40,52 @@ def ms_of(bench):
     return bench["real_time"] * scale
 
 
+def cell_of(bench):
+    return {"ms": ms_of(bench), "floor": bench.get("floor_fraction")}
+
+
+def median_cell(cells):
+    floors = [c["floor"] for c in cells if c["floor"] is not None]
+    return {"ms": statistics.median(c["ms"] for c in cells), "floor": statistics.median(floors) if floors else None}
+
+
+def read_torch(path):
+    """{(class, shape, type): ms} from torch_lora_ref.py's JSON."""
+    with open(path, encoding="utf-8") as f:
+        return {(r["class"], r["shape"], r["dtype"]): r["ms"] for r in json.load(f).get("results", [])}
+
+
+def lora_rows(benchmarks, torch=None):
+    """One dict per (class, shape, type) of ocltk_bench_lora's rows, in file order: class,
+    shape, type; ms and floor (ours_tuned's time and floor_fraction), default_ms, two_calls_ms,
+    clblast_ms, per_segment_ms (the other implementations), cublas_ms (from `torch`, the
+    {(class, shape, type): ms} of read_torch) and label (ours_tuned's). A time is a float, the
+    reason (str) of a row that failed or was not verified, or None where the row is absent."""
+    table, labels = benchjson.collect(benchmarks, row_key, cell_of, median_cell)
+    rows = []
+    for (cls, shape, dtype), cells in table.items():
+        def time_of(impl):
+            cell = cells.get(impl)
+            return cell["ms"] if isinstance(cell, dict) else cell
+
+        ours = cells.get("ours_tuned")
+        row = {"class": cls, "shape": shape, "type": dtype, "ms": time_of("ours_tuned"),
+               "floor": ours.get("floor") if isinstance(ours, dict) else None,
+               "cublas_ms": (torch or {}).get((cls, shape, dtype)),
+               "label": labels.get((cls, shape, dtype, "ours_tuned"), "")}
+        for impl, field in TIME_FIELDS.items():
+            row[field] = time_of(impl)
+        rows.append(row)
+    return rows
+
+
+def speedup(slow, fast):
+    """slow / fast where both are measured times, else None (above 1: `fast` is faster)."""
+    if isinstance(slow, (int, float)) and isinstance(fast, (int, float)) and fast > 0:
+        return slow / fast
+    return None
+
+
 def fmt(cell):
     if cell is None:
         return "–"
@@ -46,15 +95,12 @@ def fmt(cell):
 
 
 def ratio(slow, fast):
-    if isinstance(slow, (int, float)) and isinstance(fast, (int, float)) and fast > 0:
-        return f"{slow / fast:.2f}x"
-    return "–"
+    x = speedup(slow, fast)
+    return "–" if x is None else f"{x:.2f}x"
 
 
-def read_torch(path):
-    """{(class, shape, type): ms} from torch_lora_ref.py's JSON."""
-    with open(path, encoding="utf-8") as f:
-        return {(r["class"], r["shape"], r["dtype"]): r["ms"] for r in json.load(f).get("results", [])}
+def percent(floor):
+    return f"{floor:.0%}" if isinstance(floor, float) else "–"
 
 
 def main(argv):
@@ -72,24 +118,20 @@ def main(argv):
     for path in paths:
         with open(path, encoding="utf-8") as f:
             benchmarks += json.load(f)["benchmarks"]
-    times, _ = benchjson.collect(benchmarks, row_key, ms_of, statistics.median)
-    floors, _ = benchjson.collect(benchmarks, row_key, lambda b: b.get("floor_fraction"), statistics.median)
     torch = {}
     for path in torch_paths:
         torch.update(read_torch(path))
+    rows = lora_rows(benchmarks, torch)
 
     print("## Fused apply at decode sizes (f32: ocltk's and CLBlast's two calls)\n")
     print("| shape | type | ours ms | ocltk two calls ms | CLBlast two calls ms | vs ocltk | vs CLBlast | of floor |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for (cls, shape, dtype), cells in times.items():
-        if cls != "decode":
+    for r in rows:
+        if r["class"] != "decode":
             continue
-        ours = cells.get("ours_tuned")
-        floor = floors.get((cls, shape, dtype), {}).get("ours_tuned")
-        print(f"| {shape} | {dtype} | {fmt(ours)} | {fmt(cells.get('ocltk_two_calls'))} | "
-              f"{fmt(cells.get('clblast_two_calls'))} | {ratio(cells.get('ocltk_two_calls'), ours)} | "
-              f"{ratio(cells.get('clblast_two_calls'), ours)} | "
-              f"{f'{floor:.0%}' if isinstance(floor, float) else '–'} |")
+        ours = r["ms"]
+        print(f"| {r['shape']} | {r['type']} | {fmt(ours)} | {fmt(r['two_calls_ms'])} | {fmt(r['clblast_ms'])} | "
+              f"{ratio(r['two_calls_ms'], ours)} | {ratio(r['clblast_ms'], ours)} | {percent(r['floor'])} |")
 
     print("\n## Many adapters in one launch against one launch per segment\n")
     header = "| shape | type | ours ms | per segment ms | vs per segment | of floor |"
@@ -97,25 +139,22 @@ def main(argv):
         header += " cuBLAS per segment ms | vs cuBLAS |"
     print(header)
     print("| --- | --- | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if torch else ""))
-    for (cls, shape, dtype), cells in times.items():
-        if cls != "multi_decode":
+    for r in rows:
+        if r["class"] != "multi_decode":
             continue
-        ours = cells.get("ours_tuned")
-        floor = floors.get((cls, shape, dtype), {}).get("ours_tuned")
-        line = (f"| {shape} | {dtype} | {fmt(ours)} | {fmt(cells.get('ocltk_per_segment'))} | "
-                f"{ratio(cells.get('ocltk_per_segment'), ours)} | "
-                f"{f'{floor:.0%}' if isinstance(floor, float) else '–'} |")
+        ours = r["ms"]
+        line = (f"| {r['shape']} | {r['type']} | {fmt(ours)} | {fmt(r['per_segment_ms'])} | "
+                f"{ratio(r['per_segment_ms'], ours)} | {percent(r['floor'])} |")
         if torch:
-            t = torch.get((cls, shape, dtype))
-            line += f" {fmt(t)} | {ratio(t, ours)} |"
+            line += f" {fmt(r['cublas_ms'])} | {ratio(r['cublas_ms'], ours)} |"
         print(line)
 
     print("\n## Half types against f32 (ours_tuned)\n")
     print("| class | shape | f32 ms | f16 ms | bf16 ms | f32 / f16 | f32 / bf16 |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     shapes = {}
-    for (cls, shape, dtype), cells in times.items():
-        shapes.setdefault((cls, shape), {})[dtype] = cells.get("ours_tuned")
+    for r in rows:
+        shapes.setdefault((r["class"], r["shape"]), {})[r["type"]] = r["ms"]
     for (cls, shape), by_type in shapes.items():
         f32, f16, bf16 = by_type.get("f32"), by_type.get("f16"), by_type.get("bf16")
         print(f"| {cls} | {shape} | {fmt(f32)} | {fmt(f16)} | {fmt(bf16)} | {ratio(f32, f16)} | {ratio(f32, bf16)} |")

@@ -8,14 +8,15 @@
 #   bench-NAME     one benchmark of BENCHES below with OUT/profile.yaml -> OUT/bench-NAME.json;
 #                  `bench` runs them all
 #   refs           cuBLAS, the copy bandwidth and bitsandbytes on the benchmarks' shapes, where
-#                  PyTorch has a CUDA device (bench/cublas_ref.py, bench/bnb_ref.py)
+#                  PyTorch has a CUDA device (bench/cublas_ref.py, bench/torch_lora_ref.py,
+#                  bench/bnb_ref.py)
 #   tables         python3 bench/tables.py: OUT/tables.md, README.md and docs/performance.md
 #                  (for OUT under this repository's results/)
 # Default: all of them, in that order. DEVICE is ocltk's device selector (index or name
 # substring). Each phase writes OUT/log-PHASE.txt: its first line names the phase, the
 # commit of the binaries (--commit, else BIN/COMMIT, else git) and the start; its last the
 # exit status and seconds. A phase replaces its own files and leaves the others.
-# BIN (--bin): the folder of ocltk, ocltk_bench and ocltk_bench_nf4 (also BIN/bench/);
+# BIN (--bin): the folder of ocltk, ocltk_bench, ocltk_bench_nf4 and ocltk_bench_lora (also BIN/bench/);
 # default build/. Nothing outside this repository and BIN is read.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,6 +28,7 @@ BENCHES=(
   "nf4_backward_mixtral  ocltk_bench_nf4  --benchmark_filter=^nf4_backward/mixtral_"
   "nf4_forward_fine      ocltk_bench_nf4  --benchmark_filter=^nf4_forward/fine_grained_"
   "nf4_backward_fine     ocltk_bench_nf4  --benchmark_filter=^nf4_backward/fine_grained_"
+  "lora                  ocltk_bench_lora --benchmark_repetitions=3"
 )
 usage() { sed -n '2,3p' "$0" | sed 's/^# //' >&2; exit 2; }
 [ $# -ge 2 ] || usage
@@ -98,10 +100,16 @@ refs() {
     --json "$out/cublas-gemm.json" > /dev/null || s=1
   $ref gemm --accumulate --shapes 4096x4096x16,4096x4096x64,2048x2048x2048,4096x4096x4096 \
     --json "$out/cublas-gemm-accum.json" > /dev/null || s=1
-  # Its 16-bit rows (gemm_nt_bf16, gemm_nt_f16); gemm_nt_tf32x3 compares with the f32 SGEMM above.
-  $ref gemm --dtype bf16 --shapes 8192x8192x8192 --json "$out/cublas-gemm-bf16.json" > /dev/null || s=1
+  # Its 16-bit rows (gemm_nt_bf16 with its LoRA shrinks, gemm_nt_accum_bf16 its LoRA expands,
+  # gemm_nt_f16); gemm_nt_tf32x3 compares with the f32 SGEMM above.
+  $ref gemm --dtype bf16 --shapes 8192x8192x8192,4096x16x4096,4096x64x4096 \
+    --json "$out/cublas-gemm-bf16.json" > /dev/null || s=1
+  $ref gemm --dtype bf16 --accumulate --shapes 4096x4096x16,4096x4096x64 \
+    --json "$out/cublas-gemm-bf16-accum.json" > /dev/null || s=1
   $ref gemm --dtype f16 --shapes 8192x8192x8192 --json "$out/cublas-gemm-f16.json" > /dev/null || s=1
   $ref copy --json "$out/copy.json" > /dev/null || s=1
+  # The LoRA rows of ocltk_bench_lora (bench/bench_lora.cpp): two matmuls, or a loop over segments.
+  python3 "$here/torch_lora_ref.py" --json "$out/torch-lora.json" > /dev/null || s=1
   # The NF4 shapes and rows of ocltk_bench_nf4 (bench/bench_nf4.cpp).
   local mixtral=(--experts 8 --out-features 14336 --in-features 4096 --rows "1,8,64,512,4096")
   local fine=(--experts 64 --out-features 1408 --in-features 2048 --rows "1,8,64,512,4096,32768")

@@ -5,16 +5,21 @@
                                        # marked blocks of README.md and docs/performance.md
     python3 bench/tables.py --check    # the same, written nowhere: exit 1 if any file differs
 
-Per folder it reads bench-*.json (ocltk_bench, ocltk_bench_nf4: Google Benchmark JSON),
-cublas-*.json (bench/cublas_ref.py), bnb-*.json (bench/bnb_ref.py) and the first line of
-each log-*.txt (the phase's commit and start). Nothing is typed in: a cell
+Per folder it reads bench-*.json (ocltk_bench, ocltk_bench_nf4, ocltk_bench_lora: Google
+Benchmark JSON), cublas-*.json (bench/cublas_ref.py), torch-lora.json
+(bench/torch_lora_ref.py), bnb-*.json (bench/bnb_ref.py) and the first line of each
+log-*.txt (the phase's commit and start). Nothing is typed in: a cell
 without its measurement is "–". Definitions, written once in docs/performance.md:
 - ms: the median time per call; ratios above 1 mean ours is faster;
 - % of floor: the bytes a call must move over the time, over the copy bandwidth ocltk_bench_nf4
   measured with clEnqueueCopyBuffer in the same folder (gemm_nt rows: GB/s / that bandwidth;
-  NF4 rows: the bench's own floor_fraction);
-- vs CLBlast: CLBlast's time over ours (NF4: dequantize + CLBlast per expert);
-- vs cuBLAS: cuBLAS f32 (gemm_nt) or bf16 on dequantized weights (NF4), same shapes;
+  NF4 and LoRA rows: the bench's own floor_fraction, over the bandwidth it measured);
+- vs CLBlast: CLBlast's time over ours (NF4: dequantize + CLBlast per expert; LoRA: CLBlast's
+  two GEMM calls);
+- vs cuBLAS: cuBLAS in the row's type (gemm_nt; f32 with TF32 off), bf16 on dequantized weights
+  (NF4), two matmuls or a loop over the segments (LoRA), same shapes;
+- LoRA's vs two calls / vs per segment: ocltk's own gemm_nt + gemm_nt_accum, or one
+  lora_apply per segment, over the fused or multi-adapter launch (bench/lora_ratios.py);
 - vs bitsandbytes: its CUDA kernels (matmul_4bit forward, dequantize + matmul backward),
   replayed from a CUDA graph.
 Standard library only.
@@ -27,13 +32,15 @@ import statistics
 import sys
 
 import benchjson  # beside this script
+import lora_ratios  # beside this script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIME_SCALE_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
-# The README's rows: (label, kind, key, input) where kind picks the table, key the row and input
-# the NF4 implementation (ours: f32, ours_bf16: bf16). A device without the row's measurement
-# leaves it out. `target` is the open goal of that row on that device type: (what, value).
+# The README's rows: (label, kind, key, input) where kind picks the table (gemm, nf4, lora), key
+# the row and input the NF4 implementation (ours: f32, ours_bf16: bf16). A device without the
+# row's measurement leaves it out. `targets` are the open goals of that row per device type:
+# (what, value) or a list of them.
 HEADLINE = [
     ("gemm_nt f32, 4096³", "gemm", ("gemm_nt", "large", "4096x4096x4096"), None, {"gpu": ("cublas", 0.9)}),
     ("gemm_nt f32, 1024³", "gemm", ("gemm_nt", "large", "1024x1024x1024"), None, {}),
@@ -46,6 +53,22 @@ HEADLINE = [
      {"gpu": ("floor", 0.75)}),
     ("LoRA expand-accumulate f32, 4096×4096×16", "gemm", ("gemm_nt_accum", "lora_expand", "4096x4096x16"), None,
      {"gpu": ("floor", 0.75)}),
+    ("LoRA shrink f32, 4096×64×4096", "gemm", ("gemm_nt", "lora_shrink", "4096x64x4096"), None,
+     {"gpu": ("floor", 0.75)}),
+    ("LoRA expand-accumulate f32, 4096×4096×64", "gemm", ("gemm_nt_accum", "lora_expand", "4096x4096x64"), None,
+     {"gpu": ("floor", 0.75)}),
+    ("LoRA shrink bf16, 4096×16×4096", "gemm", ("gemm_nt_bf16", "lora_shrink_half", "4096x16x4096"), None,
+     {"gpu": ("floor", 0.75)}),
+    ("LoRA shrink bf16, 4096×64×4096", "gemm", ("gemm_nt_bf16", "lora_shrink_half", "4096x64x4096"), None,
+     {"gpu": ("floor", 0.75)}),
+    ("LoRA expand-accumulate bf16, 4096×4096×16", "gemm", ("gemm_nt_accum_bf16", "lora_expand_half", "4096x4096x16"),
+     None, {"gpu": ("floor", 0.75)}),
+    ("LoRA expand-accumulate bf16, 4096×4096×64", "gemm", ("gemm_nt_accum_bf16", "lora_expand_half", "4096x4096x64"),
+     None, {"gpu": ("floor", 0.75)}),
+    ("LoRA fused apply f32, 16 rows, 4096×4096, rank 16", "lora", ("decode", "16x4096x4096_r16", "f32"), None,
+     {t: [("two_calls", 1.5), ("clblast_calls", 3.0)] for t in ("gpu", "cpu")}),
+    ("LoRA, 16 rows over 8 adapters (ranks 8–64), bf16", "lora", ("multi_decode", "16x4096x4096_L8_r8-64", "bf16"),
+     None, {"gpu": [("floor", 0.7), ("cublas", 1.5), ("per_segment", 2.0)], "cpu": [("per_segment", 2.0)]}),
     ("NF4 forward, Mixtral-like, 1 row/expert, bf16", "nf4", ("nf4_forward", "mixtral", 8), "ours_bf16",
      {"gpu": ("floor", 0.75), "cpu": ("clblast", 3.0)}),
     ("NF4 forward, Mixtral-like, 1 row/expert, f32", "nf4", ("nf4_forward", "mixtral", 8), "ours",
@@ -59,10 +82,15 @@ HEADLINE = [
     ("NF4 input backward, Mixtral-like, 4096 rows, bf16", "nf4", ("nf4_backward", "mixtral", 4096), "ours_bf16",
      {"gpu": ("cublas", 0.6)}),
 ]
-# The ocltk_bench ops each cuBLAS dtype is the reference of: SGEMM (TF32 off) for f32 exact
-# and for 3×TF32 (the issue's target is SGEMM's rate at f32's accuracy), bf16 and f16 for theirs.
-GEMM_OPS_OF_CUBLAS_DTYPE = {"f32": ("gemm_nt", "gemm_nt_tf32x3"), "bf16": ("gemm_nt_bf16",), "f16": ("gemm_nt_f16",)}
-TARGET_TEXT = {"floor": "≥ {:.0f} % of floor", "cublas": "≥ {:g}× cuBLAS", "clblast": "≥ {:g}× dequantize + CLBlast"}
+# The ocltk_bench op suffixes each cuBLAS dtype is the reference of: SGEMM (TF32 off) for f32
+# exact and for 3×TF32 (the issue's target is SGEMM's rate at f32's accuracy), bf16 and f16 for
+# theirs. The op is gemm_nt or gemm_nt_accum (cuBLAS's --accumulate) followed by the suffix.
+GEMM_SUFFIXES_OF_CUBLAS_DTYPE = {"f32": ("", "_tf32x3"), "bf16": ("_bf16",), "f16": ("_f16",)}
+TARGET_TEXT = {"floor": "≥ {:.0f} % of floor", "cublas": "≥ {:g}× cuBLAS", "clblast": "≥ {:g}× dequantize + CLBlast",
+               "clblast_calls": "≥ {:g}× CLBlast's two calls", "two_calls": "≥ {:g}× ocltk's two calls",
+               "per_segment": "≥ {:g}× a launch per segment"}
+# The targets whose ratio has no column of the README's table: the cell shows it.
+TARGET_SHOWN = ("two_calls", "per_segment")
 
 
 def read_json(path):
@@ -135,13 +163,14 @@ class Device:
         self.folder = folder
         self.name = os.path.basename(os.path.normpath(folder))
         self.gemm, self.gemm_labels, self.nf4, self.nf4_labels = {}, {}, {}, {}
-        self.contexts, self.sources = [], []
+        self.contexts, self.sources, lora_benches = [], [], []
         for path in sorted(glob.glob(os.path.join(folder, "bench-*.json"))):
             data = read_json(path)
             context = data.get("context", {})
             self.contexts.append(context)
             self.sources.append(os.path.basename(path))
             benches = data.get("benchmarks", [])
+            lora_benches += benches
             for table, labels, key in ((self.gemm, self.gemm_labels, gemm_key), (self.nf4, self.nf4_labels, nf4_key)):
                 rows, names = benchjson.collect(benches, key, cell_of, median_cell)
                 for k, cells in rows.items():
@@ -149,13 +178,17 @@ class Device:
                 labels.update(names)
         self.device = display_name(next((c for c in self.contexts if c.get("device")), {"device": self.name}))
         self.type = next((c.get("device_type") for c in self.contexts if c.get("device_type")), "?")
-        self.copy_gbps = next((float(c["copy_gbps"]) for c in self.contexts if c.get("copy_gbps")), None)
+        # ocltk_bench_nf4's copy bandwidth, the one docs/performance.md names; another bench's
+        # (ocltk_bench_lora also measures one) where no NF4 run is here.
+        copy = sorted(((not s.startswith("bench-nf4"), float(c["copy_gbps"]))
+                       for s, c in zip(self.sources, self.contexts) if c.get("copy_gbps")), key=lambda t: t[0])
+        self.copy_gbps = copy[0][1] if copy else None
         self.cublas_gemm, self.cublas_nf4, self.bnb = {}, {}, {}
         for path in sorted(glob.glob(os.path.join(folder, "cublas-*.json"))):
             for r in read_json(path).get("results", []):
-                if "m" in r and r.get("dtype", "f32") in GEMM_OPS_OF_CUBLAS_DTYPE:
-                    for op in GEMM_OPS_OF_CUBLAS_DTYPE[r.get("dtype", "f32")]:
-                        op += "_accum" if r.get("accumulate") else ""
+                if "m" in r and r.get("dtype", "f32") in GEMM_SUFFIXES_OF_CUBLAS_DTYPE:
+                    for suffix in GEMM_SUFFIXES_OF_CUBLAS_DTYPE[r.get("dtype", "f32")]:
+                        op = ("gemm_nt_accum" if r.get("accumulate") else "gemm_nt") + suffix
                         self.cublas_gemm[(op, f"{r['m']}x{r['n']}x{r['k']}")] = r["ms"]
                 elif "experts" in r:
                     dims = (r["experts"], r["n"], r["k"], r["rows"])
@@ -167,6 +200,9 @@ class Device:
                 dims = (r["experts"], r["n"], r["k"], r["rows"])
                 self.bnb[("nf4_forward",) + dims] = r.get("forward_graph_ms")
                 self.bnb[("nf4_backward",) + dims] = r.get("backward_graph_ms")
+        torch_path = os.path.join(folder, "torch-lora.json")
+        torch = lora_ratios.read_torch(torch_path) if os.path.exists(torch_path) else {}
+        self.lora = lora_ratios.lora_rows(lora_benches, torch)
         self.runs = []  # the first line of each phase's log: phase=... commit=... started=...
         for path in sorted(glob.glob(os.path.join(folder, "log-*.txt"))):
             with open(path, encoding="utf-8") as f:
@@ -233,6 +269,21 @@ class Device:
             return row
         return None
 
+    def lora_row(self, cls, shape, dtype):
+        """{ms, floor, clblast, cublas, two_calls, per_segment, choice} of ours_tuned on an
+        ocltk_bench_lora row (the ratios: the other's time over ours); None if unmeasured."""
+        for r in self.lora:
+            if (r["class"], r["shape"], r["type"]) != (cls, shape, dtype):
+                continue
+            if not isinstance(r["ms"], float):
+                return None
+            ratios = {"clblast": "clblast_ms", "cublas": "cublas_ms", "two_calls": "two_calls_ms",
+                      "per_segment": "per_segment_ms"}
+            row = {name: lora_ratios.speedup(r[field], r["ms"]) for name, field in ratios.items()}
+            row.update(ms=r["ms"], floor=r["floor"], choice=choice_of(r["label"]))
+            return row
+        return None
+
 
 # ---- formatting --------------------------------------------------------------------------
 
@@ -257,15 +308,20 @@ def esc(text):
     return text.replace("|", "\\|")
 
 
-def target_cell(row, target):
-    if not target:
+def target_cell(row, targets):
+    """The targets (one (what, value) or a list) of a row: each met, open or not measured."""
+    if not targets:
         return ""
-    what, value = target
-    got = {"floor": row.get("floor"), "cublas": row.get("cublas"), "clblast": row.get("clblast")}[what]
-    text = TARGET_TEXT[what].format(value * 100 if what == "floor" else value)
-    if got is None:
-        return text + ": not measured"
-    return text + (": met" if got >= value else ": open")
+    cells = []
+    for what, value in [targets] if isinstance(targets, tuple) else targets:
+        got = row.get("clblast" if what == "clblast_calls" else what)
+        text = TARGET_TEXT[what].format(value * 100 if what == "floor" else value)
+        if got is None:
+            cells.append(text + ": not measured")
+        else:
+            shown = f" ({times(got)})" if what in TARGET_SHOWN else ""
+            cells.append(text + (": met" if got >= value else ": open") + shown)
+    return "; ".join(cells)
 
 
 def headline(devices):
@@ -273,7 +329,8 @@ def headline(devices):
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for dev in devices:
         for label, kind, key, impl, targets in HEADLINE:
-            row = dev.gemm_row(key) if kind == "gemm" else dev.nf4_row(*key, impl)
+            row = (dev.gemm_row(key) if kind == "gemm" else dev.nf4_row(*key, impl) if kind == "nf4" else
+                   dev.lora_row(*key))
             if row is None and dev.type in targets:
                 lines.append(f"| {esc(dev.device)} | {label} | – | – | – | – | – | "
                              f"{target_cell({}, targets[dev.type])} |")
@@ -329,6 +386,24 @@ def nf4_table(dev):
     return "\n".join(lines)
 
 
+def lora_table(dev):
+    lines = ["| class | shape | type | ours ms | % of floor | vs two calls | vs CLBlast | vs per segment | "
+             "vs cuBLAS | built-in default ms | choice |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in dev.lora:
+        shape = r["shape"].replace("x", "×").replace("_", ", ")
+        row = dev.lora_row(r["class"], r["shape"], r["type"])
+        if row is None:
+            lines.append(f"| {r['class']} | {shape} | {r['type']} | {esc(str(r['ms']))[:60]} | | | | | | | |")
+            continue
+        default = r["default_ms"]
+        lines.append(f"| {r['class']} | {shape} | {r['type']} | {num(row['ms'])} | {pct(row['floor'])} | "
+                     f"{times(row['two_calls'])} | {times(row['clblast'])} | {times(row['per_segment'])} | "
+                     f"{times(row['cublas'])} | {num(default) if isinstance(default, float) else '–'} | "
+                     f"{esc(row['choice'])} |")
+    return "\n".join(lines)
+
+
 def device_tables(dev, level):
     h = "#" * level
     out = [f"{h} {dev.device}", "", sources(dev) + ".", ""]
@@ -336,6 +411,8 @@ def device_tables(dev, level):
         out += [f"{h}# gemm_nt (`ocltk_bench`)", "", gemm_table(dev), ""]
     if dev.nf4_rows():
         out += [f"{h}# NF4 (`ocltk_bench_nf4`)", "", nf4_table(dev), ""]
+    if dev.lora:
+        out += [f"{h}# LoRA (`ocltk_bench_lora`)", "", lora_table(dev), ""]
     return "\n".join(out)
 
 
