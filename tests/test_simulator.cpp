@@ -116,7 +116,10 @@ struct Point {
 };
 
 std::vector<Point> points_of(const KernelFamily& family, const AlgorithmSpec& algorithm) {
-  const DeviceLimits limits = DeviceLimits::of(runtime().device());
+  // Oclgrind counts the local arrays of every kernel of a program against each launch, and
+  // the gemm_nt programs hold two kernels (gemm_nt, gemm_nt_accum): a point may use half.
+  DeviceLimits limits = DeviceLimits::of(runtime().device());
+  limits.local_mem_bytes /= 2;
   std::vector<Point> candidates;
   if (smallest_only()) {
     std::vector<Params> space = algorithm.legal_space(&limits);
