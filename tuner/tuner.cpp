@@ -1031,23 +1031,26 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
 }
 
 void print_summary(std::ostream& out, const TuneResult& result) {
-  std::size_t problem_width = 8;
-  for (const ClassResult& c : result.classes)
+  std::size_t problem_width = 8, class_width = 13;  // the 16-bit classes' names are longer
+  for (const ClassResult& c : result.classes) {
     problem_width = std::max(problem_width, format_problem(c.problem).size() + 2);
+    class_width = std::max(class_width, c.shape_class.size() + 1);
+  }
   out << "\n"
-      << std::left << std::setw(14) << "kernel" << std::setw(13) << "class" << std::setw(int(problem_width))
-      << "problem" << std::right << std::setw(12) << "default ms" << std::setw(12) << "best ms" << std::setw(10)
-      << "GFLOP/s" << std::setw(10) << "speed-up" << std::setw(8) << "evals" << std::setw(8) << "space" << std::setw(8)
-      << "secs"
+      << std::left << std::setw(14) << "kernel" << std::setw(int(class_width)) << "class"
+      << std::setw(int(problem_width)) << "problem" << std::right << std::setw(12) << "default ms" << std::setw(12)
+      << "best ms" << std::setw(10) << "GFLOP/s" << std::setw(10) << "speed-up" << std::setw(8) << "evals"
+      << std::setw(8) << "space" << std::setw(8) << "secs"
       << "  best choice\n";
   for (const ClassResult& c : result.classes) {
-    out << std::left << std::setw(14) << c.kernel << std::setw(13) << c.shape_class << std::setw(int(problem_width))
-        << format_problem(c.problem) << std::right << std::fixed << std::setprecision(3) << std::setw(12)
-        << (c.builtin.ok ? c.builtin.time_ms : 0.0) << std::setw(12) << (c.best.ok ? c.best.time_ms : 0.0)
-        << std::setprecision(1) << std::setw(10) << (c.best.ok ? c.flops / c.best.time_ms * 1e-6 : 0.0)
-        << std::setprecision(2) << std::setw(9) << c.speedup() << "x" << std::setw(8) << c.evaluations << std::setw(8)
-        << c.space_size << std::setprecision(0) << std::setw(8) << c.seconds << "  "
-        << (c.best.ok ? c.best.algorithm + " " + format_params(c.best.params) : "none verified") << "\n";
+    out << std::left << std::setw(14) << c.kernel << std::setw(int(class_width)) << c.shape_class
+        << std::setw(int(problem_width)) << format_problem(c.problem) << std::right << std::fixed
+        << std::setprecision(3) << std::setw(12) << (c.builtin.ok ? c.builtin.time_ms : 0.0) << std::setw(12)
+        << (c.best.ok ? c.best.time_ms : 0.0) << std::setprecision(1) << std::setw(10)
+        << (c.best.ok ? c.flops / c.best.time_ms * 1e-6 : 0.0) << std::setprecision(2) << std::setw(9) << c.speedup()
+        << "x" << std::setw(8) << c.evaluations << std::setw(8) << c.space_size << std::setprecision(0) << std::setw(8)
+        << c.seconds << "  " << (c.best.ok ? c.best.algorithm + " " + format_params(c.best.params) : "none verified")
+        << "\n";
   }
   for (const std::string& r : result.repeated) out << "tuned once: " << r << " (named again in the shapes)\n";
   // Which known devices seeded the classes (priors.hpp), grouped.
