@@ -71,7 +71,7 @@ const char* kLoraFlagsHelp =
     "ocltk_bench_lora flags (besides the ocltk_bench flags above):\n"
     "  --ocltk_copy_gbps=X       device copy bandwidth in GB/s (bytes read + written) for floor_fraction;\n"
     "                            default: measured at start with clEnqueueCopyBuffer (1 GiB, 256 MiB on a CPU)\n"
-    "Save results with --benchmark_out=results/DEVICE-lora.json --benchmark_out_format=json and read the\n"
+    "Save results with --benchmark_out=OUT/bench-lora.json --benchmark_out_format=json and read the\n"
     "ratios with bench/lora_ratios.py.\n";
 
 bool take_lora_flags(int* argc, char** argv) {

@@ -2,7 +2,7 @@
 """cuBLAS (through PyTorch on an NVIDIA GPU) at the shapes of ocltk_bench_lora, for
 bench/lora_ratios.py --torch:
 
-    python3 bench/torch_lora_ref.py --json results/DEVICE-torch-lora.json [--iters 200]
+    python3 bench/torch_lora_ref.py --json OUT/torch-lora.json [--iters 200]
 
 Rows, each in f32, f16 and bf16, Y += scale * (X @ A^T) @ B^T into an existing Y:
   decode        M = 1, 4, 16 rows, K = N = 4096, one adapter of rank 16: two matmuls (the
