@@ -224,6 +224,8 @@ TEST_F(ProfileTest, RejectsBadContentAtItsPosition) {
       "    gemv:\n"
       "      algorithm: reduce\n"
       "      params: {TR: 2}\n"
+      "      time_ms: 0.5\n"
+      "      gflops: 2.5\n"
       "      provenance: {kind: pinned, results: results/x/bench.json, commit: 0123abc}\n";
   ASSERT_NO_THROW((void)ocltk::parse_profile(good, "good.yaml"));
 
@@ -253,6 +255,13 @@ TEST_F(ProfileTest, RejectsBadContentAtItsPosition) {
       {"provenance commit without results", "results: results/x/bench.json, ", "", "{kind", "commit"},
       {"provenance not a mapping", "{kind: pinned, results: results/x/bench.json, commit: 0123abc}", "pinned",
        "pinned\n", "mapping"},
+      // Found by fuzzing: values and layouts the writer cannot write back as they were read.
+      {"infinite time", "time_ms: 0.5", "time_ms: -.INF", "-.INF", "time_ms"},
+      {"negative time", "time_ms: 0.5", "time_ms: -1", "-1", "time_ms"},
+      {"rate not a number", "gflops: 2.5", "gflops: .nan", ".nan", "gflops"},
+      {"kernel listed twice", "  gemm_nt:\n    large:",
+       "  gemm_nt:\n    small_batch:\n      algorithm: reduce\n      params: {}\n  gemm_nt:\n    large:",
+       "gemm_nt:\n    large", "twice"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);

@@ -95,6 +95,15 @@ ProfileProvenance decode_provenance(const Decoder& d, const YAML::Node& n) {
   return p;
 }
 
+// A measured time or rate: a finite number, not negative. YAML reads ".inf" and ".nan" as
+// numbers, but the profile's writer has no spelling for them that reads back.
+double measurement(const Decoder& d, const YAML::Node& n, const char* key) {
+  const double v = d.scalar<double>(n, key, false);
+  if (!std::isfinite(v) || v < 0)
+    d.fail(d.child(n, key, true), std::string("'") + key + "' must be a finite number >= 0");
+  return v;
+}
+
 ProfileEntry decode_entry(const Decoder& d, const KernelFamily& family, const std::string& shape_class,
                           const YAML::Node& n) {
   ProfileEntry e;
@@ -138,9 +147,9 @@ ProfileEntry decode_entry(const Decoder& d, const KernelFamily& family, const st
     }
     check_segment_counts(d, problem, e.problem);
   }
-  e.time_ms = d.scalar<double>(n, "time_ms", false);
-  e.gflops = d.scalar<double>(n, "gflops", false);
-  e.default_time_ms = d.scalar<double>(n, "default_time_ms", false);
+  e.time_ms = measurement(d, n, "time_ms");
+  e.gflops = measurement(d, n, "gflops");
+  e.default_time_ms = measurement(d, n, "default_time_ms");
   if (const YAML::Node provenance = d.child(n, "provenance", false)) e.provenance = decode_provenance(d, provenance);
   return e;
 }
@@ -175,10 +184,12 @@ std::vector<ProfileEntry> decode_kernels(const Decoder& d, const YAML::Node& ker
                                          const std::function<void(const ProfileEntry&, const YAML::Node&)>& each) {
   if (!kernels.IsMap()) d.fail(kernels, "'kernels' must be a mapping of kernel names to shape classes");
   std::vector<ProfileEntry> entries;
+  std::set<std::string> kernels_seen;
   for (const auto& kv : kernels) {
     const std::string kernel = d.key(kv.first);
     const KernelFamily* family = find_family(kernel);
     if (family == nullptr) d.fail(kv.first, "unknown kernel '" + kernel + "'");
+    if (!kernels_seen.insert(kernel).second) d.fail(kv.first, "kernel " + kernel + " is listed twice");
     if (!kv.second.IsMap()) d.fail(kv.second, "kernel " + kernel + " must map shape classes to entries");
     std::set<std::string> classes_seen;
     for (const auto& cls : kv.second) {
@@ -214,7 +225,7 @@ Profile decode_profile_body(const Decoder& d, const YAML::Node& n) {
   if (const YAML::Node tuner = d.child(n, "tuner", false)) {
     profile.tuner_version = d.scalar<std::string>(tuner, "version", false);
     profile.date = d.scalar<std::string>(tuner, "date", false);
-    profile.tuning_seconds = d.scalar<double>(tuner, "seconds", false);
+    profile.tuning_seconds = measurement(d, tuner, "seconds");
   }
   profile.entries = decode_kernels(d, d.child(n, "kernels", true));
   return profile;
