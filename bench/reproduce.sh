@@ -7,6 +7,9 @@
 #                  (--profile FILE: FILE is copied there instead, nothing is tuned)
 #   bench-NAME     one benchmark of BENCHES below with OUT/profile.yaml -> OUT/bench-NAME.json;
 #                  `bench` runs them all
+#   api-overhead   the host's cost of a launch through the C API and the Python binding against
+#                  the C++ API (bench/api_overhead.py) -> OUT/api-overhead.json; needs the Python
+#                  package's dependencies (build/venv from scripts/setup.sh, else python3)
 #   refs           cuBLAS, the copy bandwidth and bitsandbytes on the benchmarks' shapes, where
 #                  PyTorch has a CUDA device (bench/cublas_ref.py, bench/torch_lora_ref.py,
 #                  bench/bnb_ref.py)
@@ -16,7 +19,8 @@
 # substring). Each phase writes OUT/log-PHASE.txt: its first line names the phase, the
 # commit of the binaries (--commit, else BIN/COMMIT, else git) and the start; its last the
 # exit status and seconds. A phase replaces its own files and leaves the others.
-# BIN (--bin): the folder of ocltk, ocltk_bench, ocltk_bench_nf4 and ocltk_bench_lora (also BIN/bench/);
+# BIN (--bin): the folder of ocltk, ocltk_bench, ocltk_bench_nf4, ocltk_bench_lora and ocltk_api_overhead
+# (also BIN/bench/), and libocltk.so.0 (also BIN/runtime/);
 # default build/. Nothing outside this repository and BIN is read.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,7 +38,7 @@ usage() { sed -n '2,3p' "$0" | sed 's/^# //' >&2; exit 2; }
 [ $# -ge 2 ] || usage
 device=$1 out=$2
 shift 2
-phases=tune,bench,refs,tables profile='' bin=$repo/build budget='' commit=''
+phases=tune,bench,api-overhead,refs,tables profile='' bin=$repo/build budget='' commit=''
 while [ $# -gt 0 ]; do
   case $1 in
   --phase) phases=${2:?--phase needs a list}; shift 2 ;;
@@ -88,7 +92,7 @@ need_profile() {
   [ -n "$profile" ] && { cp "$profile" "$out/profile.yaml" || exit 1; }
   [ -f "$out/profile.yaml" ] || { echo "reproduce.sh: no $out/profile.yaml: run phase tune or give --profile" >&2; exit 2; }
 }
-# shellcheck disable=SC2317  # refs and tables run through run_phase
+# shellcheck disable=SC2317  # api_overhead, refs and tables run through run_phase
 refs() {
   if ! python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2> /dev/null; then
     echo "no CUDA device with PyTorch: the benches' CLBlast rows are the only reference"
@@ -123,6 +127,16 @@ refs() {
   fi
   return "$s"
 }
+# shellcheck disable=SC2317
+api_overhead() {
+  local py=python3 lib f
+  for f in "$bin/venv/bin/python" "$repo/build/venv/bin/python"; do [ -x "$f" ] && { py=$f; break; }; done
+  for f in "$bin/runtime/libocltk.so.0" "$bin/libocltk.so.0"; do [ -f "$f" ] && { lib=$f; break; }; done
+  [ -n "${lib:-}" ] || { echo "no libocltk.so.0 in $bin/runtime or $bin: the C API's library is needed"; return 1; }
+  PYTHONPATH=$repo/python${PYTHONPATH:+:$PYTHONPATH} OCLTK_LIBRARY=$lib "$py" "$here/api_overhead.py" \
+    --binary "$(binary ocltk_api_overhead)" --device "$device" --json "$out/api-overhead.json"
+}
+# shellcheck disable=SC2317
 tables() {
   case $(realpath "$out")/ in
   "$repo"/results/*/) python3 "$here/tables.py" ;;
@@ -149,9 +163,10 @@ for phase in ${phases//,/ }; do
       run_phase "bench-$name" "$(binary "$exe")" --ocltk_device="$device" --ocltk_profile="$out/profile.yaml" \
         --ocltk_calls=$calls $args --benchmark_out="$out/bench-$name.json" --benchmark_out_format=json
     done ;;
+  api-overhead) run_phase api-overhead api_overhead ;;
   refs) run_phase refs refs ;;
   tables) tables ;;
-  *) echo "reproduce.sh: unknown phase $phase (tune, bench, bench-NAME, refs, tables)" >&2; exit 2 ;;
+  *) echo "reproduce.sh: unknown phase $phase (tune, bench, bench-NAME, api-overhead, refs, tables)" >&2; exit 2 ;;
   esac
 done
 exit $rc

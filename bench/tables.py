@@ -7,7 +7,8 @@
 
 Per folder it reads bench-*.json (ocltk_bench, ocltk_bench_nf4, ocltk_bench_lora: Google
 Benchmark JSON), cublas-*.json (bench/cublas_ref.py), torch-lora.json
-(bench/torch_lora_ref.py), bnb-*.json (bench/bnb_ref.py) and the first line of each
+(bench/torch_lora_ref.py), bnb-*.json (bench/bnb_ref.py), api-overhead.json
+(bench/api_overhead.py) and the first line of each
 log-*.txt (the phase's commit and start). Nothing is typed in: a cell
 without its measurement is "–". Definitions, written once in docs/performance.md:
 - ms: the median time per call; ratios above 1 mean ours is faster;
@@ -203,6 +204,8 @@ class Device:
         torch_path = os.path.join(folder, "torch-lora.json")
         torch = lora_ratios.read_torch(torch_path) if os.path.exists(torch_path) else {}
         self.lora = lora_ratios.lora_rows(lora_benches, torch)
+        overhead_path = os.path.join(folder, "api-overhead.json")
+        self.overhead = read_json(overhead_path) if os.path.exists(overhead_path) else None
         self.runs = []  # the first line of each phase's log: phase=... commit=... started=...
         for path in sorted(glob.glob(os.path.join(folder, "log-*.txt"))):
             with open(path, encoding="utf-8") as f:
@@ -404,6 +407,34 @@ def lora_table(dev):
     return "\n".join(lines)
 
 
+# The C API's and the Python binding's targets (issue: C API within 2 % of the C++ API end to
+# end, Python within 20 µs a launch).
+OVERHEAD_TARGETS = {"c": ("end_to_end_pct", 2.0), "python": ("launch_us", 20.0)}
+
+
+def overhead_table(dev):
+    o = dev.overhead
+    cpp = o["cpp"]
+    lines = [f"gemm_nt M={o['m']} N={o['n']} K={o['k']}, {o['rounds']} rounds of {o['calls']} launches, medians; "
+             f"{esc(o['choice'])}.", "",
+             "| API | launch µs | (CPU µs) | end to end µs | launch vs C++ | end to end vs C++ | target |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for name, key in (("C++", "cpp"), ("C API", "c"), ("Python (PyOpenCL arrays)", "python")):
+        row = o[key]
+        cells = [f"{row['launch_us']:.2f}", f"{row['launch_cpu_us']:.2f}", f"{row['end_to_end_us']:.2f}"]
+        if key == "cpp":
+            lines.append(f"| {name} | " + " | ".join(cells) + " | – | – | |")
+            continue
+        extra = row["launch_us"] - cpp["launch_us"]
+        pct_e2e = 100 * (row["end_to_end_us"] / cpp["end_to_end_us"] - 1)
+        what, limit = OVERHEAD_TARGETS[key]
+        got = pct_e2e if what == "end_to_end_pct" else extra
+        target = (f"within {limit:g} % end to end" if what == "end_to_end_pct" else f"within {limit:g} µs a launch")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {extra:+.2f} µs | {pct_e2e:+.1f} % | "
+                     f"{target}: {'met' if got <= limit else 'open'} |")
+    return "\n".join(lines)
+
+
 def device_tables(dev, level):
     h = "#" * level
     out = [f"{h} {dev.device}", "", sources(dev) + ".", ""]
@@ -413,6 +444,8 @@ def device_tables(dev, level):
         out += [f"{h}# NF4 (`ocltk_bench_nf4`)", "", nf4_table(dev), ""]
     if dev.lora:
         out += [f"{h}# LoRA (`ocltk_bench_lora`)", "", lora_table(dev), ""]
+    if dev.overhead:
+        out += [f"{h}# API overhead (`bench/api_overhead.py`)", "", overhead_table(dev), ""]
     return "\n".join(out)
 
 
