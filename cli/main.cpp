@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "lora_commands.hpp"
 #include "args.hpp"
+#include "lora_commands.hpp"
 #include "nf4_commands.hpp"
 #include "npy.hpp"
 #include "ocltk/ocltk.hpp"
@@ -82,7 +82,9 @@ Lists every OpenCL platform and device with its limits, marks the default device
 says which profile each device would use (and how it matched: device+driver, device,
 architecture, vendor; for a profile database also which section: the device's own
 profile or a derived one), then the further candidates it falls back to per kernel and
-class ("fallback:"), or that built-in defaults apply.
+class ("fallback:"), or that built-in defaults apply. With OCLTK_EXCLUDE_ALGORITHMS set, a
+last line names the algorithms it removes; a list the runtime would refuse is refused here
+too (exit 2), before anything is listed.
 )";
 
 const char* const kTuneHelp = R"(Usage: ocltk tune [OPTIONS]
@@ -238,6 +240,8 @@ ocltk::Runtime open_runtime(const ocltk::RuntimeOptions& options) {
 int cmd_devices(const std::vector<std::string>& tokens) {
   Args args(tokens, ocltk::cli::kDevicesSyntax);
   if (!args.positional().empty()) throw UsageError("`ocltk devices` takes no arguments");
+  // What every runtime and tune would refuse: said here, where a user checks the setup.
+  const ocltk::AlgorithmExclusions excluded = ocltk::AlgorithmExclusions::from_environment();
   const std::vector<ocltk::DeviceInfo> devices = ocltk::list_devices();
   if (devices.empty()) {
     std::cout << "No OpenCL devices found (is an ICD such as pocl-opencl-icd installed?).\n";
@@ -265,6 +269,7 @@ int cmd_devices(const std::vector<std::string>& tokens) {
     ocltk::cli::print_profile_selection(std::cout, ocltk::find_profiles(d, ocltk::RuntimeOptions{}));
   }
   std::cout << "(* = default device; select with --device INDEX|NAME or OCLTK_DEVICE)\n";
+  if (!excluded.empty()) std::cout << "OCLTK_EXCLUDE_ALGORITHMS removes " << excluded.describe() << "\n";
   return kExitOk;
 }
 

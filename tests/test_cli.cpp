@@ -990,6 +990,27 @@ TEST_F(CliTest, DevicesNamesTheProfileFromOcltkProfilePath) {
   }
 }
 
+// OCLTK_EXCLUDE_ALGORITHMS as `devices` reports it: the pairs a valid list removes on a last
+// line; a list naming no algorithm refused as bad input, as a runtime would refuse it.
+TEST_F(CliTest, DevicesReportsOrRefusesTheExcludedAlgorithms) {
+  const CliResult plain = run_cli({"devices"});
+  EXPECT_EQ(plain.out.find("OCLTK_EXCLUDE_ALGORITHMS"), std::string::npos) << plain.describe();
+
+  const CliResult valid = run_cli({"devices"}, {{"OCLTK_EXCLUDE_ALGORITHMS", "gemm_nt:xgemm, tc"}});
+  EXPECT_EQ(valid.status, 0) << valid.describe();
+  const std::vector<std::string> lines = lines_of(valid.out);
+  ASSERT_FALSE(lines.empty()) << valid.describe();
+  EXPECT_EQ(lines.back().rfind("OCLTK_EXCLUDE_ALGORITHMS removes ", 0), 0u) << valid.describe();
+  for (const char* pair : {"gemm_nt:xgemm", "gemm_nt:tc", "nf4_forward:tc", "nf4_backward:tc"})
+    EXPECT_NE(lines.back().find(pair), std::string::npos) << pair << "\n" << valid.describe();
+
+  const CliResult bad = run_cli({"devices"}, {{"OCLTK_EXCLUDE_ALGORITHMS", "no_such_algorithm"}});
+  EXPECT_EQ(bad.status, 2) << bad.describe();
+  EXPECT_EQ(bad.out, "") << bad.describe();
+  EXPECT_EQ(lines_of(bad.err).size(), 1u) << bad.describe();
+  EXPECT_NE(bad.err.find("no_such_algorithm"), std::string::npos) << bad.describe();
+}
+
 // "1 a device or OpenCL failure": with no OpenCL platform at all (ocl-icd reads its ICDs
 // from an empty folder) both `devices` and `run` must say so and exit 1, not blame the
 // user's input.
