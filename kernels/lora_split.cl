@@ -26,6 +26,10 @@
 #define CN 1  // columns of Y each work-item sums at once (WGS apart), sharing their loads of T
 #endif
 
+#ifndef CW
+#define CW 1  // 4: a work-item's columns in runs of 4 consecutive ones, Y read and written 4 wide (CPUs)
+#endif
+
 #include "element_types.clh"
 #include "vector_types.clh"
 #include "lora_common.clh"

@@ -284,8 +284,10 @@ struct Point {
 };
 
 // Chosen to cover WGS 1..256 (one work-item: no reduction; 4: a short tree), TR 1..16, RC
-// 4..32, VW 1..16, VA 0/1, CB 32..4096 and CN 1..8, each algorithm at its defaults in all
-// three types and elsewhere in one type each (one PoCL build per point and type).
+// 4..32, VW 1..16, VA 0/1, CB 32..4096, CN 1..8 and CW 1/4 (runs of 4 columns: its 4-wide
+// stores, the tail run crossing N, the rank's last 1 to 3, WGS 1 and 4), each algorithm at its
+// defaults in all three types and elsewhere in one type each, CW 4 in each type over its
+// points (one PoCL build per point and type).
 const std::vector<Point>& points() {
   using T = ElementType;
   static const std::vector<Point> all = {
@@ -307,6 +309,11 @@ const std::vector<Point>& points() {
        "tiled",
        {{"WGS", 256}, {"TR", 16}, {"CB", 512}, {"CN", 2}},
        {T::f16}},
+      {"expand_wgs1_tr4_cb64_cn2_cw4_va1",
+       Op::kExpand,
+       "tiled",
+       {{"WGS", 1}, {"TR", 4}, {"CB", 64}, {"CN", 2}, {"CW", 4}, {"VA", 1}},
+       {T::f32, T::bf16}},
       {"fused_defaults", Op::kApply, "fused", {}, {T::f32, T::f16, T::bf16}},
       {"fused_wgs64_tr2_rc16_vw8_cb64",
        Op::kApply,
@@ -323,11 +330,21 @@ const std::vector<Point>& points() {
        "fused",
        {{"WGS", 4}, {"TR", 16}, {"RC", 4}, {"VW", 1}, {"CB", 32}},
        {T::f32}},
+      {"fused_wgs1_tr4_rc4_vw16_va1_cb4096_cw4",
+       Op::kApply,
+       "fused",
+       {{"WGS", 1}, {"TR", 4}, {"RC", 4}, {"VW", 16}, {"VA", 1}, {"CB", 4096}, {"CW", 4}},
+       {T::f16}},
       {"split_defaults", Op::kApply, "split", {}, {T::f32, T::bf16}},
       {"split_wgs256_tr8_rc8_vw2_cb512",
        Op::kApply,
        "split",
        {{"WGS", 256}, {"TR", 8}, {"RC", 8}, {"VW", 2}, {"CB", 512}},
+       {T::f32}},
+      {"split_wgs4_tr2_rc8_vw8_va1_cb32_cn2_cw4",
+       Op::kApply,
+       "split",
+       {{"WGS", 4}, {"TR", 2}, {"RC", 8}, {"VW", 8}, {"VA", 1}, {"CB", 32}, {"CN", 2}, {"CW", 4}},
        {T::f32}},
       {"split_wgs16_tr1_rc32_vw4_va1_cb64_cn4",
        Op::kApply,

@@ -41,6 +41,13 @@ ParamSpec va_param() {
 ParamSpec cn_param() {
   return {"CN", 1, {1, 2, 4, 8}, "columns of Y each work-item sums at once (WGS apart), sharing their loads of T"};
 }
+ParamSpec cw_param() {
+  return {"CW",
+          1,
+          {1, 4},
+          "4: a work-item's columns in runs of 4 consecutive ones, summed by one transposing add and Y read and "
+          "written 4 wide (SIMD CPUs); 1: columns WGS apart (coalesced on GPUs)"};
+}
 ParamSpec cb_param() {
   return {"CB", 256, {32, 64, 128, 256, 512, 1024, 2048, 4096}, "columns of Y per workgroup (expand)"};
 }
@@ -63,12 +70,22 @@ Constraint scalar_accumulators() {
   return constraint("VA == 0 (scalar accumulators)", [](const Params& p) { return param(p, "VA") == 0; });
 }
 Constraint whole_column_steps() {
-  return constraint("CB % (WGS * CN) == 0 (every work-item takes as many columns)",
-                    [](const Params& p) { return param(p, "CB") % (param(p, "WGS") * param(p, "CN")) == 0; });
+  return constraint("CB % (WGS * CN * CW) == 0 (every work-item takes as many columns)", [](const Params& p) {
+    return param(p, "CB") % (param(p, "WGS") * param(p, "CN") * param(p, "CW")) == 0;
+  });
 }
 Constraint column_accumulators() {
-  return constraint("TR * CN <= 64 (accumulators)",
-                    [](const Params& p) { return param(p, "TR") * param(p, "CN") <= 64; });
+  return constraint("TR * CN * CW <= 64 (accumulators)",
+                    [](const Params& p) { return param(p, "TR") * param(p, "CN") * param(p, "CW") <= 64; });
+}
+// CW 4 always sums in 4-wide vectors: with VA 0 it would repeat the VA 1 point.
+Constraint column_runs_vector_sums() {
+  return constraint("CW == 4 implies VA == 1 (its sums are 4-wide vectors)",
+                    [](const Params& p) { return param(p, "CW") == 1 || param(p, "VA") == 1; });
+}
+// Runs of 4 columns split a warp's loads and stores of Y into 16-byte pieces.
+Constraint strided_columns() {
+  return constraint("CW == 1 (columns WGS apart)", [](const Params& p) { return param(p, "CW") == 1; });
 }
 // Below a warp or wavefront a GPU idles lanes, and the shrink's shuffles need whole warps.
 Constraint whole_warps() {
@@ -102,9 +119,9 @@ AlgorithmSpec expand_algorithm() {
   AlgorithmSpec a;
   a.name = "tiled";
   a.source_name = "lora_expand.cl";
-  a.params = {wgs_param(), tr_param(), va_param(), cb_param(), cn_param()};
-  a.constraints = {whole_column_steps(), column_accumulators()};
-  a.gpu_search_pruning = {whole_warps(), scalar_accumulators()};
+  a.params = {wgs_param(), tr_param(), va_param(), cb_param(), cn_param(), cw_param()};
+  a.constraints = {whole_column_steps(), column_accumulators(), column_runs_vector_sums()};
+  a.gpu_search_pruning = {whole_warps(), scalar_accumulators(), strided_columns()};
   a.local_mem_bytes = [](const Params&, const DeviceLimits&) -> std::uint64_t { return 0; };
   a.local_size = wgs_local_size;
   return a;
@@ -115,10 +132,10 @@ AlgorithmSpec apply_algorithm(const char* name, const char* source) {
   AlgorithmSpec a;
   a.name = name;
   a.source_name = source;
-  a.params = {wgs_param(), tr_param(), rc_param(), vw_param(), va_param(), cb_param(), cn_param()};
-  a.constraints = {partial_sums(), load_registers(), vector_accumulators(), whole_column_steps(),
-                   column_accumulators()};
-  a.gpu_search_pruning = {whole_warps(), scalar_accumulators()};
+  a.params = {wgs_param(), tr_param(), rc_param(), vw_param(), va_param(), cb_param(), cn_param(), cw_param()};
+  a.constraints = {partial_sums(),       load_registers(),      vector_accumulators(),
+                   whole_column_steps(), column_accumulators(), column_runs_vector_sums()};
+  a.gpu_search_pruning = {whole_warps(), scalar_accumulators(), strided_columns()};
   a.local_mem_bytes = reduce_bytes;
   a.local_size = wgs_local_size;
   return a;
