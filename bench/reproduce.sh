@@ -32,7 +32,7 @@ BENCHES=(
   "nf4_backward_mixtral  ocltk_bench_nf4  --benchmark_filter=^nf4_backward/mixtral_"
   "nf4_forward_fine      ocltk_bench_nf4  --benchmark_filter=^nf4_forward/fine_grained_"
   "nf4_backward_fine     ocltk_bench_nf4  --benchmark_filter=^nf4_backward/fine_grained_"
-  "lora                  ocltk_bench_lora --benchmark_repetitions=3"
+  "lora                  ocltk_bench_lora --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true"
 )
 usage() { sed -n '2,3p' "$0" | sed 's/^# //' >&2; exit 2; }
 [ $# -ge 2 ] || usage
