@@ -22,6 +22,7 @@
 # BIN (--bin): the folder of ocltk, ocltk_bench, ocltk_bench_nf4, ocltk_bench_lora and ocltk_api_overhead
 # (also BIN/bench/), and libocltk.so.0 (also BIN/runtime/);
 # default build/. Nothing outside this repository and BIN is read.
+# shellcheck disable=SC2317  # the phase functions run through run_phase, which shellcheck cannot follow
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
@@ -92,7 +93,6 @@ need_profile() {
   [ -n "$profile" ] && { cp "$profile" "$out/profile.yaml" || exit 1; }
   [ -f "$out/profile.yaml" ] || { echo "reproduce.sh: no $out/profile.yaml: run phase tune or give --profile" >&2; exit 2; }
 }
-# shellcheck disable=SC2317  # api_overhead, refs and tables run through run_phase
 refs() {
   if ! python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2> /dev/null; then
     echo "no CUDA device with PyTorch: the benches' CLBlast rows are the only reference"
@@ -127,16 +127,14 @@ refs() {
   fi
   return "$s"
 }
-# shellcheck disable=SC2317
 api_overhead() {
-  local py=python3 lib f
-  for f in "$bin/venv/bin/python" "$repo/build/venv/bin/python"; do [ -x "$f" ] && { py=$f; break; }; done
+  local py=$repo/build/venv/bin/python lib f  # the setup's venv (scripts/setup.sh), else python3
+  [ -x "$py" ] || py=python3
   for f in "$bin/runtime/libocltk.so.0" "$bin/libocltk.so.0"; do [ -f "$f" ] && { lib=$f; break; }; done
   [ -n "${lib:-}" ] || { echo "no libocltk.so.0 in $bin/runtime or $bin: the C API's library is needed"; return 1; }
   PYTHONPATH=$repo/python${PYTHONPATH:+:$PYTHONPATH} OCLTK_LIBRARY=$lib "$py" "$here/api_overhead.py" \
     --binary "$(binary ocltk_api_overhead)" --device "$device" --json "$out/api-overhead.json"
 }
-# shellcheck disable=SC2317
 tables() {
   case $(realpath "$out")/ in
   "$repo"/results/*/) python3 "$here/tables.py" ;;
