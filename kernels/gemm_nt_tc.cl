@@ -17,11 +17,13 @@
 // is A's type or f32), and SPLIT, read for f32 storage only.
 // f16 or bf16 are held as ushort bits (NVIDIA's OpenCL has no cl_khr_fp16) and multiplied by
 // m16n8k16 as they are; f32 is multiplied by m16n8k8 in tf32: SPLIT 1 rounds each operand to tf32
-// (11 significant bits), SPLIT 3 splits each into a tf32 big part and the tf32 rounding of the
-// remainder and adds big·big + big·small + small·big (3×TF32; small·small, at most 2^-22 of a
-// product, is left out). Each part is rounded to nearest, ties away (the rounding of
-// cvt.rna.tf32.f32), by integer operations that PoCL and the GPU run alike. Sums are f32; C gets
-// alpha · sum (+ old C) rounded once to its type (round to nearest even).
+// (11 significant bits), SPLIT 3 splits each into a tf32 big part and the f32 remainder and adds
+// big·big + big·small + small·big (3×TF32; small·small, at most 2^-22 of a product, is left out).
+// Operands are rounded to nearest, ties away (the rounding of cvt.rna.tf32.f32), by integer
+// operations that PoCL and the GPU run alike; the remainder is passed as it is and mma.sync reads
+// a word's top 19 bits (its tf32 truncation, which the emulation does too): two integer operations
+// an element fewer than rounding it, 1.92 → 1.84 ms at 4096³ on the H200, for twice the split's
+// error. Sums are f32; C gets alpha · sum (+ old C) rounded once to its type (round to nearest even).
 //
 // Work: a workgroup of MWARPS × NWARPS warps owns an MWG × NWG tile of C; warp (wm, wn) the
 // MWT × NWT sub-tile at rows wm·MWT, columns wn·NWT (MWT = MWG / MWARPS, NWT = NWG / NWARPS),
@@ -60,10 +62,11 @@
 // MWARPS · NWARPS · (4 · MI + 2 · NI) · 128 bytes. Needs sm_80 or newer where OCLTK_PTX is
 // defined (mma.sync m16n8k16 / m16n8k8 tf32, ldmatrix, cp.async). Accuracy: products are exact
 // and sums f32 for the 16-bit types; 3×TF32 stays within the f32 bound of docs/verification.md
-// from K = 8 on (H200: at most 0.31 of it for K = 8 .. 4096), but the split's own error per
-// product (up to about 8 units of f32 rounding) can exceed the bound's γ(K + 2) at tiny K
-// (H200: up to 1.9× it at K = 1, 1.3× at K = 2, 0.78 at K = 3): problems with K < 8 belong to
-// a SIMT kernel. Non-finite f32 inputs give NaN under 3×TF32 (inf − inf in the split).
+// from K = 8 on (H200: at most 0.67 of it for K = 8 .. 4096, at K = 9; 0.31 with the remainder
+// rounded), but the split's own error per product (up to about 20 units of f32 rounding) can
+// exceed the bound's γ(K + 2) at tiny K (with the remainder rounded, H200: up to 1.9× it at K = 1,
+// 1.3× at K = 2): problems with K < 8 belong to a SIMT kernel. Non-finite f32 inputs give NaN
+// under 3×TF32 (inf − inf in the split).
 //
 // The defaults are the fastest point measured on the H200 for bf16 at 8192³ (281 TFLOP/s, f16
 // the same). There, 128 × 256 tiles of 16 warps ran at 214, KCH 4 (KWG 32) with 4 stages at 257;
@@ -474,7 +477,7 @@ inline void warp_mma(float acc[MI][NI][4], const uint a[MI][4], const uint b[NI]
 
 // The operand value of half h (0, 1) of a fragment word: the 16-bit value, or the tf32 word.
 #if TYPE == TC_F32
-#define OPERAND(w, h) as_float(w)
+#define OPERAND(w, h) as_float((w) & 0xFFFFE000u)  // mma.sync reads a tf32 word's top 19 bits
 #else
 #define OPERAND(w, h) half_value((w) >> (16 * (h)))
 #endif
@@ -534,7 +537,7 @@ inline void multiply_stage(float acc[MI][NI][4], const __local uchar* stage, con
       TC_UNROLL
       for (int r = 0; r < 4; ++r) {
         const uint big = tf32_rna(a[i][r]);
-        as[i][r] = tf32_rna(as_uint(as_float(a[i][r]) - as_float(big)));  // exact: x and big are close
+        as[i][r] = as_uint(as_float(a[i][r]) - as_float(big));  // exact; the mma reads its tf32 truncation
         a[i][r] = big;
       }
     }
@@ -543,7 +546,7 @@ inline void multiply_stage(float acc[MI][NI][4], const __local uchar* stage, con
       TC_UNROLL
       for (int r = 0; r < 2; ++r) {
         const uint big = tf32_rna(b[j][r]);
-        bs[j][r] = tf32_rna(as_uint(as_float(b[j][r]) - as_float(big)));
+        bs[j][r] = as_uint(as_float(b[j][r]) - as_float(big));
         b[j][r] = big;
       }
     }
