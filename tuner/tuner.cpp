@@ -553,21 +553,44 @@ class DeviceMeasure : public Measure {
   Evaluation best_;
 };
 
-// The nearest known devices' best points a class measures first, legal here, in this
-// problem's names (at_input_bits): two from the device itself (its best, and a second
-// should the first be off here), four from other devices, whose order may differ here.
+// The nearest known devices' points a class measures first, legal here, in this problem's
+// names (at_input_bits). From the device itself two: its profile's choice (the answer it
+// ships today, which its recordings' older times may rank below other points), then its
+// recordings' best. From other devices four, their best points interleaved (their order may
+// differ here), one of them a profile's choice: the last gives way to the first choice where
+// none of the four is one.
 std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily& family, const DeviceLimits& limits,
                                     int input_bits) {
   const std::size_t count = prior.distance == 0 ? 2 : 4;
   std::vector<Point> out;
   std::set<std::string> keys;
-  for (const Evaluation& e : prior.points) {
-    if (out.size() >= count) break;
+  auto legal = [&](const Evaluation& e) -> std::optional<Point> {
     const AlgorithmSpec* algorithm = family.find_algorithm(e.algorithm);
-    if (algorithm == nullptr) continue;
+    if (algorithm == nullptr) return std::nullopt;
     Point p{algorithm, algorithm->at_input_bits(e.params, input_bits)};
-    if (algorithm->violation(p.params, &limits) || !keys.insert(p.key()).second) continue;
-    out.push_back(std::move(p));
+    if (algorithm->violation(p.params, &limits)) return std::nullopt;
+    return p;
+  };
+  auto take = [&](const std::vector<Evaluation>& points) {
+    for (const Evaluation& e : points) {
+      if (out.size() >= count) return;
+      std::optional<Point> p = legal(e);
+      if (p && keys.insert(p->key()).second) out.push_back(std::move(*p));
+    }
+  };
+  if (prior.distance == 0) take(prior.chosen);
+  take(prior.points);
+  if (prior.distance == 0) return out;
+  std::optional<Point> choice;
+  for (const Evaluation& e : prior.chosen) {
+    std::optional<Point> p = legal(e);
+    if (!p) continue;
+    if (keys.count(p->key())) return out;  // a choice is among them already
+    if (!choice) choice = std::move(p);
+  }
+  if (choice) {
+    if (out.size() >= count) out.pop_back();
+    out.push_back(std::move(*choice));
   }
   return out;
 }
