@@ -1139,6 +1139,49 @@ class MockWorkload : public Workload {
   bool wrong_ = false;
 };
 
+// A MockWorkload whose first run after verifying takes four times as long (on PoCL the
+// first run after the host's comparison ran 1.05-2.7x slower than the next ones).
+class ColdAfterVerifyWorkload : public MockWorkload {
+ public:
+  using MockWorkload::MockWorkload;
+  double run(const Choice& c) override {
+    const double ms = MockWorkload::run(c);
+    const bool cold = cold_;
+    cold_ = false;
+    return cold ? 4 * ms : ms;
+  }
+  std::string verify() override {
+    cold_ = true;
+    return MockWorkload::verify();
+  }
+
+ private:
+  bool cold_ = false;
+};
+
+// A MockWorkload under a burst of load while one point is evaluated: every run between
+// `slow`'s verification and the next candidate's takes `factor` times as long.
+class LoadedWhileEvaluatedWorkload : public MockWorkload {
+ public:
+  LoadedWhileEvaluatedWorkload(MockState& s, Params slow, double factor)
+      : MockWorkload(s), slow_(std::move(slow)), factor_(factor) {}
+  void poison() override {
+    opening_ = true;
+    MockWorkload::poison();
+  }
+  double run(const Choice& c) override {
+    if (opening_) loaded_ = c.params == slow_;
+    opening_ = false;
+    const double ms = MockWorkload::run(c);
+    return loaded_ ? factor_ * ms : ms;
+  }
+
+ private:
+  Params slow_;
+  double factor_;
+  bool opening_ = false, loaded_ = false;
+};
+
 class TunerEngine : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -1626,6 +1669,50 @@ TEST_F(TunerEngine, TheShippedChoiceIsMeasuredFirst) {
       EXPECT_EQ(at(4), std::make_pair(2, 2)) << "the sibling's choice among its seeds";
     }
   }
+}
+
+// The first run after verifying is a warm-up, never timed: with it the early stop (first
+// timed run over 3x the best so far) once cut a point near the best short on one cold run.
+TEST_F(TunerEngine, TheFirstRunAfterVerifyingIsNotTimed) {
+  families_[0].make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new ColdAfterVerifyWorkload(state_));
+  };
+  TuneOptions o = options(12);
+  o.cache_dir = "-";
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  int timed = 0;
+  for (const Evaluation& e : r.classes[0].history) {
+    if (!e.ok) continue;
+    ++timed;
+    const int x = e.params.at("X"), y = e.params.at("Y");
+    EXPECT_DOUBLE_EQ(e.time_ms, (x - 6) * (x - 6) + (y - 3) * (y - 3) + 1.0) << "X=" << x << " Y=" << y;
+  }
+  EXPECT_GE(timed, 8);
+}
+
+// Re-timing at the end: the shipped point (6, 3), 1 ms, measured under a burst of load
+// (2.5 ms) and a point of 2 ms measured after it are timed again together; the truly faster
+// is kept, with its figure from then. A point out of the margin is left alone.
+TEST_F(TunerEngine, TimingTheClosestPointsAgainKeepsTheTrulyFaster) {
+  families_[0].make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new LoadedWhileEvaluatedWorkload(state_, {{"X", 6}, {"Y", 3}}, 2.5));
+  };
+  const std::string me = rt_->device().name;
+  std::vector<PriorDevice> known = {mock_known(rt_->device(), me, {{6, 3, 1.0}, {6, 4, 2.0}}, 30)};
+  TuneOptions o = options(3);
+  o.cache_dir = "-";
+  o.warm_start = true;
+  o.known_devices = &known;
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  const ClassResult& c = r.classes[0];
+  ASSERT_EQ(c.history.size(), 3u);
+  EXPECT_DOUBLE_EQ(c.history[1].time_ms, 2.5) << "measured under load";
+  ASSERT_EQ(c.retimed.size(), 2u) << "the built-in default (30 ms) is out of the margin";
+  EXPECT_EQ(c.best.params, (Params{{"X", 6}, {"Y", 3}}));
+  EXPECT_DOUBLE_EQ(c.best.time_ms, 1.0);
+  EXPECT_GE(c.retime_seconds, 0.0);
 }
 
 // A built-in default that takes the whole share (a slow default on a slow device) still
