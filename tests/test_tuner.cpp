@@ -605,6 +605,39 @@ TEST(Priors, AProfileAndARecordingOfOneDeviceMerge) {
   EXPECT_EQ(gemv.points[0].params, reduce_point(64, 1, 2)) << "complete in today's table";
 }
 
+// A profile's entries are what the runtime chooses on its device today: each known device
+// keeps them (pinned ones without a time too), and the nearest devices' choice for the
+// problem is named apart from the recordings' points, which may rank it below faster points
+// of older code.
+TEST(Priors, TheProfilesChoiceIsKeptBesideTheRecordedPoints) {
+  const std::string body =
+      gemv_line("reduce", reduce_point(64, 1, 2), 1.0) + gemv_line("reduce", reduce_point(64, 4, 2), 2.0);
+  const std::vector<PriorDevice> known =
+      read_priors({{"dev.jsonl", recording_of("Dev", body)},
+                   {"dev.yaml", profile_of("Dev", "cpu", reduce_point(256, 1, 2), 3.0, 7.0)}});
+  ASSERT_EQ(known.size(), 1u);
+  EXPECT_EQ(known[0].chosen.entries.size(), 2u) << "gemv and large";
+  const DeviceInfo me = device_named("Dev", "V", "cpu", "P");
+  const Problem gemv{{"k", 4096}, {"m", 1}, {"n", 4096}};
+  const std::optional<ClassPrior> prior = class_prior(known, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+  ASSERT_TRUE(prior.has_value());
+  ASSERT_EQ(prior->chosen.size(), 1u);
+  EXPECT_EQ(prior->chosen[0].params, reduce_point(256, 1, 2));
+  EXPECT_DOUBLE_EQ(prior->points.front().time_ms, 1.0) << "the recordings' best stays first by time";
+
+  // An entry pinned by hand, without a time: no point to rank, but still the device's choice.
+  Profile pinned = parse_profile(profile_of("Pinned", "cpu", reduce_point(128, 1, 2), 0, 0), "pinned.yaml");
+  pinned.entries.resize(1);
+  const std::vector<PriorDevice> only_pinned = read_priors({{"pinned.yaml", emit_profile(pinned)}});
+  ASSERT_EQ(only_pinned.size(), 1u) << "a device known by a pinned entry alone";
+  const std::optional<ClassPrior> from_pinned =
+      class_prior(only_pinned, device_named("Pinned", "V", "cpu", "P"), PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+  ASSERT_TRUE(from_pinned.has_value());
+  EXPECT_TRUE(from_pinned->points.empty());
+  ASSERT_EQ(from_pinned->chosen.size(), 1u);
+  EXPECT_EQ(from_pinned->chosen[0].params, reduce_point(128, 1, 2));
+}
+
 // Bad input: a file that is neither a profile nor a recording, a malformed recording line,
 // a profile that does not parse; each named.
 TEST(Priors, BadFilesAreNamed) {
@@ -1106,6 +1139,49 @@ class MockWorkload : public Workload {
   bool wrong_ = false;
 };
 
+// A MockWorkload whose first run after verifying takes four times as long (on PoCL the
+// first run after the host's comparison ran 1.05-2.7x slower than the next ones).
+class ColdAfterVerifyWorkload : public MockWorkload {
+ public:
+  using MockWorkload::MockWorkload;
+  double run(const Choice& c) override {
+    const double ms = MockWorkload::run(c);
+    const bool cold = cold_;
+    cold_ = false;
+    return cold ? 4 * ms : ms;
+  }
+  std::string verify() override {
+    cold_ = true;
+    return MockWorkload::verify();
+  }
+
+ private:
+  bool cold_ = false;
+};
+
+// A MockWorkload under a burst of load while one point is evaluated: every run between
+// `slow`'s verification and the next candidate's takes `factor` times as long.
+class LoadedWhileEvaluatedWorkload : public MockWorkload {
+ public:
+  LoadedWhileEvaluatedWorkload(MockState& s, Params slow, double factor)
+      : MockWorkload(s), slow_(std::move(slow)), factor_(factor) {}
+  void poison() override {
+    opening_ = true;
+    MockWorkload::poison();
+  }
+  double run(const Choice& c) override {
+    if (opening_) loaded_ = c.params == slow_;
+    opening_ = false;
+    const double ms = MockWorkload::run(c);
+    return loaded_ ? factor_ * ms : ms;
+  }
+
+ private:
+  Params slow_;
+  double factor_;
+  bool opening_ = false, loaded_ = false;
+};
+
 class TunerEngine : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -1543,6 +1619,100 @@ TEST_F(TunerEngine, TheNearestKnownDevicesBestPointsAreMeasuredFirst) {
           << summary.str();
     }
   }
+}
+
+// The profile entry a known device ships for the class is its current answer: at distance 0
+// it is measured first, right after the built-in default, then the recordings' best, even
+// where older recordings timed other points faster (the shipped choice was once crowded out
+// of the first tune); a sibling's choice is among its four points even where its recorded
+// time ranks it lower. Each point is measured once.
+TEST_F(TunerEngine, TheShippedChoiceIsMeasuredFirst) {
+  const std::string me = rt_->device().name;
+  auto choose = [](PriorDevice& d, int x, int y, double ms) {
+    ProfileEntry e;
+    e.kernel = "mock";
+    e.shape_class = "c1";
+    e.algorithm = "mock";
+    e.params = {{"X", x}, {"Y", y}};
+    e.problem = {{"n", 10}};
+    e.time_ms = ms;
+    d.chosen.entries.push_back(e);
+  };
+  std::vector<PriorDevice> known = {
+      mock_known(rt_->device(), me, {{6, 4, 0.5}, {5, 3, 0.8}, {6, 3, 1.0}}, 30),
+      mock_known(rt_->device(), "A sibling", {{8, 4, 6.0}, {8, 1, 9.0}, {1, 4, 30.0}, {2, 1, 33.0}, {2, 2, 35.0}}, 30)};
+  choose(known[0], 6, 3, 1.0);
+  choose(known[1], 2, 2, 35.0);
+  for (const PriorUse use : {PriorUse::kAll, PriorUse::kOthers}) {
+    SCOPED_TRACE(to_string(use));
+    TuneOptions o = options(10);
+    o.cache_dir = "-";
+    o.warm_start = true;
+    o.priors = use;
+    o.known_devices = &known;
+    const TuneResult r = tune(*rt_, o);
+    ASSERT_EQ(r.classes.size(), 1u);
+    const std::vector<Evaluation>& h = r.classes[0].history;
+    ASSERT_GE(h.size(), 5u);
+    const auto at = [&](std::size_t i) { return std::make_pair(h[i].params.at("X"), h[i].params.at("Y")); };
+    std::set<std::pair<int, int>> distinct;
+    for (std::size_t i = 0; i < h.size(); ++i) distinct.insert(at(i));
+    EXPECT_EQ(distinct.size(), h.size()) << "a point measured twice";
+    if (use == PriorUse::kAll) {
+      EXPECT_EQ(at(1), std::make_pair(6, 3)) << "the shipped choice first";
+      EXPECT_EQ(at(2), std::make_pair(6, 4)) << "then the recordings' best";
+      EXPECT_DOUBLE_EQ(r.classes[0].best.time_ms, 1.0);
+    } else {
+      EXPECT_EQ(at(1), std::make_pair(8, 4));
+      EXPECT_EQ(at(2), std::make_pair(8, 1));
+      EXPECT_EQ(at(3), std::make_pair(1, 4));
+      EXPECT_EQ(at(4), std::make_pair(2, 2)) << "the sibling's choice among its seeds";
+    }
+  }
+}
+
+// The first run after verifying is a warm-up, never timed: with it the early stop (first
+// timed run over 3x the best so far) once cut a point near the best short on one cold run.
+TEST_F(TunerEngine, TheFirstRunAfterVerifyingIsNotTimed) {
+  families_[0].make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new ColdAfterVerifyWorkload(state_));
+  };
+  TuneOptions o = options(12);
+  o.cache_dir = "-";
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  int timed = 0;
+  for (const Evaluation& e : r.classes[0].history) {
+    if (!e.ok) continue;
+    ++timed;
+    const int x = e.params.at("X"), y = e.params.at("Y");
+    EXPECT_DOUBLE_EQ(e.time_ms, (x - 6) * (x - 6) + (y - 3) * (y - 3) + 1.0) << "X=" << x << " Y=" << y;
+  }
+  EXPECT_GE(timed, 8);
+}
+
+// Re-timing at the end: the shipped point (6, 3), 1 ms, measured under a burst of load
+// (2.5 ms) and a point of 2 ms measured after it are timed again together; the truly faster
+// is kept, with its figure from then. A point out of the margin is left alone.
+TEST_F(TunerEngine, TimingTheClosestPointsAgainKeepsTheTrulyFaster) {
+  families_[0].make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new LoadedWhileEvaluatedWorkload(state_, {{"X", 6}, {"Y", 3}}, 2.5));
+  };
+  const std::string me = rt_->device().name;
+  std::vector<PriorDevice> known = {mock_known(rt_->device(), me, {{6, 3, 1.0}, {6, 4, 2.0}}, 30)};
+  TuneOptions o = options(3);
+  o.cache_dir = "-";
+  o.warm_start = true;
+  o.known_devices = &known;
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  const ClassResult& c = r.classes[0];
+  ASSERT_EQ(c.history.size(), 3u);
+  EXPECT_DOUBLE_EQ(c.history[1].time_ms, 2.5) << "measured under load";
+  ASSERT_EQ(c.retimed.size(), 2u) << "the built-in default (30 ms) is out of the margin";
+  EXPECT_EQ(c.best.params, (Params{{"X", 6}, {"Y", 3}}));
+  EXPECT_DOUBLE_EQ(c.best.time_ms, 1.0);
+  EXPECT_GE(c.retime_seconds, 0.0);
 }
 
 // A built-in default that takes the whole share (a slow default on a slow device) still

@@ -101,7 +101,6 @@ void add_profile(std::vector<PriorDevice>& known, const std::string& name, const
   fill_header(device.device, profile.device);
   device.sources.push_back(name);
   for (const ProfileEntry& entry : profile.entries) {
-    if (!(entry.time_ms > 0)) continue;  // pinned by hand, never measured: no time to rank it by
     Evaluation e;
     e.algorithm = entry.algorithm;
     e.params = entry.params;
@@ -109,6 +108,9 @@ void add_profile(std::vector<PriorDevice>& known, const std::string& name, const
     e.time_ms = entry.time_ms;
     const std::optional<Evaluation> point = in_todays_tables(entry.kernel, e);
     if (!point) continue;
+    device.chosen.entries.push_back(entry);
+    device.chosen.entries.back().params = point->params;
+    if (!(entry.time_ms > 0)) continue;  // pinned by hand, never measured: no time to rank it by
     PriorClass& c = class_of(device, entry.kernel, entry.shape_class, entry.problem);
     add_point(c, *point);
     if (c.builtin_ms == 0 && entry.default_time_ms > 0) c.builtin_ms = entry.default_time_ms;
@@ -152,14 +154,30 @@ void add_file(std::vector<PriorDevice>& known, const std::string& name, const st
   }
 }
 
-// Drops classes without a point and devices without a class.
+// Drops classes without a point and devices without a class or a profile entry.
 void drop_empty(std::vector<PriorDevice>& known) {
   for (PriorDevice& d : known)
     d.classes.erase(
         std::remove_if(d.classes.begin(), d.classes.end(), [](const PriorClass& c) { return c.points.empty(); }),
         d.classes.end());
-  known.erase(std::remove_if(known.begin(), known.end(), [](const PriorDevice& d) { return d.classes.empty(); }),
+  known.erase(std::remove_if(known.begin(), known.end(),
+                             [](const PriorDevice& d) { return d.classes.empty() && d.chosen.entries.empty(); }),
               known.end());
+}
+
+// What `device`'s profiles choose for the problem (the runtime's pick, Profile::find; its
+// entries are in today's tables, add_profile); nullopt where they have no entry for the class.
+std::optional<Evaluation> chosen_for(const PriorDevice& device, const std::string& kernel,
+                                     const std::string& shape_class, const Problem* problem) {
+  const ProfileEntry* entry = device.chosen.find(kernel, shape_class, problem);
+  if (entry == nullptr) return std::nullopt;
+  Evaluation e;
+  e.algorithm = entry->algorithm;
+  e.params = entry->params;
+  e.ok = true;
+  e.time_ms = entry->time_ms > 0 ? entry->time_ms : 0;
+  e.cached = true;
+  return e;
 }
 
 }  // namespace
@@ -220,11 +238,14 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
                                       const std::string& kernel, const std::string& shape_class,
                                       const Problem* problem) {
   if (use == PriorUse::kNone) return std::nullopt;
-  // Each device's class nearest to the problem: (distance, device name, class).
+  // Each device's class nearest to the problem (null where only its profile knows the class,
+  // by an entry pinned without a time) and its profile's choice: (distance, device name,
+  // class, choice).
   struct Found {
     int distance;
     const std::string* device;
     const PriorClass* c;
+    std::optional<Evaluation> chosen;
   };
   std::vector<Found> found;
   for (const PriorDevice& d : known) {
@@ -240,7 +261,8 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
         nearest_distance = dp;
       }
     }
-    if (nearest != nullptr) found.push_back({distance, &d.device.name, nearest});
+    std::optional<Evaluation> chosen = chosen_for(d, kernel, shape_class, problem);
+    if (nearest != nullptr || chosen) found.push_back({distance, &d.device.name, nearest, std::move(chosen)});
   }
   if (found.empty()) return std::nullopt;
   ClassPrior out;
@@ -250,7 +272,8 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
   std::vector<const PriorClass*> nearest;
   for (const Found& f : found)
     if (f.distance == out.distance) {
-      nearest.push_back(f.c);
+      if (f.c != nullptr) nearest.push_back(f.c);
+      if (f.chosen) out.chosen.push_back(*f.chosen);
       out.devices.push_back(*f.device);
     }
   std::set<std::string> taken;

@@ -34,6 +34,9 @@ struct PriorDevice {
   ProfileDevice device;  // from its profile's header, else from its recording's
   std::vector<std::string> sources;
   std::vector<PriorClass> classes;
+  // Its profiles' entries, pinned ones without a time too: what the runtime chooses on it
+  // today, which its recordings' times (older code, older runs) may rank below other points.
+  Profile chosen;
 };
 
 // Which known devices seed a run: every one (the default), every one but this device's own
@@ -65,6 +68,9 @@ struct ClassPrior {
   // Their best points for the class, fastest first (the devices' lists interleaved), on the
   // problem of each device nearest to the run's (problem_distance).
   std::vector<Evaluation> points;
+  // Their profiles' choices for the problem (the entry the runtime picks there,
+  // Profile::find), nearest devices first; time_ms 0 for an entry pinned without one.
+  std::vector<Evaluation> chosen;
   // Best over built-in default, the share of its time their search saved: the geometric mean
   // over the devices that know both; 0 where none does.
   double best_ratio = 0;

@@ -172,7 +172,9 @@ void write_report(const std::string& dir, const TuneResult& result) {
       }
       json << "}";
     }
-    json << "]}";
+    json << "],\n     \"retimed\": [";
+    for (std::size_t j = 0; j < c.retimed.size(); ++j) json << (j ? ", " : "") << json_choice(c.retimed[j]);
+    json << "], \"retime_seconds\": " << c.retime_seconds << "}";
   }
   json << "\n  ]\n}\n";
   write_file(std::filesystem::path(dir) / "report.json", json.str());

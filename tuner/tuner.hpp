@@ -92,6 +92,10 @@ struct ClassResult {
   int prior_distance = -1;
   std::vector<std::string> prior_devices;
   double weight = 1;
+  // The points timed again together at the end, with their new figures (the best is the
+  // fastest of them), and the seconds that took (DeviceMeasure::retime in tuner.cpp).
+  std::vector<Evaluation> retimed;
+  double retime_seconds = 0;
   double speedup() const { return best.ok && builtin.ok ? builtin.time_ms / best.time_ms : 0; }
 };
 
