@@ -134,9 +134,9 @@ inline float madv(const realv x, const realv y, float acc) {
 // This lane's share of acc[r·SR + s] = Σ_k big[r0 + r, k] · small[s0 + s, k]. `aligned` is a
 // constant at each call (the function is inlined twice), so each copy has one kind of load.
 inline __attribute__((always_inline)) void skinny_sweep(float acc[NV], const int aligned,
-                                                        const __global in_t* restrict big, const int bld,
+                                                        const __global in_t* big, const int bld,
                                                         const int r0, const int nbig,
-                                                        const __global in_t* restrict small, const int sld,
+                                                        const __global in_t* small, const int sld,
                                                         const int s0, const int nsmall, const int K,
                                                         const int lane) {
   const __global in_t* xr[BR];
@@ -253,16 +253,18 @@ inline __attribute__((always_inline)) void skinny_exchange(float v[NV], const in
 #endif
 
 inline __attribute__((always_inline)) void gemm_nt_skinny_body(
-    const int M, const int N, const int K, const float alpha, const __global in_t* restrict A, const int lda,
-    const __global in_t* restrict B, const int ldb, __global out_t* C, const int ldc, const int accumulate
+    const int M, const int N, const int K, const float alpha, const __global in_t* A, const int lda,
+    const __global in_t* B, const int ldb, __global out_t* C, const int ldc, const int accumulate
 #if RW > 1 && !defined(OCLTK_PTX)
     ,
     __local float* xch
 #endif
 ) {
   const int a_small = M <= N;
-  const __global in_t* restrict big = a_small ? B : A;
-  const __global in_t* restrict small = a_small ? A : B;
+  // No restrict below the kernel's arguments: inlined, it leaves noalias scope declarations
+  // that Oclgrind cannot run.
+  const __global in_t* big = a_small ? B : A;
+  const __global in_t* small = a_small ? A : B;
   const int bld = a_small ? ldb : lda, sld = a_small ? lda : ldb;
   const int nbig = a_small ? N : M, nsmall = a_small ? M : N;
   const long cbig = a_small ? 1 : ldc, csmall = a_small ? ldc : 1;  // C's strides along big and small rows
