@@ -1824,7 +1824,7 @@ TEST_F(CliTest, TuneCacheSurvivesAFullDiskAndResumes) {
 TEST_F(CliTest, ExcludedAlgorithmsAreNeitherTunedNorRun) {
   const CliResult r = run_cli({"tune", "--classes", "gemv", "--max-evals", "4", "--repeats", "1", "--budget", "60",
                                "--cold", "--cache", "-", "--out", "p.yaml", "--record", "rec.jsonl"},
-                              {{"OCLTK_EXCLUDE_ALGORITHMS", "reduce,xgemm"}});
+                              {{"OCLTK_EXCLUDE_ALGORITHMS", "reduce,xgemm,skinny"}});
   ASSERT_EQ(r.status, 0) << r.describe();
   const ocltk::Profile p = ocltk::read_profile(path("p.yaml").string());
   ASSERT_EQ(p.entries.size(), 1u);
@@ -1832,6 +1832,7 @@ TEST_F(CliTest, ExcludedAlgorithmsAreNeitherTunedNorRun) {
   const std::string record = read_text(path("rec.jsonl"));
   EXPECT_EQ(record.find("\"algorithm\": \"reduce\""), std::string::npos) << record;
   EXPECT_EQ(record.find("\"algorithm\": \"xgemm\""), std::string::npos) << record;
+  EXPECT_EQ(record.find("\"algorithm\": \"skinny\""), std::string::npos) << record;
   EXPECT_NE(record.find("\"algorithm\": \"tiled\""), std::string::npos) << record;
 
   write_matrix(path("A.npy"), 2, 3, random_floats(6));

@@ -32,7 +32,8 @@ struct Point {
 
 // Chosen to cover USE_LOCAL 0/1, VW 1/4/8/16, non-default MDIMC/NDIMC and tall/wide
 // tiles (tiled); KWG 8/16/32, VWM/VWN 1/2/4, LOADK 0/1, PREFETCH 0/1/2 and 128
-// accumulators (xgemm); RW 1/4/8/32, TR 1/2/4/8, KWG 128/512 and WGS 16..256 (reduce).
+// accumulators (xgemm); RW 1/4/8/32, TR 1/2/4/8, KWG 128/512 and WGS 16..256 (reduce); RW
+// 1..32, BR 1..8, SR 1..64, VW 1/2/4/8 and UNROLL 1/2/4 (skinny).
 const std::vector<Point>& points() {
   static const std::vector<Point> all = {
       {"tiled_defaults", "tiled", {}},
@@ -74,6 +75,14 @@ const std::vector<Point>& points() {
       {"reduce_local_tr2_vw16",
        "reduce",
        {{"WGS", 32}, {"RW", 8}, {"TR", 2}, {"VW", 16}, {"USE_LOCAL", 1}, {"KWG", 512}}},
+      // skinny's lane exchange: as many sums as lanes (defaults), more (each lane keeps 16 or
+      // 4), fewer (halving, then sums shared by 2 or 16 lanes), none (RW 1); SR 1 .. 64.
+      {"skinny_defaults", "skinny", {}},
+      {"skinny_rw8_sr64_vw2", "skinny", {{"WGS", 64}, {"RW", 8}, {"BR", 2}, {"SR", 64}, {"VW", 2}, {"UNROLL", 4}}},
+      {"skinny_rw4_br8_sr2", "skinny", {{"WGS", 256}, {"RW", 4}, {"BR", 8}, {"SR", 2}, {"VW", 4}, {"UNROLL", 1}}},
+      {"skinny_rw32_sr2_vw1", "skinny", {{"WGS", 64}, {"RW", 32}, {"BR", 2}, {"SR", 2}, {"VW", 1}, {"UNROLL", 4}}},
+      {"skinny_rw16_sr1", "skinny", {{"WGS", 256}, {"RW", 16}, {"BR", 8}, {"SR", 1}, {"VW", 4}, {"UNROLL", 1}}},
+      {"skinny_rw1_vw8", "skinny", {{"WGS", 32}, {"RW", 1}, {"BR", 4}, {"SR", 4}, {"VW", 8}, {"UNROLL", 1}}},
   };
   return all;
 }
@@ -179,6 +188,27 @@ TEST_P(GemmNtPointTest, LongK) {
   EXPECT_TRUE(run_gemm_case(runtime(), rng(), c, with(runtime(), choice, true)));
 }
 
+// skinny loads whole vectors where every row of both operands starts VW-aligned (pointers and
+// leading dimensions), element-wise elsewhere: both orientations, each with a K tail and without.
+TEST_P(GemmNtPointTest, AlignedRows) {
+  const Choice choice = legal_choice(GetParam());
+  if (choice.algorithm != "skinny") GTEST_SKIP() << "skinny's aligned loads";
+  SCOPED_TRACE(choice.algorithm + " {" + ocltk::format_params(choice.params) + "}");
+  const GemmProblem shapes[] = {{3, 200, 1032}, {200, 5, 1032}, {17, 33, 1033}, {65, 2, 1033}};
+  for (const GemmProblem& p : shapes) {
+    GemmCase c;
+    c.problem = p;
+    c.alpha = -0.37f;
+    c.accumulate = p.k % 2 == 1;
+    c.lda = c.ldb = 1040;  // a multiple of every VW
+    c.a_offset = 16;
+    c.b_offset = 8;
+    c.ldc = std::size_t(p.n) + 1;
+    c.c_offset = 5;
+    EXPECT_TRUE(run_gemm_case(runtime(), rng(), c, with(runtime(), choice, c.accumulate)));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Points, GemmNtPointTest, ::testing::ValuesIn(points()),
                          [](const ::testing::TestParamInfo<Point>& info) { return info.param.name; });
 
@@ -242,6 +272,8 @@ TEST_F(GemmNtTest, SplitOverSeveralDispatches) {
       {"xgemm_prefetch2_kwg8_acc128", {530, 270, 19}},  // 128×64 tiles: 5×5 groups
       {"reduce_defaults", {11, 70, 300}},               // 1×8 tiles: 11×9 groups
       {"reduce_local_tr8_kwg128", {50, 30, 200}},       // 8×4 tiles: 7×8 groups
+      {"skinny_rw4_br8_sr2", {9, 1600, 40}},            // A small: 512×2 tiles: 4×5 groups
+      {"skinny_rw4_br8_sr2", {1600, 9, 40}},            // B small: 2×512 tiles: 5×4 groups
   };
   for (const Case& k : cases) {
     const Choice choice = legal_choice(point_named(k.point));
@@ -356,8 +388,11 @@ TEST_F(GemmNtTest, HalfTypes) {
       {"tiled_global_vw16", ElementType::f16, ElementType::f16},
       {"xgemm_defaults", ElementType::f16, ElementType::f32},
       {"xgemm_prefetch1_kwg32", ElementType::bf16, ElementType::bf16},
+      {"skinny_defaults", ElementType::bf16, ElementType::bf16},
+      {"skinny_defaults", ElementType::f16, ElementType::f32},
+      {"skinny_rw8_sr64_vw2", ElementType::f16, ElementType::f16},
   };
-  const GemmProblem shapes[] = {{1, 127, 65}, {65, 33, 127}, {7, 7, 7}, {9, 37, 1031}};
+  const GemmProblem shapes[] = {{1, 127, 65}, {65, 33, 127}, {7, 7, 7}, {9, 37, 1031}, {40, 3, 1032}};
   for (const TypedPoint& t : typed) {
     const Choice choice = legal_choice(point_named(t.point));
     SCOPED_TRACE(std::string(t.point) + " " + ocltk::to_string(t.in) + " -> " + ocltk::to_string(t.out));

@@ -1923,7 +1923,8 @@ TEST_F(TunerEngine, LoraAndHalfGemmWorkloadsCheckEveryRun) {
 }
 
 // gemm_nt searches tc only in the classes whose launches may run it (16-bit input, the TF32
-// classes; never exact f32) and only where the runtime's tensor-core probe passes: on PoCL
+// classes; never exact f32), skinny only in the skinny classes (f32 and 16-bit), and tc only
+// where the runtime's tensor-core probe passes: on PoCL
 // only when OCLTK_TC_PROBE=emulated makes it probe the emulation. The TF32 classes' workloads
 // build tc with their split and hold every candidate to their precision's bound.
 TEST_F(TunerEngine, GemmNtSearchesTcOnlyWhereItsClassAndTheProbeAllowIt) {
@@ -1948,7 +1949,12 @@ TEST_F(TunerEngine, GemmNtSearchesTcOnlyWhereItsClassAndTheProbeAllowIt) {
     const bool probe_passes = std::string(mode) == "emulated" || (*mode == '\0' && tensor_cores);
     for (const ShapeClassSpec& cls : gemm_nt_family().classes) {
       for (const AlgorithmSpec& a : gemm_nt_family().algorithms) {
-        if (a.name != "tc") {
+        if (a.name == "skinny") {
+          // Only where one side has at most 64 rows: gemv, lora_shrink, small_batch.
+          const bool skinny = cls.name.rfind("gemv", 0) == 0 || cls.name.rfind("lora_shrink", 0) == 0 ||
+                              cls.name.rfind("small_batch", 0) == 0;
+          EXPECT_EQ(gemm->searches(rt, cls.name, a), skinny) << cls.name;
+        } else if (a.name != "tc") {
           EXPECT_TRUE(gemm->searches(rt, cls.name, a)) << cls.name << " " << a.name;
         }
       }

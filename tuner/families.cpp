@@ -39,8 +39,11 @@ Nf4Problem nf4_of(const Problem& p) {
 
 // gemm_nt's tc multiplies f32 in TF32: it is searched only in the classes that allow it
 // (large_tf32, large_tf32x3) and in the 16-bit ones, and only where the probe passes on the
-// device (which also keeps it out where there are no tensor cores).
+// device (which also keeps it out where there are no tensor cores). skinny is searched only in
+// the classes with at most 64 rows on one side (gemm_nt_skinny_class): elsewhere it computes
+// correctly but streams the big operand once per SR rows of the other.
 bool gemm_nt_searches(Runtime& rt, const std::string& shape_class, const AlgorithmSpec& algorithm) {
+  if (algorithm.name == "skinny") return gemm_nt_skinny_class(shape_class);
   if (algorithm.name != "tc") return true;
   const ElementType input = gemm_nt_class_input(shape_class);
   const GemmPrecision precision = gemm_nt_class_precision(shape_class);

@@ -1,10 +1,11 @@
-// The gemm_nt family slice: parameter tables of its four algorithms, shape classes (f32,
+// The gemm_nt family slice: parameter tables of its five algorithms, shape classes (f32,
 // f32 with TF32 allowed, and 16-bit input), launch geometry and CPU reference.
-// kernels/gemm_nt_{reduce,tiled,xgemm}.cl are the SIMT sources, with kernels/element_types.clh
+// kernels/gemm_nt_{reduce,skinny,tiled,xgemm}.cl are the SIMT sources, with kernels/element_types.clh
 // for the storage types; kernels/gemm_nt_tc.cl the tensor-core one (runtime/src/gemm_nt_probe.cpp
 // decides where it runs).
 #include "ocltk/gemm_nt.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ocltk/status.hpp"
@@ -98,6 +99,43 @@ AlgorithmSpec reduce_algorithm() {
   };
   a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
     return 4ull * param(p, "TR") * (param(p, "WGS") + (param(p, "USE_LOCAL") ? param(p, "KWG") : 0));
+  };
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
+  return a;
+}
+
+// Rows of the big operand one workgroup of skinny covers: BR per lane group of RW work-items.
+int skinny_big_rows(const Params& p) { return param(p, "WGS") / param(p, "RW") * param(p, "BR"); }
+
+// Skinny shapes (kernels/gemm_nt_skinny.cl): the operand with fewer rows (A where M <= N, else
+// B) is the small one, SR of its rows per workgroup; the other streams once per SR small rows.
+AlgorithmSpec skinny_algorithm() {
+  AlgorithmSpec a;
+  a.name = "skinny";
+  a.source_name = "gemm_nt_skinny.cl";
+  a.params = {
+      {"WGS", 128, {32, 64, 128, 256}, "work-items per workgroup"},
+      {"RW", 32, {1, 2, 4, 8, 16, 32}, "reduction width: lanes sharing the K sweep of a group's big rows"},
+      {"BR", 2, {1, 2, 4, 8}, "big-operand rows per lane group"},
+      {"SR", 16, {1, 2, 4, 8, 16, 32, 64}, "small-operand rows per workgroup"},
+      {"VW", 4, {1, 2, 4, 8}, "vector width of the loads along K"},
+      {"UNROLL", 2, {1, 2, 4}, "vectors of every big row a lane loads before it multiplies them"},
+      register_target_param(),
+  };
+  a.constraints = {
+      constraint("BR * SR <= 128 (partial sums in registers)",
+                 [](const Params& p) { return param(p, "BR") * param(p, "SR") <= 128; }),
+      constraint("UNROLL * BR * VW <= 64 (big-operand values in flight per work-item)",
+                 [](const Params& p) { return param(p, "UNROLL") * param(p, "BR") * param(p, "VW") <= 64; }),
+  };
+  a.gpu_search_pruning = {
+      constraint("RW >= 4 (fewer lanes on a row read it in pieces under 64 bytes)",
+                 [](const Params& p) { return param(p, "RW") >= 4; }),
+  };
+  // The lanes' exchange goes through local memory only where warp shuffles are not used.
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) -> std::uint64_t {
+    if (limits.ptx_binaries || param(p, "RW") == 1) return 0;
+    return 4ull * std::max(param(p, "BR") * param(p, "SR") / 2, 1) * param(p, "WGS");
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(param(p, "WGS")), 1}; };
   return a;
@@ -268,7 +306,7 @@ const KernelFamily& gemm_nt_family() {
   static const KernelFamily family = [] {
     KernelFamily f;
     f.name = "gemm_nt";
-    f.algorithms = {reduce_algorithm(), tiled_algorithm(), xgemm_algorithm(), tc_algorithm()};
+    f.algorithms = {reduce_algorithm(), tiled_algorithm(), xgemm_algorithm(), tc_algorithm(), skinny_algorithm()};
     f.classes = {
         {"gemv", "M = 1"},
         {"lora_shrink", "N <= 64 (and M > 1)"},
@@ -375,6 +413,12 @@ std::string gemm_nt_tc_refusal(const GemmProblem& p, ElementType input, GemmPrec
   return "";
 }
 
+bool gemm_nt_skinny_class(const std::string& shape_class) {
+  const std::string exact =
+      is_half_class(shape_class) ? shape_class.substr(0, shape_class.size() - (sizeof kHalfSuffix - 1)) : shape_class;
+  return exact == "gemv" || exact == "lora_shrink" || exact == "small_batch";
+}
+
 GemmProblem gemm_nt_class_problem(const std::string& shape_class, bool cpu_device) {
   if (is_half_class(shape_class))
     return gemm_nt_class_problem(shape_class.substr(0, shape_class.size() - (sizeof kHalfSuffix - 1)), cpu_device);
@@ -404,6 +448,13 @@ LaunchGeometry gemm_nt_geometry(const std::string& algorithm, const Params& p, c
   } else if (algorithm == "reduce") {
     g.tile_m = param(p, "TR");
     g.tile_n = param(p, "WGS") / param(p, "RW");
+    g.local = {std::size_t(param(p, "WGS")), 1};
+  } else if (algorithm == "skinny") {
+    // Dimension 0 runs along N as for the others: big rows when A is the small operand,
+    // small rows when B is (the kernel reads its group ids by the same M <= N rule).
+    const bool a_small = problem.m <= problem.n;
+    g.tile_m = a_small ? param(p, "SR") : skinny_big_rows(p);
+    g.tile_n = a_small ? skinny_big_rows(p) : param(p, "SR");
     g.local = {std::size_t(param(p, "WGS")), 1};
   } else {
     throw Error(ErrorCode::kNotFound, "gemm_nt has no algorithm '" + algorithm + "'");

@@ -86,6 +86,12 @@ std::string gemm_nt_launch_variant(ElementType input, ElementType output, const 
 // it may: f32 input needs precision tf32 or tf32x3, and tf32x3 needs K >= kTf32x3MinK.
 std::string gemm_nt_tc_refusal(const GemmProblem& p, ElementType input, GemmPrecision precision);
 
+// Whether algorithm skinny serves a class's launches: gemv, lora_shrink and small_batch and
+// their 16-bit twins, where one operand has at most 64 rows (what the tuner searches it in).
+// It computes any shape correctly, but elsewhere it streams the operand with more rows once
+// per SR rows of the other.
+bool gemm_nt_skinny_class(const std::string& shape_class);
+
 // Launch geometry for one dispatch: global and local sizes (dimension 0 runs along N; tc's
 // workgroups, one per tile of C, all lie along dimension 0, which its kernel orders itself).
 struct LaunchGeometry {
