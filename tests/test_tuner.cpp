@@ -1671,6 +1671,48 @@ TEST_F(TunerEngine, TheShippedChoiceIsMeasuredFirst) {
   }
 }
 
+// OCLTK_EXCLUDE_ALGORITHMS holds for the seeds too: a known device's points of an excluded
+// algorithm are never measured (on the H200, `gemm_nt:tc` once let the recordings' tc points
+// in, and one won its class).
+TEST_F(TunerEngine, SeedsOfAnExcludedAlgorithmAreNotMeasured) {
+  // The runtime checks the list against its own families: the mock takes gemm_nt's names.
+  static const KernelFamily two_algorithms = [] {
+    KernelFamily k = mock_family();
+    k.name = "gemm_nt";
+    k.algorithms[0].name = "reduce";
+    AlgorithmSpec alt = mock_algorithm();
+    alt.name = "tiled";
+    k.algorithms.push_back(alt);
+    k.builtin = {{"reduce", {}}};
+    return k;
+  }();
+  families_[0].family = &two_algorithms;
+  RuntimeOptions excluding;
+  excluding.exclude_algorithms = "gemm_nt:tiled";
+  Result<Runtime> opened = Runtime::open(excluding);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  std::vector<PriorDevice> known = {mock_known(rt_->device(), rt_->device().name, {{6, 3, 1.0}, {5, 3, 2.0}}, 30),
+                                    mock_known(rt_->device(), "A sibling", {{8, 4, 1.0}}, 30)};
+  for (PriorDevice& d : known) {
+    d.classes[0].kernel = "gemm_nt";
+    for (Evaluation& e : d.classes[0].points) e.algorithm = "tiled";
+  }
+  for (const PriorUse use : {PriorUse::kAll, PriorUse::kOthers}) {
+    SCOPED_TRACE(to_string(use));
+    TuneOptions o = options(6);
+    o.cache_dir = "-";
+    o.warm_start = true;
+    o.priors = use;
+    o.known_devices = &known;
+    const TuneResult r = tune(opened.value(), o);
+    ASSERT_EQ(r.classes.size(), 1u);
+    ASSERT_FALSE(r.classes[0].history.empty());
+    ASSERT_EQ(r.classes[0].kernel, "gemm_nt");
+    for (const Evaluation& e : r.classes[0].history) EXPECT_EQ(e.algorithm, "reduce") << format_params(e.params);
+    EXPECT_EQ(r.classes[0].best.algorithm, "reduce");
+  }
+}
+
 // The first run after verifying is a warm-up, never timed: with it the early stop (first
 // timed run over 3x the best so far) once cut a point near the best short on one cold run.
 TEST_F(TunerEngine, TheFirstRunAfterVerifyingIsNotTimed) {

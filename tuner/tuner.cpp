@@ -647,15 +647,16 @@ class DeviceMeasure : public Measure {
 // ships today, which its recordings' older times may rank below other points), then its
 // recordings' best. From other devices four, their best points interleaved (their order may
 // differ here), one of them a profile's choice: the last gives way to the first choice where
-// none of the four is one.
+// none of the four is one. Algorithms OCLTK_EXCLUDE_ALGORITHMS names are skipped, as in the
+// search space.
 std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily& family, const DeviceLimits& limits,
-                                    int input_bits) {
+                                    const AlgorithmExclusions& excluded, int input_bits) {
   const std::size_t count = prior.distance == 0 ? 2 : 4;
   std::vector<Point> out;
   std::set<std::string> keys;
   auto legal = [&](const Evaluation& e) -> std::optional<Point> {
     const AlgorithmSpec* algorithm = family.find_algorithm(e.algorithm);
-    if (algorithm == nullptr) return std::nullopt;
+    if (algorithm == nullptr || excluded.excludes(family.name, algorithm->name)) return std::nullopt;
     Point p{algorithm, algorithm->at_input_bits(e.params, input_bits)};
     if (algorithm->violation(p.params, &limits)) return std::nullopt;
     return p;
@@ -955,7 +956,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
         prior_of(family.name, jobs[ji].shape_class, jobs[ji].problem ? &*jobs[ji].problem : nullptr);
     const int bits = job_input_bits(jobs[ji].problem);
     if (p)
-      for (const Point& point : prior_candidates(*p, family, limits, bits)) first_points[ji].push_back(point);
+      for (const Point& point : prior_candidates(*p, family, limits, excluded, bits)) first_points[ji].push_back(point);
   }
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     std::vector<const Point*> hint;
@@ -1058,7 +1059,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     if (class_known) {
       cr.prior_distance = class_known->distance;
       cr.prior_devices = class_known->devices;
-      for (const Point& p : prior_candidates(*class_known, family, limits, input_bits)) {
+      for (const Point& p : prior_candidates(*class_known, family, limits, excluded, input_bits)) {
         if (!first_prior_point) first_prior_point = p;
         warm.push_back(p);
       }
