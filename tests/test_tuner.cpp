@@ -1761,7 +1761,7 @@ TEST_F(TunerEngine, TimingTheClosestPointsAgainKeepsTheTrulyFaster) {
 // leaves the nearest device's best point its evaluation, the one most likely to pay, while
 // the run's budget is not spent: of two classes sharing 0.3 s, the first's default takes
 // about 0.18 s of its 0.15 s, and its prior's best is measured; the second starts past the
-// run's budget and measures its default alone.
+// run's budget and measures its prior's best alone.
 TEST_F(TunerEngine, TheNearestDevicesBestIsMeasuredPastASpentShare) {
   static const KernelFamily two_classes = [] {
     KernelFamily k = mock_family();
@@ -1789,7 +1789,12 @@ TEST_F(TunerEngine, TheNearestDevicesBestIsMeasuredPastASpentShare) {
   ASSERT_EQ(h.size(), 2u) << "only the built-in default and the prior's best";
   EXPECT_EQ(h[1].params, (Params{{"X", 6}, {"Y", 3}}));
   EXPECT_DOUBLE_EQ(r.classes[0].best.time_ms, 1.0);
-  EXPECT_EQ(r.classes[1].history.size(), 1u) << "measured past the run's budget";
+  // The second starts past the run's budget: one evaluation, the prior's best instead of
+  // the built-in default, which goes unmeasured.
+  ASSERT_EQ(r.classes[1].history.size(), 1u) << "measured past the run's budget";
+  EXPECT_EQ(r.classes[1].history[0].params, (Params{{"X", 6}, {"Y", 3}}));
+  EXPECT_FALSE(r.classes[1].builtin.ok);
+  EXPECT_DOUBLE_EQ(r.classes[1].best.time_ms, 1.0);
 }
 
 // Budget where it pays: of two classes sharing 4 s, one whose best reaches what its device

@@ -1018,17 +1018,6 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
          "[" + std::to_string(ji + 1) + "/" + std::to_string(jobs.size()) + " " + family.name + "/" + shape_class + "]",
          class_budget, max_evals, class_start, family, limits, costs, &result.prebuilt});
 
-    // The built-in default is always measured: it is the baseline of the speed-up, and
-    // its time sets the hang limit of the others.
-    const BuiltinChoice builtin = family.builtin_for(shape_class, excluded, &limits);
-    const AlgorithmSpec* builtin_algorithm = family.find_algorithm(builtin.algorithm);
-    const Point builtin_point{builtin_algorithm, builtin_algorithm->complete(builtin.params)};
-    prefetcher.prefetch({&builtin_point});
-    workload->timeout_seconds = options.timeout_seconds > 0 ? options.timeout_seconds : 60;
-    if (const Evaluation* e = measure.evaluate(builtin_point, true)) cr.builtin = *e;
-    if (options.timeout_seconds <= 0)
-      workload->timeout_seconds = std::max(2.0, 100 * (cr.builtin.ok ? cr.builtin.time_ms * 1e-3 : 0.1));
-
     // Warm start: the choices of the profiles that already fit this device (an earlier
     // run's, or a shipped one for the same device or vendor) and of warm_profiles (the
     // profile at --out) are measured next, so a repeated `tune` starts from its last
@@ -1068,6 +1057,24 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
           search_prior.log_ms.emplace(Point{a, a->at_input_bits(e.params, input_bits)}.key(), std::log(e.time_ms));
     }
     const Point* first_prior = first_prior_point ? &*first_prior_point : nullptr;
+
+    // The built-in default is measured first: it is the baseline of the speed-up, and its
+    // time sets the hang limit of the others. Past the run's budget, where a class has time
+    // for one evaluation at most, that one is the nearest devices' first point instead (at
+    // distance 0 the device's shipped choice), which a default on a device nobody tuned
+    // rarely matches: the classes at the end of a run on a loaded machine kept their defaults,
+    // up to 50x the shipped choice (PoCL's LoRA apply), and the run ended no sooner.
+    const bool builtin_skipped = first_prior != nullptr && seconds_since(start) >= options.budget_seconds;
+    workload->timeout_seconds = options.timeout_seconds > 0 ? options.timeout_seconds : 60;
+    if (!builtin_skipped) {
+      const BuiltinChoice builtin = family.builtin_for(shape_class, excluded, &limits);
+      const AlgorithmSpec* builtin_algorithm = family.find_algorithm(builtin.algorithm);
+      const Point builtin_point{builtin_algorithm, builtin_algorithm->complete(builtin.params)};
+      prefetcher.prefetch({&builtin_point});
+      if (const Evaluation* e = measure.evaluate(builtin_point, true)) cr.builtin = *e;
+      if (options.timeout_seconds <= 0)
+        workload->timeout_seconds = std::max(2.0, 100 * (cr.builtin.ok ? cr.builtin.time_ms * 1e-3 : 0.1));
+    }
     std::vector<const Point*> warm_hint;
     for (const Point& p : warm) warm_hint.push_back(&p);
     prefetcher.prefetch(warm_hint);
@@ -1087,10 +1094,12 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     };
     // The nearest devices' best point is measured even where the built-in default took the
     // class's time (a slow default on a slow device): it is the evaluation most likely to pay.
-    // Not once the run's whole budget is spent: with 31 classes in 165 s, two evaluations a
-    // class overran it by a minute on the loaded development machine.
+    // Not once the run's whole budget is spent (with 31 classes in 165 s, two evaluations a
+    // class overran it by a minute on the loaded development machine), unless it replaced the
+    // built-in default.
     for (const Point& p : warm)
-      if (first_prior != nullptr && p.key() == first_prior->key() && seconds_since(start) < options.budget_seconds)
+      if (first_prior != nullptr && p.key() == first_prior->key() &&
+          (builtin_skipped || seconds_since(start) < options.budget_seconds))
         measure.evaluate_past_time(p);
       else
         measure.evaluate(p);
