@@ -2209,4 +2209,27 @@ TEST_F(TunerEngine, ProfileCheckReportsEachFailingEntry) {
   EXPECT_NE(describe(db_checks[2]).find("[" + derived.describe() + "]"), std::string::npos);
 }
 
+// An entry's own problem runs at its class's precision: a 3xTF32 entry of the tensor-core
+// kernel (f32 A and B, which tc takes only under TF32) once failed `profile check` on the
+// H200 as "precision exact never runs on tensor cores". PoCL runs tc's emulation.
+TEST_F(TunerEngine, ProfileCheckRunsATf32EntryAtItsClasssPrecision) {
+  ProfileFile file;
+  file.schema = kProfileSchema;
+  file.path = "p.yaml";
+  ProfileEntry e;
+  e.kernel = "gemm_nt";
+  e.shape_class = "large_tf32x3";
+  e.algorithm = "tc";
+  e.params = {{"MWG", 32}, {"NWG", 32}, {"KCH", 2}, {"MWARPS", 1}, {"NWARPS", 2}};
+  e.problem = {{"m", 40}, {"n", 24}, {"k", 24}};
+  file.profile.entries.push_back(e);
+  e.shape_class = "large";  // exact f32: tc refuses it, and says why
+  file.profile.entries.push_back(e);
+  const std::vector<EntryCheck> checks = check_profile_entries(*rt_, file, &tunable_families(), 60);
+  ASSERT_EQ(checks.size(), 2u);
+  EXPECT_TRUE(checks[0].ok) << describe(checks[0]);
+  EXPECT_FALSE(checks[1].ok);
+  EXPECT_NE(checks[1].failure.find("precision exact"), std::string::npos) << checks[1].failure;
+}
+
 }  // namespace

@@ -36,8 +36,10 @@ EntryCheck run_entry(Runtime& rt, const std::vector<FamilyTuning>& families, con
     return check;
   }
   try {
-    std::unique_ptr<Workload> workload =
-        entry.problem.empty() ? tuning->make(rt, entry.shape_class, rng) : tuning->make_for(rt, entry.problem, rng);
+    std::unique_ptr<Workload> workload = entry.problem.empty() ? tuning->make(rt, entry.shape_class, rng)
+                                         : tuning->make_for_class
+                                             ? tuning->make_for_class(rt, entry.shape_class, entry.problem, rng)
+                                             : tuning->make_for(rt, entry.problem, rng);
     check.problem = workload->problem();
     workload->timeout_seconds = timeout_seconds;
     workload->poison();

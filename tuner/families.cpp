@@ -12,7 +12,7 @@ namespace ocltk::tuner {
 
 std::unique_ptr<Workload> make_gemm_nt_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng);
 std::unique_ptr<Workload> make_gemm_nt_workload_for(Runtime& rt, const GemmProblem& p, ElementType type,
-                                                    std::mt19937_64& rng);
+                                                    GemmPrecision precision, std::mt19937_64& rng);
 std::unique_ptr<Workload> make_nf4_forward_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng);
 std::unique_ptr<Workload> make_nf4_backward_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng);
 std::unique_ptr<Workload> make_nf4_workload_for(Runtime& rt, bool forward, const Nf4Problem& p, std::mt19937_64& rng);
@@ -184,7 +184,7 @@ const std::vector<FamilyTuning>& tunable_families() {
        {"m", "n", "k", "input_bits"},
        [](const Problem& p) { return gemm_nt_shape_class(gemm_of(p), input_type_of(p)); },
        [](Runtime& rt, const Problem& p, std::mt19937_64& rng) {
-         return make_gemm_nt_workload_for(rt, gemm_of(p), input_type_of(p), rng);
+         return make_gemm_nt_workload_for(rt, gemm_of(p), input_type_of(p), GemmPrecision::exact, rng);
        },
        derive_lora,
        [](std::int64_t input_bits) {
@@ -192,7 +192,11 @@ const std::vector<FamilyTuning>& tunable_families() {
          if (input_bits == 16) p["input_bits"] = 16;
          return p;
        },
-       gemm_nt_searches},
+       gemm_nt_searches,
+       [](Runtime& rt, const std::string& shape_class, const Problem& p, std::mt19937_64& rng) {
+         return make_gemm_nt_workload_for(rt, gemm_of(p), input_type_of(p), gemm_nt_class_precision(shape_class),
+                                          rng);
+       }},
       nf4_tuning(nf4_forward_family(), true, make_nf4_forward_workload),
       nf4_tuning(nf4_backward_family(), false, make_nf4_backward_workload),
       lora_tuning(lora_shrink_family()),

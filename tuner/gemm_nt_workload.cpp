@@ -152,8 +152,8 @@ class GemmNtWorkload : public Workload {
 }  // namespace
 
 std::unique_ptr<Workload> make_gemm_nt_workload_for(Runtime& rt, const GemmProblem& p, ElementType type,
-                                                    std::mt19937_64& rng) {
-  return std::make_unique<GemmNtWorkload>(rt, p, type, GemmPrecision::exact, rng);
+                                                    GemmPrecision precision, std::mt19937_64& rng) {
+  return std::make_unique<GemmNtWorkload>(rt, p, type, precision, rng);
 }
 
 std::unique_ptr<Workload> make_gemm_nt_workload(Runtime& rt, const std::string& shape_class, std::mt19937_64& rng) {

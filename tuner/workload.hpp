@@ -81,6 +81,12 @@ struct FamilyTuning {
   // algorithm in every class): gemm_nt searches tc only in the classes whose launches may
   // run it and only where the runtime's tensor-core probe passes.
   std::function<bool(Runtime&, const std::string& shape_class, const AlgorithmSpec&)> searches;
+  // A profile entry's own problem under the entry's class (`profile check`), where the class
+  // carries what the problem does not: gemm_nt's TF32 classes, their precision. Absent:
+  // make_for.
+  std::function<std::unique_ptr<Workload>(Runtime&, const std::string& shape_class, const Problem&,
+                                          std::mt19937_64& rng)>
+      make_for_class;
 };
 
 // Every family the tuner knows, in tuning order.
