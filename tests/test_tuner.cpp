@@ -1224,6 +1224,15 @@ class TunerEngine : public ::testing::Test {
     EXPECT_EQ(r.classes.size(), 1u);
     return r.classes.empty() ? std::vector<Evaluation>() : r.classes[0].history;
   }
+  // options(max_evals) seeded by `known` (PriorUse `use`), warm-started, without a cache.
+  TuneOptions seeded(std::int64_t max_evals, const std::vector<PriorDevice>& known, PriorUse use = PriorUse::kAll) {
+    TuneOptions o = options(max_evals);
+    o.cache_dir = "-";
+    o.warm_start = true;
+    o.priors = use;
+    o.known_devices = &known;
+    return o;
+  }
   TuneOptions options(std::int64_t max_evals) {
     TuneOptions o;
     o.families = &families_;
@@ -1645,11 +1654,7 @@ TEST_F(TunerEngine, TheShippedChoiceIsMeasuredFirst) {
   choose(known[1], 2, 2, 35.0);
   for (const PriorUse use : {PriorUse::kAll, PriorUse::kOthers}) {
     SCOPED_TRACE(to_string(use));
-    TuneOptions o = options(10);
-    o.cache_dir = "-";
-    o.warm_start = true;
-    o.priors = use;
-    o.known_devices = &known;
+    TuneOptions o = seeded(10, known, use);
     const TuneResult r = tune(*rt_, o);
     ASSERT_EQ(r.classes.size(), 1u);
     const std::vector<Evaluation>& h = r.classes[0].history;
@@ -1699,11 +1704,7 @@ TEST_F(TunerEngine, SeedsOfAnExcludedAlgorithmAreNotMeasured) {
   }
   for (const PriorUse use : {PriorUse::kAll, PriorUse::kOthers}) {
     SCOPED_TRACE(to_string(use));
-    TuneOptions o = options(6);
-    o.cache_dir = "-";
-    o.warm_start = true;
-    o.priors = use;
-    o.known_devices = &known;
+    TuneOptions o = seeded(6, known, use);
     const TuneResult r = tune(opened.value(), o);
     ASSERT_EQ(r.classes.size(), 1u);
     ASSERT_FALSE(r.classes[0].history.empty());
@@ -1742,10 +1743,7 @@ TEST_F(TunerEngine, TimingTheClosestPointsAgainKeepsTheTrulyFaster) {
   };
   const std::string me = rt_->device().name;
   std::vector<PriorDevice> known = {mock_known(rt_->device(), me, {{6, 3, 1.0}, {6, 4, 2.0}}, 30)};
-  TuneOptions o = options(3);
-  o.cache_dir = "-";
-  o.warm_start = true;
-  o.known_devices = &known;
+  TuneOptions o = seeded(3, known);
   const TuneResult r = tune(*rt_, o);
   ASSERT_EQ(r.classes.size(), 1u);
   const ClassResult& c = r.classes[0];
@@ -1778,11 +1776,8 @@ TEST_F(TunerEngine, TheNearestDevicesBestIsMeasuredPastASpentShare) {
   std::vector<PriorDevice> known = {mock_known(rt_->device(), "A sibling", {{6, 3, 1.0}, {5, 3, 2.0}}, 30)};
   known[0].classes.push_back(known[0].classes[0]);
   known[0].classes[1].shape_class = "c2";
-  TuneOptions o = options(0);
+  TuneOptions o = seeded(0, known);
   o.budget_seconds = 0.3;
-  o.cache_dir = "-";
-  o.warm_start = true;
-  o.known_devices = &known;
   const TuneResult r = tune(*rt_, o);
   ASSERT_EQ(r.classes.size(), 2u);
   const std::vector<Evaluation>& h = r.classes[0].history;
@@ -1822,11 +1817,8 @@ TEST_F(TunerEngine, ClassesNearWhatIsKnownLeaveTimeToTheOthers) {
     // built-in default's time (here at best 1 ms of 30, 96.7 %).
     const std::vector<PriorDevice> known = {near ? mock_known(rt_->device(), me, {{6, 3, 1.0}}, 30)
                                                  : mock_known(rt_->device(), "A sibling", {{2, 2, 0.06}}, 30)};
-    TuneOptions o = options(0);
+    TuneOptions o = seeded(0, known);
     o.budget_seconds = 4;
-    o.cache_dir = "-";
-    o.warm_start = true;
-    o.known_devices = &known;
     const TuneResult r = tune(*rt_, o);
     ASSERT_EQ(r.classes.size(), 2u);
     if (near) {

@@ -41,6 +41,11 @@ int job_input_bits(const std::optional<Problem>& problem) { return problem ? int
 // the shared machine that one run, alone, crossed the early stop's bar: the first tune timed
 // nf4_forward/decode's shipped point at 7.07 ms from one run (3.7x the best so far; ~2.0 ms
 // warm) and kept another.
+double median(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 template <typename Quiet>
 Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, double best_ms, bool& hang, Quiet&& quiet,
                               double& run_ms) {
@@ -64,8 +69,7 @@ Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, do
       run_ms += times.back();
       if (r == 0 && best_ms > 0 && times[0] > 3 * best_ms) break;
     }
-    std::sort(times.begin(), times.end());
-    e.time_ms = times[times.size() / 2];
+    e.time_ms = median(std::move(times));
     e.ok = true;
   } catch (const CandidateHang& err) {
     e.rejected = err.what();
@@ -93,10 +97,7 @@ std::vector<double> retime_candidates(Workload& w, const std::vector<Choice>& ch
       if (round > 0) times[i].push_back(ms);
     }
   std::vector<double> medians;
-  for (std::vector<double>& t : times) {
-    std::sort(t.begin(), t.end());
-    medians.push_back(t[t.size() / 2]);
-  }
+  for (std::vector<double>& t : times) medians.push_back(median(std::move(t)));
   return medians;
 }
 
@@ -642,6 +643,18 @@ class DeviceMeasure : public Measure {
   Evaluation best_;
 };
 
+// A point from elsewhere (a profile, a known device) as this run would measure it: in this
+// problem's names for the parameters of another input width's path (at_input_bits, as the
+// search space does), where its algorithm exists, is not excluded and the point is legal here.
+std::optional<Point> legal_point(const KernelFamily& family, const std::string& algorithm_name, const Params& params,
+                                 int input_bits, const DeviceLimits& limits, const AlgorithmExclusions& excluded) {
+  const AlgorithmSpec* algorithm = family.find_algorithm(algorithm_name);
+  if (algorithm == nullptr || excluded.excludes(family.name, algorithm->name)) return std::nullopt;
+  Point p{algorithm, algorithm->at_input_bits(params, input_bits)};
+  if (algorithm->violation(p.params, &limits)) return std::nullopt;
+  return p;
+}
+
 // The nearest known devices' points a class measures first, legal here, in this problem's
 // names (at_input_bits). From the device itself two: its profile's choice (the answer it
 // ships today, which its recordings' older times may rank below other points), then its
@@ -654,12 +667,8 @@ std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily&
   const std::size_t count = prior.distance == 0 ? 2 : 4;
   std::vector<Point> out;
   std::set<std::string> keys;
-  auto legal = [&](const Evaluation& e) -> std::optional<Point> {
-    const AlgorithmSpec* algorithm = family.find_algorithm(e.algorithm);
-    if (algorithm == nullptr || excluded.excludes(family.name, algorithm->name)) return std::nullopt;
-    Point p{algorithm, algorithm->at_input_bits(e.params, input_bits)};
-    if (algorithm->violation(p.params, &limits)) return std::nullopt;
-    return p;
+  auto legal = [&](const Evaluation& e) {
+    return legal_point(family, e.algorithm, e.params, input_bits, limits, excluded);
   };
   auto take = [&](const std::vector<Evaluation>& points) {
     for (const Evaluation& e : points) {
@@ -1028,16 +1037,10 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     for (const ProfileCandidate& candidate : prior.candidates) warm_from.push_back(&candidate.profile);
     if (options.warm_start)
       for (const Profile& profile : options.warm_profiles) warm_from.push_back(&profile);
-    // Points from elsewhere take this problem's names for parameters of another input
-    // width's path (AlgorithmSpec::at_input_bits), as the search space does.
-    for (const Profile* profile : warm_from) {
-      const ProfileEntry* entry = profile->find(family.name, shape_class, &cr.problem);
-      const AlgorithmSpec* algorithm = entry ? family.find_algorithm(entry->algorithm) : nullptr;
-      if (algorithm == nullptr || algorithm->violation(entry->params, &limits) ||
-          excluded.excludes(family.name, algorithm->name))
-        continue;
-      warm.push_back({algorithm, algorithm->at_input_bits(entry->params, input_bits)});
-    }
+    for (const Profile* profile : warm_from)
+      if (const ProfileEntry* entry = profile->find(family.name, shape_class, &cr.problem))
+        if (std::optional<Point> p = legal_point(family, entry->algorithm, entry->params, input_bits, limits, excluded))
+          warm.push_back(std::move(*p));
     if (options.warm_start)
       for (const Point& p : run_bests[{family.name, shape_class}])
         warm.push_back({p.algorithm, p.algorithm->at_input_bits(p.params, input_bits)});

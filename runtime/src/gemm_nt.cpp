@@ -380,6 +380,12 @@ bool is_half_class(const std::string& shape_class) {
   const std::size_t n = sizeof kHalfSuffix - 1;
   return shape_class.size() > n && shape_class.compare(shape_class.size() - n, n, kHalfSuffix) == 0;
 }
+
+// The f32 class a 16-bit class twins (the class itself where it is not one).
+std::string f32_class_of(const std::string& shape_class) {
+  return is_half_class(shape_class) ? shape_class.substr(0, shape_class.size() - (sizeof kHalfSuffix - 1))
+                                    : shape_class;
+}
 }  // namespace
 
 ElementType gemm_nt_class_input(const std::string& shape_class) {
@@ -414,14 +420,12 @@ std::string gemm_nt_tc_refusal(const GemmProblem& p, ElementType input, GemmPrec
 }
 
 bool gemm_nt_skinny_class(const std::string& shape_class) {
-  const std::string exact =
-      is_half_class(shape_class) ? shape_class.substr(0, shape_class.size() - (sizeof kHalfSuffix - 1)) : shape_class;
-  return exact == "gemv" || exact == "lora_shrink" || exact == "small_batch";
+  const std::string f32 = f32_class_of(shape_class);
+  return f32 == "gemv" || f32 == "lora_shrink" || f32 == "small_batch";
 }
 
 GemmProblem gemm_nt_class_problem(const std::string& shape_class, bool cpu_device) {
-  if (is_half_class(shape_class))
-    return gemm_nt_class_problem(shape_class.substr(0, shape_class.size() - (sizeof kHalfSuffix - 1)), cpu_device);
+  if (is_half_class(shape_class)) return gemm_nt_class_problem(f32_class_of(shape_class), cpu_device);
   if (gemm_nt_class_precision(shape_class) != GemmPrecision::exact) return gemm_nt_class_problem("large", cpu_device);
   if (shape_class == "gemv") return {1, 4096, 4096};
   if (shape_class == "lora_shrink") return {4096, 16, 4096};
