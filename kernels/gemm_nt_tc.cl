@@ -111,9 +111,6 @@
 #ifndef SWZ
 #define SWZ 2  // local rows: 0 plain, 1 XOR-swizzled chunks, 2 padded by 16 bytes
 #endif
-#ifndef PREFRAG
-#define PREFRAG 0  // 1 the next mma step's fragments are loaded before this step's mma, across stages
-#endif
 #ifndef GM
 #define GM 8  // tile rows per group of the workgroups' walk over C (1: row by row)
 #endif
@@ -188,9 +185,6 @@
 #endif
 #if GM < 1
 #error "GM must be at least 1"
-#endif
-#if PREFRAG != 0 && PREFRAG != 1
-#error "PREFRAG must be 0 or 1"
 #endif
 
 #if TYPE == TC_F32
@@ -293,21 +287,16 @@ inline void cp_async16(__local uchar* dst, const __global elem_t* p, const int b
                : "memory");
 }
 #define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
-// CP_WAIT_STEP waits until at most STAGES - 2 commit groups (the steps after the next one) are
-// in flight; CP_WAIT_FIRST (PREFRAG, STAGES groups committed) until step 0 has landed.
+// Waits until at most STAGES - 2 commit groups (the steps after the next one) are in flight.
 #if STAGES == 2
-#define CP_WAIT_FIRST() asm volatile("cp.async.wait_group 1;" ::: "memory")
 #define CP_WAIT_STEP() asm volatile("cp.async.wait_group 0;" ::: "memory")
 #elif STAGES == 3
-#define CP_WAIT_FIRST() asm volatile("cp.async.wait_group 2;" ::: "memory")
 #define CP_WAIT_STEP() asm volatile("cp.async.wait_group 1;" ::: "memory")
 #else
-#define CP_WAIT_FIRST() asm volatile("cp.async.wait_group 3;" ::: "memory")
 #define CP_WAIT_STEP() asm volatile("cp.async.wait_group 2;" ::: "memory")
 #endif
 #else
 #define CP_COMMIT()
-#define CP_WAIT_FIRST()
 #define CP_WAIT_STEP()
 #endif
 
@@ -534,50 +523,6 @@ inline void warp_mma_emulated(float acc[MI][NI][4], const uint a[MI][4], const u
 #define WARP_MMA(acc, a, b, scratch, lane) warp_mma_emulated(acc, a, b, scratch, lane)
 #endif
 
-// acc += the product of one mma step's fragments a, b (f32: rounded or split here, in place).
-inline void mma_step(float acc[MI][NI][4], uint a[MI][4], uint b[NI][2], const int lane, __local uint* scratch) {
-#if TYPE == TC_F32 && SPLIT == 3
-  uint as[MI][4], bs[NI][2];  // the remainders
-  TC_UNROLL
-  for (int i = 0; i < MI; ++i) {
-    TC_UNROLL
-    for (int r = 0; r < 4; ++r) {
-      const uint big = tf32_rna(a[i][r]);
-      as[i][r] = as_uint(as_float(a[i][r]) - as_float(big));  // exact; the mma reads its tf32 truncation
-      a[i][r] = big;
-    }
-  }
-  TC_UNROLL
-  for (int j = 0; j < NI; ++j) {
-    TC_UNROLL
-    for (int r = 0; r < 2; ++r) {
-      const uint big = tf32_rna(b[j][r]);
-      bs[j][r] = as_uint(as_float(b[j][r]) - as_float(big));
-      b[j][r] = big;
-    }
-  }
-  // The small terms first: the accumulator is rounded after each mma.
-  WARP_MMA(acc, as, b, scratch, lane);
-  WARP_MMA(acc, a, bs, scratch, lane);
-  WARP_MMA(acc, a, b, scratch, lane);
-#else
-#if TYPE == TC_F32
-  TC_UNROLL
-  for (int i = 0; i < MI; ++i) {
-    TC_UNROLL
-    for (int r = 0; r < 4; ++r) a[i][r] = tf32_rna(a[i][r]);
-  }
-  TC_UNROLL
-  for (int j = 0; j < NI; ++j) {
-    TC_UNROLL
-    for (int r = 0; r < 2; ++r) b[j][r] = tf32_rna(b[j][r]);
-  }
-#endif
-  WARP_MMA(acc, a, b, scratch, lane);
-#endif
-}
-
-#if !PREFRAG
 // acc += the product of one stage's tiles, KSTEPS mma steps.
 inline void multiply_stage(float acc[MI][NI][4], const __local uchar* stage, const int wm0, const int wn0,
                            const int lane, __local uint* scratch) {
@@ -585,24 +530,47 @@ inline void multiply_stage(float acc[MI][NI][4], const __local uchar* stage, con
   for (int s = 0; s < KSTEPS; ++s) {
     uint a[MI][4], b[NI][2];
     load_fragments(a, b, stage, wm0, wn0, 2 * s, lane);
-    mma_step(acc, a, b, lane, scratch);
-  }
-}
+#if TYPE == TC_F32 && SPLIT == 3
+    uint as[MI][4], bs[NI][2];  // the remainders
+    TC_UNROLL
+    for (int i = 0; i < MI; ++i) {
+      TC_UNROLL
+      for (int r = 0; r < 4; ++r) {
+        const uint big = tf32_rna(a[i][r]);
+        as[i][r] = as_uint(as_float(a[i][r]) - as_float(big));  // exact; the mma reads its tf32 truncation
+        a[i][r] = big;
+      }
+    }
+    TC_UNROLL
+    for (int j = 0; j < NI; ++j) {
+      TC_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const uint big = tf32_rna(b[j][r]);
+        bs[j][r] = as_uint(as_float(b[j][r]) - as_float(big));
+        b[j][r] = big;
+      }
+    }
+    // The small terms first: the accumulator is rounded after each mma.
+    WARP_MMA(acc, as, b, scratch, lane);
+    WARP_MMA(acc, a, bs, scratch, lane);
+    WARP_MMA(acc, a, b, scratch, lane);
 #else
-// The fragments of the next step become the current ones.
-inline void take_fragments(uint a[MI][4], uint b[NI][2], const uint na[MI][4], const uint nb[NI][2]) {
-  TC_UNROLL
-  for (int i = 0; i < MI; ++i) {
+#if TYPE == TC_F32
     TC_UNROLL
-    for (int r = 0; r < 4; ++r) a[i][r] = na[i][r];
-  }
-  TC_UNROLL
-  for (int j = 0; j < NI; ++j) {
+    for (int i = 0; i < MI; ++i) {
+      TC_UNROLL
+      for (int r = 0; r < 4; ++r) a[i][r] = tf32_rna(a[i][r]);
+    }
     TC_UNROLL
-    for (int r = 0; r < 2; ++r) b[j][r] = nb[j][r];
+    for (int j = 0; j < NI; ++j) {
+      TC_UNROLL
+      for (int r = 0; r < 2; ++r) b[j][r] = tf32_rna(b[j][r]);
+    }
+#endif
+    WARP_MMA(acc, a, b, scratch, lane);
+#endif
   }
 }
-#endif
 
 // ---- the kernel -------------------------------------------------------------------------
 
@@ -633,74 +601,7 @@ inline void gemm_nt_tc_body(const int M, const int N, const int K, const float a
 
   const int steps = (K + KWG - 1) / KWG;
   const copy_plan plan = plan_copies(A, lda, m0, M, B, ldb, n0, N, lid);
-#if PREFRAG
-  // Fragments one mma step ahead: step s + 1's are loaded before step s's mma, and at the
-  // end of a stage the next stage's first ones, so that local-memory latency overlaps the
-  // mma. The barrier that publishes stage kt + 1 therefore comes before stage kt's last mma;
-  // every read of stage kt lies before it, so the copies after it may refill stage kt.
-  uint fa[MI][4], fb[NI][2], na[MI][4], nb[NI][2];
 #if CPASYNC
-  // Step kt lives in stage kt % STAGES; the prologue fills every stage (STAGES steps in
-  // flight), each transition refills the stage just read. One commit group per step, empty
-  // or not: at the transition after step kt, "all but the last STAGES - 2 groups" is step
-  // kt + 1.
-#pragma unroll
-  for (int s = 0; s < STAGES; ++s) {
-    if (s < steps) copy_stage(smem + s * STAGEB, plan, A, B, s * KWG, K, aligned);
-    CP_COMMIT();
-  }
-  CP_WAIT_FIRST();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  load_fragments(fa, fb, smem, wm0, wn0, 0, lane);
-  int read = 0;
-  for (int kt = 0; kt < steps; ++kt) {
-    const __local uchar* stage = smem + read * STAGEB;
-    TC_UNROLL
-    for (int s = 0; s < KSTEPS; ++s) {
-      if (s + 1 < KSTEPS) {
-        load_fragments(na, nb, stage, wm0, wn0, 2 * (s + 1), lane);
-      } else if (kt + 1 < steps) {
-        CP_WAIT_STEP();
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (kt + STAGES < steps) copy_stage(smem + read * STAGEB, plan, A, B, (kt + STAGES) * KWG, K, aligned);
-        CP_COMMIT();
-        read = read == STAGES - 1 ? 0 : read + 1;
-        load_fragments(na, nb, smem + read * STAGEB, wm0, wn0, 0, lane);
-      }
-      mma_step(acc, fa, fb, lane, scratch);
-      take_fragments(fa, fb, na, nb);
-    }
-  }
-#else
-  // Step kt in stage kt % 2; the next step's chunks are loaded into registers at the start
-  // of step kt and stored at its last mma step, into the stage step kt - 1 used (its reads
-  // all lie before the previous transition's barrier); the barrier after the store
-  // publishes them.
-  uint4 regs[A_COPIES + B_COPIES];
-  load_stage(regs, plan, 0, K, aligned);
-  store_stage(smem, regs, plan);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  load_fragments(fa, fb, smem, wm0, wn0, 0, lane);
-  for (int kt = 0; kt < steps; ++kt) {
-    const int more = kt + 1 < steps;
-    const __local uchar* stage = smem + (kt & 1) * STAGEB;
-    if (more) load_stage(regs, plan, (kt + 1) * KWG, K, aligned);
-    TC_UNROLL
-    for (int s = 0; s < KSTEPS; ++s) {
-      if (s + 1 < KSTEPS) {
-        load_fragments(na, nb, stage, wm0, wn0, 2 * (s + 1), lane);
-      } else if (more) {
-        __local uchar* next = smem + ((kt + 1) & 1) * STAGEB;
-        store_stage(next, regs, plan);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        load_fragments(na, nb, next, wm0, wn0, 0, lane);
-      }
-      mma_step(acc, fa, fb, lane, scratch);
-      take_fragments(fa, fb, na, nb);
-    }
-  }
-#endif
-#elif CPASYNC
   // Step kt lives in stage kt % STAGES. At step kt: wait for this work-item's copies of it,
   // then a barrier publishes everyone's and retires every read of stage (kt - 1) % STAGES,
   // which the copies of step kt + STAGES - 1 then reuse. One commit group a step, empty or

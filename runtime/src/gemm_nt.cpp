@@ -247,7 +247,6 @@ AlgorithmSpec tc_algorithm() {
       {"STAGES", 2, {2, 3, 4}, "local buffers of A and B tiles (copies run STAGES - 1 steps ahead)"},
       {"CPASYNC", 1, {1, 0}, "global-to-local copies: 1 by cp.async, 0 through registers (two buffers)"},
       {"LDSM", 1, {1, 0}, "fragments: 1 by ldmatrix, 0 by one local load per word"},
-      {"PREFRAG", 0, {0, 1}, "1: the next mma step's fragments are loaded before this step's mma, across stages"},
       {"SWZ", 2, {2, 1, 0}, "local rows: 0 plain, 1 XOR-swizzled chunks, 2 padded by 16 bytes"},
       // Refined last: the group of the walk over C shifts a point's time through L2 reuse,
       // not which tile shape wins.
