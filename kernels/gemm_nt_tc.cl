@@ -35,11 +35,11 @@
 // 4·KCH for f32): each step's A tile (MWG × KWG) and B tile (NWG × KWG) go to one
 // of STAGES local buffers. CPASYNC 1 and 2: cp.async copies the tile STAGES − 1 steps ahead of
 // the one being multiplied, without passing through registers (emulated: plain copies at the
-// same point), past L1 (.cg, 1) or through it (.ca, 2); CPASYNC 0: the next step's chunks are loaded into registers before the multiply and
-// stored after it (two buffers). One barrier per step. Rows past M or N and columns past K
-// are zero-filled (cp.async's source size), so edge tiles need no tests in the multiply;
-// where a row or the base is not 16-byte aligned (lda, ldb or an offset not a multiple of 16
-// bytes) chunks are assembled from element loads instead.
+// same point), past L1 (.cg, 1) or through it (.ca, 2); CPASYNC 0: the next step's chunks are
+// loaded into registers before the multiply and stored after it (two buffers). One barrier per
+// step. Rows past M or N and columns past K are zero-filled (cp.async's source size), so edge
+// tiles need no tests in the multiply; where a row or the base is not 16-byte aligned (lda,
+// ldb or an offset not a multiple of 16 bytes) chunks are assembled from element loads instead.
 //
 // Local memory of a stage: MWG + NWG rows (A's, then B's) of CH = KCH chunks:
 //   SWZ 0: chunk c of row r at byte 16·(r·CH + c);
@@ -79,8 +79,9 @@
 // third stage then paid off (3.27 ms; past L1 it had not, 4.19). Earlier figures (past L1):
 // 128 × 256 tiles of 16 warps 214 TFLOP/s, the 256 × 128 point of 8 warps through registers
 // 266, KCH 4 with 4 stages 257; from the swizzled three-stage point without ldmatrix 209,
-// without swizzle 191. For f32 at 4096³ the fastest 3×TF32 point was KCH 2 (KWG 8), STAGES 4, SWZ 1, CPASYNC 1
-// (71 TFLOP/s; 66 with KCH 4 and 3 stages); TF32 ran at 137 with KCH 4, 2 stages, padded rows.
+// without swizzle 191. For f32 at 4096³ the fastest 3×TF32 point was KCH 2 (KWG 8), STAGES 4,
+// SWZ 1, CPASYNC 1 (71 TFLOP/s; 66 with KCH 4 and 3 stages; CPASYNC 2 no faster); TF32 ran at
+// 137 with KCH 4, 2 stages, padded rows.
 
 #if !defined(IN_TYPE)
 #define IN_TYPE 2
@@ -110,7 +111,7 @@
 #define STAGES 3  // local buffers of A and B tiles (copies run STAGES - 1 steps ahead)
 #endif
 #ifndef CPASYNC
-#define CPASYNC 2  // global-to-local copies: 1 by cp.async past L1 (.cg), 2 by cp.async through L1 (.ca), 0 through registers
+#define CPASYNC 2  // copies to local memory: 1 cp.async past L1 (.cg), 2 cp.async through L1 (.ca), 0 via registers
 #endif
 #ifndef LDSM
 #define LDSM 1  // 1 fragments by ldmatrix, 0 by one local load per word
