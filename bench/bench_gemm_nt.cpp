@@ -78,14 +78,16 @@ GemmProblem typed_problem(const Storage& s, bool gpu_sizes) {
 }
 
 // ours_tc's point: the defaults (fastest for bf16 and f16 at 8192³ on the H200), and for
-// 3×TF32 the fastest there at 4096³ (KCH 2, four stages, XOR swizzle: 71 TFLOP/s).
+// 3×TF32 the fastest there at 4096³ (KCH 2, four stages, XOR swizzle, cp.async past L1:
+// 71 TFLOP/s).
 Choice tc_choice(const Storage& s) {
   Choice c;
   c.kernel = "gemm_nt";
   c.shape_class = "bench";
   c.algorithm = "tc";
   const AlgorithmSpec& tc = *gemm_nt_family().find_algorithm("tc");
-  c.params = s.type == ElementType::f32 ? tc.complete({{"KCH", 2}, {"STAGES", 4}, {"SWZ", 1}}) : tc.defaults();
+  c.params =
+      s.type == ElementType::f32 ? tc.complete({{"KCH", 2}, {"STAGES", 4}, {"SWZ", 1}, {"CPASYNC", 1}}) : tc.defaults();
   return c;
 }
 

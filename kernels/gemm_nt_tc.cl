@@ -33,13 +33,13 @@
 //
 // K is swept in steps of KWG = KCH · 16 / (bytes per element) columns (8·KCH for f16 and bf16,
 // 4·KCH for f32): each step's A tile (MWG × KWG) and B tile (NWG × KWG) go to one
-// of STAGES local buffers. CPASYNC 1: cp.async copies the tile STAGES − 1 steps ahead of the
-// one being multiplied, without passing through registers (emulated: plain copies at the same
-// point); CPASYNC 0: the next step's chunks are loaded into registers before the multiply and
-// stored after it (two buffers). One barrier per step. Rows past M or N and columns past K
-// are zero-filled (cp.async's source size), so edge tiles need no tests in the multiply;
-// where a row or the base is not 16-byte aligned (lda, ldb or an offset not a multiple of 16
-// bytes) chunks are assembled from element loads instead.
+// of STAGES local buffers. CPASYNC 1 and 2: cp.async copies the tile STAGES − 1 steps ahead of
+// the one being multiplied, without passing through registers (emulated: plain copies at the
+// same point), past L1 (.cg, 1) or through it (.ca, 2); CPASYNC 0: the next step's chunks are
+// loaded into registers before the multiply and stored after it (two buffers). One barrier per
+// step. Rows past M or N and columns past K are zero-filled (cp.async's source size), so edge
+// tiles need no tests in the multiply; where a row or the base is not 16-byte aligned (lda,
+// ldb or an offset not a multiple of 16 bytes) chunks are assembled from element loads instead.
 //
 // Local memory of a stage: MWG + NWG rows (A's, then B's) of CH = KCH chunks:
 //   SWZ 0: chunk c of row r at byte 16·(r·CH + c);
@@ -68,12 +68,20 @@
 // 1.3× at K = 2): problems with K < 8 belong to a SIMT kernel. Non-finite f32 inputs give NaN
 // under 3×TF32 (inf − inf in the split).
 //
-// The defaults are the fastest point measured on the H200 for bf16 at 8192³ (281 TFLOP/s, f16
-// the same). There, 128 × 256 tiles of 16 warps ran at 214, KCH 4 (KWG 32) with 4 stages at 257;
-// the XOR swizzle with 3 stages at 255, and from that point without ldmatrix 209, without
-// swizzle 191, with copies through registers (2 stages) 254. For f32 at 4096³ the fastest
-// 3×TF32 point was KCH 2 (KWG 8), STAGES 4, SWZ 1 (71 TFLOP/s; 66 with KCH 4 and 3 stages);
-// TF32 ran at 137 with KCH 4 and the other defaults.
+// The defaults are the fastest point measured on the H200 for bf16 at 8192³: 128 × 128 tiles of
+// 2 × 2 warps, KCH 4, 3 stages (48 KiB), the XOR swizzle, cp.async through L1 (3.54 ms, 310
+// TFLOP/s in ocltk_bench; 3.27 ms by events alone; f16 3.64 ms). What bounds it there is the
+// copy from L2 into local memory, not the tensor cores or ldmatrix: at the former defaults
+// (2 stages, padded rows, cp.async past L1; 3.88 ms by events) the same loop without its mma
+// took 3.28 ms and without its global copies 1.98 ms, and 256 × 128 tiles (one workgroup an SM)
+// 2.09 and 2.58 ms against 4.15 ms whole, the copies and the mma barely overlapping.
+// cp.async through L1 cut the copy-only loop to 2.42 ms (3.92 → 3.66 ms whole, one run), and a
+// third stage then paid off (3.27 ms; past L1 it had not, 4.19). Earlier figures (past L1):
+// 128 × 256 tiles of 16 warps 214 TFLOP/s, the 256 × 128 point of 8 warps through registers
+// 266, KCH 4 with 4 stages 257; from the swizzled three-stage point without ldmatrix 209,
+// without swizzle 191. For f32 at 4096³ the fastest 3×TF32 point was KCH 2 (KWG 8), STAGES 4,
+// SWZ 1, CPASYNC 1 (71 TFLOP/s; 66 with KCH 4 and 3 stages; CPASYNC 2 no faster); TF32 ran at
+// 137 with KCH 4, 2 stages, padded rows.
 
 #if !defined(IN_TYPE)
 #define IN_TYPE 2
@@ -100,16 +108,16 @@
 #define NWARPS 2  // warps along N in a workgroup
 #endif
 #ifndef STAGES
-#define STAGES 2  // local buffers of A and B tiles (copies run STAGES - 1 steps ahead)
+#define STAGES 3  // local buffers of A and B tiles (copies run STAGES - 1 steps ahead)
 #endif
 #ifndef CPASYNC
-#define CPASYNC 1  // 1 global-to-local copies by cp.async, 0 through registers
+#define CPASYNC 2  // copies to local memory: 1 cp.async past L1 (.cg), 2 cp.async through L1 (.ca), 0 via registers
 #endif
 #ifndef LDSM
 #define LDSM 1  // 1 fragments by ldmatrix, 0 by one local load per word
 #endif
 #ifndef SWZ
-#define SWZ 2  // local rows: 0 plain, 1 XOR-swizzled chunks, 2 padded by 16 bytes
+#define SWZ 1  // local rows: 0 plain, 1 XOR-swizzled chunks, 2 padded by 16 bytes
 #endif
 #ifndef GM
 #define GM 8  // tile rows per group of the workgroups' walk over C (1: row by row)
@@ -171,8 +179,8 @@
 #if STAGES < 2 || STAGES > 4
 #error "STAGES must be 2, 3 or 4"
 #endif
-#if CPASYNC != 0 && CPASYNC != 1
-#error "CPASYNC must be 0 or 1"
+#if CPASYNC < 0 || CPASYNC > 2
+#error "CPASYNC must be 0, 1 or 2"
 #endif
 #if CPASYNC == 0 && STAGES != 2
 #error "CPASYNC 0 (copies through registers) uses exactly two buffers: STAGES must be 2"
@@ -283,8 +291,13 @@ inline uint4 load_chunk_elements(const __global elem_t* p, const int n) {
 // 16 bytes to local memory at dst from p, of which the first `bytes` are read and the rest
 // zero-filled (cp.async's source size); p must be 16-byte aligned.
 inline void cp_async16(__local uchar* dst, const __global elem_t* p, const int bytes) {
+#if CPASYNC == 2
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(ulong)dst), "l"(p), "r"(bytes)
+               : "memory");
+#else
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(ulong)dst), "l"(p), "r"(bytes)
                : "memory");
+#endif
 }
 #define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 // Waits until at most STAGES - 2 commit groups (the steps after the next one) are in flight.

@@ -51,16 +51,17 @@ void PrintTo(const TcCase& c, std::ostream* out) { *out << c.name; }
 
 // Every parameter at each of its values somewhere: tile shapes of 1, 2, 4 and 8 warps (odd
 // NI with LDSM 0), KCH 2 .. 16 (SWZ 1's both rules: CH < 8 and CH >= 8), 2 .. 4 stages,
-// copies by cp.async and through registers, ldmatrix and word loads, plain, swizzled and
-// padded rows, GM 1, 4 and 8; every element type and both TF32 modes, C in f32 from bf16.
+// copies by cp.async (past L1 and through it) and through registers, ldmatrix and word
+// loads, plain, swizzled and padded rows, GM 1, 4 and 8; every element type and both TF32
+// modes, C in f32 from bf16.
 const std::vector<TcCase>& tc_cases() {
   static const Params defaults = {};
-  static const Params registers_words = {{"MWG", 64},    {"NWG", 32}, {"KCH", 4}, {"MWARPS", 2}, {"NWARPS", 4},
-                                         {"CPASYNC", 0}, {"LDSM", 0}, {"SWZ", 1}, {"GM", 1}};
+  static const Params registers_words = {{"MWG", 64},    {"NWG", 32},   {"KCH", 4},  {"MWARPS", 2}, {"NWARPS", 4},
+                                         {"CPASYNC", 0}, {"STAGES", 2}, {"LDSM", 0}, {"SWZ", 2},    {"GM", 1}};
   static const Params four_stages_plain = {{"MWG", 32},   {"NWG", 64},   {"KCH", 8}, {"MWARPS", 1},
                                            {"NWARPS", 1}, {"STAGES", 4}, {"SWZ", 0}, {"GM", 4}};
   static const Params kch16_swizzled = {{"MWG", 32},   {"NWG", 32},   {"KCH", 16}, {"MWARPS", 1},
-                                        {"NWARPS", 2}, {"STAGES", 3}, {"SWZ", 1}};
+                                        {"NWARPS", 2}, {"STAGES", 3}, {"SWZ", 1},  {"CPASYNC", 1}};
   static const std::vector<TcCase> all = {
       {"probe_point_bf16", kProbePoint, kBf16},
       {"probe_point_f16", kProbePoint, kF16},

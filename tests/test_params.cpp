@@ -191,12 +191,14 @@ TEST(ParamTables, GemmNtTensorCoreTable) {
   }
   EXPECT_FALSE(tc->violation(tc->complete({{"NWG", 32}, {"NWARPS", 4}, {"LDSM", 0}}), nullptr).has_value());
 
-  // Defaults: two stages of 256 rows of 4 chunks padded by one; the emulation adds 4 warps'
-  // 4·MI + 2·NI words of 32 lanes (MI 4, NI 8). The lab's 3×TF32 point: four stages of 2 chunks.
+  // Defaults: three stages of 256 rows of 4 chunks, swizzled (no padding); the emulation adds
+  // 4 warps' 4·MI + 2·NI words of 32 lanes (MI 4, NI 8). Padded rows (SWZ 2) add 16 bytes a
+  // row. The lab's 3×TF32 point: four stages of 2 chunks.
   ocltk::DeviceLimits emulated = gpu;
   emulated.ptx_binaries = false;
-  EXPECT_EQ(tc->local_mem_bytes(tc->defaults(), gpu), 2u * 256 * 80);
-  EXPECT_EQ(tc->local_mem_bytes(tc->defaults(), emulated), 2u * 256 * 80 + 4u * 32 * 128);
+  EXPECT_EQ(tc->local_mem_bytes(tc->defaults(), gpu), 3u * 256 * 64);
+  EXPECT_EQ(tc->local_mem_bytes(tc->defaults(), emulated), 3u * 256 * 64 + 4u * 32 * 128);
+  EXPECT_EQ(tc->local_mem_bytes(tc->complete({{"STAGES", 2}, {"SWZ", 2}}), gpu), 2u * 256 * 80);
   EXPECT_EQ(tc->local_mem_bytes(tc->complete({{"KCH", 2}, {"STAGES", 4}, {"SWZ", 1}}), gpu), 4u * 256 * 32);
 
   using ocltk::ElementType;

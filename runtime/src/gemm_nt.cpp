@@ -244,10 +244,14 @@ AlgorithmSpec tc_algorithm() {
        "16-byte chunks of K per local row and stage (K columns: 8 KCH for f16/bf16, 4 KCH f32)"},
       {"MWARPS", 2, {1, 2, 4}, "warps along M in a workgroup"},
       {"NWARPS", 2, {1, 2, 4}, "warps along N in a workgroup"},
-      {"STAGES", 2, {2, 3, 4}, "local buffers of A and B tiles (copies run STAGES - 1 steps ahead)"},
-      {"CPASYNC", 1, {1, 0}, "global-to-local copies: 1 by cp.async, 0 through registers (two buffers)"},
+      {"STAGES", 3, {2, 3, 4}, "local buffers of A and B tiles (copies run STAGES - 1 steps ahead)"},
+      {"CPASYNC",
+       2,
+       {1, 2, 0},
+       "global-to-local copies: 1 by cp.async past L1 (.cg), 2 by cp.async through L1 (.ca), 0 through registers "
+       "(two buffers)"},
       {"LDSM", 1, {1, 0}, "fragments: 1 by ldmatrix, 0 by one local load per word"},
-      {"SWZ", 2, {2, 1, 0}, "local rows: 0 plain, 1 XOR-swizzled chunks, 2 padded by 16 bytes"},
+      {"SWZ", 1, {2, 1, 0}, "local rows: 0 plain, 1 XOR-swizzled chunks, 2 padded by 16 bytes"},
       // Refined last: the group of the walk over C shifts a point's time through L2 reuse,
       // not which tile shape wins.
       {"GM", 8, {8, 1, 4, 16}, "tile rows per group of the workgroups' walk over C (1: row by row)", true},
@@ -263,7 +267,7 @@ AlgorithmSpec tc_algorithm() {
       constraint("LDSM == 1 implies (NWG / NWARPS) % 16 == 0 (ldmatrix loads two 8-column tiles at once)",
                  [warp_cols](const Params& p) { return param(p, "LDSM") == 0 || warp_cols(p) % 16 == 0; }),
       constraint("CPASYNC == 0 implies STAGES == 2 (copies through registers use two buffers)",
-                 [](const Params& p) { return param(p, "CPASYNC") == 1 || param(p, "STAGES") == 2; }),
+                 [](const Params& p) { return param(p, "CPASYNC") != 0 || param(p, "STAGES") == 2; }),
       constraint("ceil(MWG * KCH / WGS) + ceil(NWG * KCH / WGS) <= 32 (chunks a work-item copies per stage, "
                  "WGS = 32 * MWARPS * NWARPS)",
                  [](const Params& p) { return tc_copies_per_work_item(p) <= 32; }),
