@@ -70,18 +70,11 @@
 //
 // The defaults are the fastest point measured on the H200 for bf16 at 8192³: 128 × 128 tiles of
 // 2 × 2 warps, KCH 4, 3 stages (48 KiB), the XOR swizzle, cp.async through L1 (3.54 ms, 310
-// TFLOP/s in ocltk_bench; 3.27 ms by events alone; f16 3.64 ms). What bounds it there is the
-// copy from L2 into local memory, not the tensor cores or ldmatrix: at the former defaults
-// (2 stages, padded rows, cp.async past L1; 3.88 ms by events) the same loop without its mma
-// took 3.28 ms and without its global copies 1.98 ms, and 256 × 128 tiles (one workgroup an SM)
-// 2.09 and 2.58 ms against 4.15 ms whole, the copies and the mma barely overlapping.
-// cp.async through L1 cut the copy-only loop to 2.42 ms (3.92 → 3.66 ms whole, one run), and a
-// third stage then paid off (3.27 ms; past L1 it had not, 4.19). Earlier figures (past L1):
-// 128 × 256 tiles of 16 warps 214 TFLOP/s, the 256 × 128 point of 8 warps through registers
-// 266, KCH 4 with 4 stages 257; from the swizzled three-stage point without ldmatrix 209,
-// without swizzle 191. For f32 at 4096³ the fastest 3×TF32 point was KCH 2 (KWG 8), STAGES 4,
-// SWZ 1, CPASYNC 1 (71 TFLOP/s; 66 with KCH 4 and 3 stages; CPASYNC 2 no faster); TF32 ran at
-// 137 with KCH 4, 2 stages, padded rows.
+// TFLOP/s; f16 3.64 ms). What bounds it there is the copy from L2 into local memory, not the
+// tensor cores or ldmatrix: without its mma the loop kept 85 % of its time, and only with the
+// copies through L1 did a third stage pay off (results/h200-tc-half/README.md has the figures
+// and the points tried). For f32 at 4096³ the fastest 3×TF32 point was KCH 2 (KWG 8), STAGES 4,
+// SWZ 1, CPASYNC 1 (71 TFLOP/s); TF32 ran at 137 with KCH 4, 2 stages, padded rows.
 
 #if !defined(IN_TYPE)
 #define IN_TYPE 2
@@ -290,14 +283,15 @@ inline uint4 load_chunk_elements(const __global elem_t* p, const int n) {
 #if defined(OCLTK_PTX) && CPASYNC
 // 16 bytes to local memory at dst from p, of which the first `bytes` are read and the rest
 // zero-filled (cp.async's source size); p must be 16-byte aligned.
-inline void cp_async16(__local uchar* dst, const __global elem_t* p, const int bytes) {
+// CPASYNC 2 keeps the line in L1 (.ca), 1 bypasses it (.cg).
 #if CPASYNC == 2
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(ulong)dst), "l"(p), "r"(bytes)
-               : "memory");
+#define CP_CACHE "ca"
 #else
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(ulong)dst), "l"(p), "r"(bytes)
-               : "memory");
+#define CP_CACHE "cg"
 #endif
+inline void cp_async16(__local uchar* dst, const __global elem_t* p, const int bytes) {
+  asm volatile("cp.async." CP_CACHE ".shared.global [%0], [%1], 16, %2;" ::"r"((uint)(ulong)dst), "l"(p), "r"(bytes)
+               : "memory");
 }
 #define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 // Waits until at most STAGES - 2 commit groups (the steps after the next one) are in flight.
