@@ -1108,11 +1108,13 @@ TEST_F(CliTest, ProfileShowPrintsEachEntry) {
 // ---------------------------------------------------------------------------------------
 // profile merge / diff (no kernel is built: these tests only read and write YAML)
 
-// A profile of another device of this device's vendor.
+// A profile of another device of this device's vendor and another architecture (so that
+// the vendor step, not the architecture step, serves it here).
 ocltk::ProfileDevice sibling_device() {
   ocltk::ProfileDevice d = ocltk::profile_device_of(default_device());
   d.name = "another device of the same vendor";
   d.driver = "0.1";
+  d.architecture = "another architecture";
   return d;
 }
 

@@ -414,6 +414,10 @@ TEST_F(ProfileTest, MatchLevels) {
   header.driver = "some other driver";
   EXPECT_EQ(ocltk::match_level(header, device), MatchLevel::kDevice);
   header.name = "some other device";
+  if (!device.architecture.empty()) {  // PoCL names its compiler's target
+    EXPECT_EQ(ocltk::match_level(header, device), MatchLevel::kArchitecture);
+    header.architecture.clear();
+  }
   EXPECT_EQ(ocltk::match_level(header, device), MatchLevel::kVendor);
   header.vendor = "some other vendor";
   EXPECT_EQ(ocltk::match_level(header, device), MatchLevel::kNone);
@@ -438,6 +442,53 @@ TEST_F(ProfileTest, MatchLevels) {
   EXPECT_STREQ(ocltk::to_string(MatchLevel::kNone), "none");
 }
 
+// PoCL builds the same code for its target on any vendor's CPU: a profile tuned through it on
+// an Intel CPU serves an AMD one at the architecture step, and none of another target.
+TEST_F(ProfileTest, PoclTargetMatchesAcrossVendors) {
+  const ocltk::DeviceInfo& here = runtime().device();
+  if (here.platform == "Portable Computing Language") {
+    const std::size_t h = here.version.find("HSTR: ");
+    ASSERT_NE(h, std::string::npos) << here.version;
+    EXPECT_EQ(here.architecture, std::string("pocl:") + here.version.substr(h + 6, here.version.find(' ', h + 6) - h - 6));
+  }
+  ocltk::DeviceInfo epyc;
+  epyc.name = "pthread-skylake-avx512-AMD EPYC";
+  epyc.vendor = "AuthenticAMD";
+  epyc.architecture = "pocl:pthread-x86_64-pc-linux-gnu-skylake-avx512";
+  ocltk::ProfileDevice xeon;
+  xeon.name = "pthread-skylake-avx512-Intel(R) Xeon(R) Processor";
+  xeon.vendor = "GenuineIntel";
+  xeon.architecture = epyc.architecture;
+  EXPECT_EQ(ocltk::match_level(xeon, epyc), MatchLevel::kArchitecture);
+  xeon.architecture = "pocl:pthread-x86_64-pc-linux-gnu-znver4";
+  EXPECT_EQ(ocltk::match_level(xeon, epyc), MatchLevel::kNone);
+  // A GPU architecture stays tied to its vendor.
+  ocltk::DeviceInfo gpu;
+  gpu.name = "NVIDIA H200";
+  gpu.vendor = "NVIDIA Corporation";
+  gpu.architecture = "sm_90";
+  ocltk::ProfileDevice other;
+  other.name = "a device of another vendor";
+  other.vendor = "Another Vendor";
+  other.architecture = "sm_90";
+  EXPECT_EQ(ocltk::match_level(other, gpu), MatchLevel::kNone);
+  // Derived sections of a database follow the same rule.
+  Profile intel = profile_for_this_device({entry("gemv", "reduce", {{"WGS", 64}, {"RW", 16}})});
+  intel.device.name = xeon.name;
+  intel.device.vendor = xeon.vendor;
+  intel.device.architecture = epyc.architecture;
+  const ocltk::ProfileDatabase db = ocltk::merge_profiles({intel});
+  bool arch_section = false;
+  for (const ocltk::DerivedProfile& g : db.derived)
+    if (g.level == MatchLevel::kArchitecture) {
+      arch_section = true;
+      EXPECT_EQ(g.fit(epyc), MatchLevel::kArchitecture) << g.describe();
+    } else {
+      EXPECT_EQ(g.fit(epyc), MatchLevel::kNone) << g.describe();
+    }
+  EXPECT_TRUE(arch_section);
+}
+
 // exact device + driver beats device name beats vendor; within a level, the
 // OCLTK_PROFILE_PATH tier beats the user folder.
 TEST_F(ProfileTest, FallbackChainPrefersTheClosestMatch) {
@@ -455,6 +506,7 @@ TEST_F(ProfileTest, FallbackChainPrefersTheClosestMatch) {
   Profile vendor = profile_for_this_device({entry("large", "tiled", {{"MWG", 32}, {"MDIMC", 4}})});
   vendor.device.name = "another device of the same vendor";
   vendor.device.driver = "";
+  vendor.device.architecture = "";  // not known: the vendor step
   // File names sort against the preference, so order on disk cannot be what decides.
   ocltk::write_profile_atomically((path(env_dir) / "a_vendor.yaml").string(), vendor);
   ocltk::write_profile_atomically((path(env_dir) / "b_device.yaml").string(), device);
@@ -553,6 +605,7 @@ TEST_F(ProfileTest, ProfileForAnotherDeviceIsNotUsed) {
   other.device.name = "Some GPU";
   other.device.vendor = "Some Vendor";
   other.device.driver = "1.0";
+  other.device.architecture = "gfx90a";
   ocltk::write_profile_atomically(file("other.yaml"), other);
   // A broken file on the search path is skipped with a warning, not fatal.
   write_text(file("broken.yaml"), "schema: [\n");
@@ -577,6 +630,7 @@ TEST_F(ProfileTest, ExplicitProfileForAnotherDeviceWarnsAndUsesBuiltins) {
   Profile other = profile_for_this_device({entry("large", "tiled", {{"MWG", 8}, {"MDIMC", 1}})});
   other.device.name = "Some GPU";
   other.device.vendor = "Some Vendor";
+  other.device.architecture = "gfx90a";
   const std::string f = file("other.yaml");
   ocltk::write_profile_atomically(f, other);
   ocltk::Result<ocltk::Runtime> rt = open_with_profiles(f);
@@ -608,6 +662,7 @@ TEST_F(ProfileTest, MissingClassFallsBackToTheNextCandidateThenBuiltin) {
   Profile vendor = profile_for_this_device(
       {entry("large", "tiled", {{"MWG", 32}, {"MDIMC", 4}}), entry("gemv", "reduce", {{"WGS", 64}, {"RW", 16}})});
   vendor.device.name = "another device of the same vendor";
+  vendor.device.architecture = "";  // not known: the vendor step
   ocltk::write_profile_atomically(file("vendor.yaml"), vendor);
 
   ocltk::Result<ocltk::Runtime> rt = open_with_profiles();
@@ -961,6 +1016,7 @@ TEST_F(ProfileTest, RuntimeChoosesFromADatabaseAndNamesTheStep) {
   Profile mine = profile_for_this_device({timed(entry("large", "tiled", kTiledA), 3.0, 1.2)});
   Profile sibling = profile_for_this_device({timed(entry("gemv", "reduce", kReduceA), 1.0, 1.5)});
   sibling.device.name = "another device of the same vendor";
+  sibling.device.architecture = "";  // not known: the vendor section serves it
   const std::string db_file = file("fleet.yaml");
   ocltk::write_profile_database_atomically(db_file, ocltk::merge_profiles({mine, sibling}));
   // A schema-1 profile beside it keeps working, ranked by the same levels.
@@ -1463,6 +1519,7 @@ TEST_F(ProfileTest, ExcludedAlgorithmsAreNeverChosen) {
                                                    entry("lora_expand", "tiled", {{"MWG", 8}, {"MDIMC", 1}})}));
   Profile vendor = profile_for_this_device({entry("large", "tiled", {{"MWG", 32}, {"MDIMC", 4}})});
   vendor.device.name = "another device of the same vendor";
+  vendor.device.architecture = "";  // not known: the vendor step
   ocltk::write_profile_atomically(file("vendor.yaml"), vendor);
 
   for (const bool from_env : {false, true}) {

@@ -528,6 +528,18 @@ TEST(Priors, DistanceFollowsNameArchitectureVendorPlatformAndKind) {
   EXPECT_EQ(prior_distance(header_of(device_named("CPU", "NVIDIA Corporation", "cpu", "NVIDIA CUDA")), gpu), -1)
       << "another kind seeds nothing";
   EXPECT_EQ(prior_distance(header_of(device_named("GPU U", "", "", "")), gpu), -1) << "a header without a kind";
+  // PoCL's target is the architecture whoever made the CPU; another target is the same platform.
+  const std::string skx = "pocl:pthread-x86_64-pc-linux-gnu-skylake-avx512";
+  const DeviceInfo epyc = device_named("pthread-skylake-avx512-AMD EPYC", "AuthenticAMD", "cpu",
+                                       "Portable Computing Language", skx);
+  EXPECT_EQ(prior_distance(header_of(device_named("pthread-skylake-avx512-Intel(R) Xeon(R) Processor", "GenuineIntel",
+                                                  "cpu", "Portable Computing Language", skx)),
+                           epyc),
+            1);
+  EXPECT_EQ(prior_distance(header_of(device_named("pthread-znver4-Intel", "GenuineIntel", "cpu",
+                                                  "Portable Computing Language", "pocl:pthread-x86_64-pc-linux-gnu-znver4")),
+                           epyc),
+            3);
 }
 
 // One gemm_nt/gemv point of a recording line.

@@ -204,7 +204,7 @@ int prior_distance(const ProfileDevice& known, const DeviceInfo& device) {
   if (known.name == device.name) return 0;
   const bool same_kind = !known.type.empty() && known.type == device.type;
   const bool same_vendor = !known.vendor.empty() && lower(known.vendor) == lower(device.vendor);
-  if (same_vendor && !known.architecture.empty() && known.architecture == device.architecture) return 1;
+  if (same_architecture(known.architecture, known.vendor, device.architecture, device.vendor)) return 1;
   if (!same_kind) return -1;
   if (same_vendor) return 2;
   if (!known.platform.empty() && known.platform == device.platform) return 3;

@@ -47,9 +47,9 @@ const char* to_string(PriorUse use);
 std::optional<PriorUse> parse_prior_use(const std::string& name);
 
 // How near a known device is to `device`, smaller is nearer: 0 the same device (name), 1 the
-// same vendor and architecture, 2 the same vendor and kind (CL device type), 3 the same
-// platform and kind, 4 the same kind; -1 another kind, never used (a GPU's best points say
-// little about a CPU's).
+// same architecture (same_architecture: PoCL targets whatever the vendor), 2 the same vendor
+// and kind (CL device type), 3 the same platform and kind, 4 the same kind; -1 another kind,
+// never used (a GPU's best points say little about a CPU's).
 int prior_distance(const ProfileDevice& known, const DeviceInfo& device);
 
 // Known devices from files: profiles (YAML, schema 1) and prior files (recordings). A prior

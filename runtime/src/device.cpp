@@ -35,7 +35,17 @@ std::string lower(std::string s) {
   return s;
 }
 
-std::string architecture_of(const boost::compute::device& d, const std::string& vendor, const std::string& name) {
+std::string architecture_of(const boost::compute::device& d, const std::string& vendor, const std::string& name,
+                            const std::string& version) {
+  // PoCL names the target its compiler builds kernels for in CL_DEVICE_VERSION ("OpenCL 3.0
+  // PoCL HSTR: pthread-x86_64-pc-linux-gnu-skylake-avx512"): the same code on an Intel or an
+  // AMD CPU, so this architecture is not tied to the vendor (same_architecture, profile.hpp).
+  if (const std::size_t h = version.find("HSTR: "); h != std::string::npos && version.find("PoCL") != std::string::npos) {
+    const std::size_t from = h + 6;
+    const std::size_t to = version.find_first_of(" \t", from);
+    const std::string target = version.substr(from, to == std::string::npos ? std::string::npos : to - from);
+    return target.empty() ? "" : std::string(kPoclArchitecturePrefix) + target;
+  }
   const std::string v = lower(vendor);
   if (v.find("nvidia") != std::string::npos) {
     cl_uint major = 0, minor = 0;
@@ -89,7 +99,7 @@ DeviceInfo describe_device(const boost::compute::device& d, int index) {
   info.vendor = trim(d.vendor());
   info.driver = trim(d.driver_version());
   info.version = trim(d.version());
-  info.architecture = architecture_of(d, info.vendor, info.name);
+  info.architecture = architecture_of(d, info.vendor, info.name, info.version);
   const cl_device_type type = d.type();
   info.type = (type & CL_DEVICE_TYPE_GPU)           ? "gpu"
               : (type & CL_DEVICE_TYPE_CPU)         ? "cpu"

@@ -498,10 +498,15 @@ const char* to_string(MatchLevel level) {
   return "none";
 }
 
+bool same_architecture(const std::string& architecture_a, const std::string& vendor_a,
+                       const std::string& architecture_b, const std::string& vendor_b) {
+  if (architecture_a.empty() || architecture_a != architecture_b) return false;
+  return architecture_a.rfind(kPoclArchitecturePrefix, 0) == 0 || lower(vendor_a) == lower(vendor_b);
+}
+
 MatchLevel match_level(const ProfileDevice& header, const DeviceInfo& device) {
   if (header.name == device.name) return header.driver == device.driver ? MatchLevel::kExact : MatchLevel::kDevice;
-  if (!header.architecture.empty() && header.architecture == device.architecture &&
-      lower(header.vendor) == lower(device.vendor))
+  if (same_architecture(header.architecture, header.vendor, device.architecture, device.vendor))
     return MatchLevel::kArchitecture;
   if (!header.vendor.empty() && lower(header.vendor) == lower(device.vendor)) return MatchLevel::kVendor;
   return MatchLevel::kNone;

@@ -348,9 +348,10 @@ const DerivedEntry* DerivedProfile::find(const std::string& kernel, const std::s
 }
 
 MatchLevel DerivedProfile::fit(const DeviceInfo& device) const {
-  if (vendor.empty() || lower(vendor) != lower(device.vendor)) return MatchLevel::kNone;
-  if (level == MatchLevel::kVendor) return MatchLevel::kVendor;
-  return !architecture.empty() && architecture == device.architecture ? MatchLevel::kArchitecture : MatchLevel::kNone;
+  if (level == MatchLevel::kArchitecture)
+    return same_architecture(architecture, vendor, device.architecture, device.vendor) ? MatchLevel::kArchitecture
+                                                                                       : MatchLevel::kNone;
+  return !vendor.empty() && lower(vendor) == lower(device.vendor) ? MatchLevel::kVendor : MatchLevel::kNone;
 }
 
 std::string DerivedProfile::describe() const {

@@ -10,6 +10,10 @@
 
 namespace ocltk {
 
+// The prefix of a PoCL device's architecture: what follows is the target PoCL's compiler
+// builds for (its HSTR), which devices of any vendor can share.
+inline constexpr const char* kPoclArchitecturePrefix = "pocl:";
+
 // What a profile is keyed on and what the legal parameter space depends on.
 struct DeviceInfo {
   int index = -1;  // position in list_devices(), across all platforms
@@ -19,7 +23,9 @@ struct DeviceInfo {
   std::string vendor;
   std::string driver;        // CL_DRIVER_VERSION
   std::string version;       // CL_DEVICE_VERSION
-  std::string architecture;  // e.g. "sm_90" (NVIDIA), "gfx90a" (AMD); empty where unknown
+  // e.g. "sm_90" (NVIDIA), "gfx90a" (AMD), "pocl:pthread-x86_64-pc-linux-gnu-skylake-avx512"
+  // (PoCL: its compiler's target, kPoclArchitecturePrefix); empty where unknown
+  std::string architecture;
   std::string type;          // "gpu", "cpu", "accelerator" or "other"
   std::uint32_t compute_units = 0;
   std::size_t max_work_group_size = 0;

@@ -125,5 +125,10 @@ void write_profile_atomically(const std::string& path, const Profile& profile);
 enum class MatchLevel { kExact = 0, kDevice = 1, kArchitecture = 2, kVendor = 3, kNone = 4 };
 const char* to_string(MatchLevel level);
 MatchLevel match_level(const ProfileDevice& header, const DeviceInfo& device);
+// The architecture step's test: both architectures known and equal, and the vendors equal
+// (case-insensitively) unless the architecture is a PoCL target (kPoclArchitecturePrefix),
+// which PoCL builds the same way on any vendor's CPU.
+bool same_architecture(const std::string& architecture_a, const std::string& vendor_a,
+                       const std::string& architecture_b, const std::string& vendor_b);
 
 }  // namespace ocltk
