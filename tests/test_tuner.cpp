@@ -1676,6 +1676,27 @@ TEST_F(TunerEngine, TheShippedChoiceIsMeasuredFirst) {
   }
 }
 
+// Without --budget a run gets 3 minutes on a CPU device, 5 on a GPU or an accelerator, whose
+// program builds take seconds each; --budget overrides it.
+TEST(TuneBudget, TheDefaultFollowsTheDeviceKind) {
+  EXPECT_EQ(default_budget_seconds(device_named("CPU", "V", "cpu", "P")), 165);
+  EXPECT_EQ(default_budget_seconds(device_named("GPU", "V", "gpu", "P")), 285);
+  EXPECT_EQ(default_budget_seconds(device_named("FPGA", "V", "accelerator", "P")), 285);
+}
+
+TEST_F(TunerEngine, ARunWithoutABudgetTakesTheDevicesDefault) {
+  TuneOptions o = options(2);
+  o.cache_dir = "-";
+  o.budget_seconds = 0;
+  const TuneResult r = tune(*rt_, o);
+  EXPECT_EQ(r.budget_seconds, default_budget_seconds(rt_->device()));
+  std::ostringstream json;
+  print_summary_json(json, r, "p.yaml");
+  EXPECT_NE(json.str().find("\"budget_seconds\": " + std::to_string(int(r.budget_seconds))), std::string::npos);
+  o.budget_seconds = 7;
+  EXPECT_EQ(tune(*rt_, o).budget_seconds, 7);
+}
+
 // OCLTK_EXCLUDE_ALGORITHMS holds for the seeds too: a known device's points of an excluded
 // algorithm are never measured (on the H200, `gemm_nt:tc` once let the recordings' tc points
 // in, and one won its class).

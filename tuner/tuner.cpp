@@ -834,8 +834,14 @@ std::size_t keep_untuned_entries(const Profile& existing, Profile& tuned) {
   return kept.size();
 }
 
-TuneResult tune(Runtime& rt, const TuneOptions& options) {
+double default_budget_seconds(const DeviceInfo& device) {
+  return device.type == "gpu" || device.type == "accelerator" ? 285 : 165;
+}
+
+TuneResult tune(Runtime& rt, const TuneOptions& given) {
   const DeviceInfo& device = rt.device();
+  TuneOptions options = given;
+  if (!(options.budget_seconds > 0)) options.budget_seconds = default_budget_seconds(device);
   const DeviceLimits limits = DeviceLimits::of(device);
   // What the runtime must never choose is never searched, measured first or written either.
   const AlgorithmExclusions& excluded = rt.excluded_algorithms();
@@ -932,6 +938,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   auto costs = std::make_shared<EvaluationCosts>();
   std::optional<double> bandwidth;  // measured at the first class that needs it
   result.profile.device = profile_device_of(device);
+  result.budget_seconds = options.budget_seconds;
   result.profile.tuner_version = version();
 
   // Each class searches with its own generator, so what its strategy asks for first is
@@ -1201,7 +1208,8 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
   out << "{\n  \"device\": {\"name\": " << json_string(d.name) << ", \"vendor\": " << json_string(d.vendor)
       << ", \"driver\": " << json_string(d.driver) << ", \"platform\": " << json_string(d.platform) << "},\n"
       << "  \"profile\": " << json_string(profile_path) << ",\n  \"seconds\": " << std::setprecision(6)
-      << result.seconds << ",\n  \"interrupted\": " << (result.interrupted ? "true" : "false")
+      << result.seconds << ",\n  \"budget_seconds\": " << result.budget_seconds
+      << ",\n  \"interrupted\": " << (result.interrupted ? "true" : "false")
       << ",\n  \"compile_threads\": " << result.compile_threads << ", \"builders\": " << json_string(result.builders)
       << ", \"prebuilt\": " << result.prebuilt << ",\n  \"caches\": [";
   for (std::size_t i = 0; i < result.caches.size(); ++i) out << (i ? ", " : "") << json_string(result.caches[i]);

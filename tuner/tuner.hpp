@@ -26,7 +26,8 @@ namespace ocltk::tuner {
 
 struct TuneOptions {
   Strategy strategy = Strategy::kGuided;
-  double budget_seconds = 165;    // whole run (a whole default run ends within 3 min); split over the classes
+  // The whole run's, split over the classes; 0: the device's default (default_budget_seconds).
+  double budget_seconds = 0;
   std::int64_t max_evals = 0;     // per class; 0 = no limit besides the budget
   double max_evals_fraction = 0;  // per class, as a fraction of its search space; 0 = none
   int repeats = 5;                // timed runs per candidate (median), after one warm-up
@@ -103,6 +104,7 @@ struct TuneResult {
   Profile profile;
   std::vector<ClassResult> classes;
   double seconds = 0;
+  double budget_seconds = 0;        // the run's budget: --budget, else default_budget_seconds
   bool interrupted = false;         // stopped by options.stop before every class was tuned
   std::vector<std::string> caches;  // resume cache files used
   int compile_threads = 0;
@@ -111,6 +113,11 @@ struct TuneResult {
   // Problems a user's shape repeated (e.g. a class's own), tuned once: "kernel/class problem".
   std::vector<std::string> repeated;
 };
+
+// The budget of a run without --budget: 165 s on a CPU device (a whole default run ends
+// within 3 minutes), 285 s on a GPU or an accelerator (within 5 minutes), whose program
+// builds take 1-8 s each, so the same evaluations a class gets on a CPU cost more there.
+double default_budget_seconds(const DeviceInfo& device);
 
 // Tunes the selected families on the runtime's device, without the algorithms the runtime
 // excludes (Runtime::excluded_algorithms: OCLTK_EXCLUDE_ALGORITHMS). Throws Error on failures that
