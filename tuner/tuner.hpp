@@ -92,6 +92,10 @@ struct ClassResult {
   // the weight of its share when it ended (class_share).
   int prior_distance = -1;
   std::vector<std::string> prior_devices;
+  // The earlier classes of its kernel in this run whose best points it measured first, where
+  // this device had no point of its own for it (no profile choice, recording or earlier
+  // problem of the class), nearest first.
+  std::vector<std::string> seed_classes;
   double weight = 1;
   // The points timed again together at the end, with their new figures (the best is the
   // fastest of them), and the seconds that took (DeviceMeasure::retime in tuner.cpp).
