@@ -1676,6 +1676,34 @@ TEST_F(TunerEngine, TheShippedChoiceIsMeasuredFirst) {
   }
 }
 
+// What a workload's check compares with the double reference, which the benchmark of profiles
+// reports per row (checked_rows of output_rows): every row of a small problem, a sample of a
+// large one's, so the references of GPU class problems (4096^3 products, 32768 NF4 rows)
+// cost seconds. Built only: nothing is run.
+TEST_F(TunerEngine, WorkloadsSayWhichRowsTheyCheck) {
+  std::mt19937_64 rng(1);
+  const auto checked = [&](const std::string& kernel, const Problem& p) {
+    for (const FamilyTuning& t : tunable_families())
+      if (t.family->name == kernel) {
+        const Workload::CheckedRows c = t.make_for(*rt_, p, rng)->checked_rows();
+        return std::make_pair(c.checked, c.rows);
+      }
+    ADD_FAILURE() << "no family " << kernel;
+    return std::make_pair<std::int64_t, std::int64_t>(0, 0);
+  };
+  using Rows = std::pair<std::int64_t, std::int64_t>;
+  EXPECT_EQ(checked("gemm_nt", {{"m", 16}, {"n", 64}, {"k", 64}}), Rows(16, 16));
+  EXPECT_EQ(checked("gemm_nt", {{"m", 1024}, {"n", 1024}, {"k", 1024}}), Rows(18, 1024));
+  EXPECT_EQ(checked("nf4_forward", {{"experts", 2}, {"n", 128}, {"k", 256}, {"rows", 8}, {"block_size", 64}}),
+            Rows(8, 8));
+  EXPECT_EQ(checked("nf4_backward", {{"experts", 2}, {"n", 128}, {"k", 256}, {"rows", 512}, {"block_size", 64}}),
+            Rows(12, 512));
+  EXPECT_EQ(checked("lora_apply", {{"m", 4}, {"n", 256}, {"k", 256}, {"rank", 16}, {"adapters", 1}, {"segments", 1}}),
+            Rows(4, 4));
+  EXPECT_EQ(checked("lora_shrink", {{"m", 64}, {"k", 256}, {"rank", 16}, {"adapters", 1}, {"segments", 1}}),
+            Rows(12, 64));
+}
+
 // The mock family with three classes, tuned in this order on problems n = 10, 80 and 40
 // (their optima at X = 6, 8 and 4, Y = 3).
 const KernelFamily& mock_three_class_family() {
