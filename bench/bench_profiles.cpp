@@ -3,14 +3,20 @@
 // every family the tuner knows is covered). Per kernel, class and profile one benchmark row,
 // OP/CLASS/PROFILE, timed as the tuner times a candidate (OpenCL events, from the launch's
 // first command's start to its last's end) after the choice was verified against the CPU
-// reference. bench/first_tune.sh compares a first tune with the best known point this way;
-// run with --benchmark_enable_random_interleaving=true so that the profiles' repetitions
-// alternate.
+// reference: the workload's own check, which at large problems compares a sample of output
+// rows (the first and last among them; counters `checked_rows` of `output_rows`), so the
+// references cost seconds, not the minutes of whole 4096^3 products. bench/first_tune.sh
+// compares a first tune with the best known point this way; run with
+// --benchmark_enable_random_interleaving=true so that the profiles' repetitions alternate.
 //
 //   ocltk_bench_profiles --ocltk_profiles=best=A.yaml,first=B.yaml [--ocltk_device=SEL]
-//                        [--benchmark_* flags]
+//                        [--ocltk_max_iterations=N] [--benchmark_* flags]
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -39,12 +45,16 @@ using ocltk::tuner::Workload;
 struct Flags {
   std::vector<std::pair<std::string, std::string>> profiles;  // (name, file)
   std::string device;
+  std::int64_t max_iterations = 100000;  // per repetition; 0: Google Benchmark's own count
 };
 
 const char* const kHelp =
     "ocltk_bench_profiles flags (before Google Benchmark's own --benchmark_* flags):\n"
     "  --ocltk_profiles=NAME=FILE[,NAME=FILE...]  the profiles to measure (at least one)\n"
-    "  --ocltk_device=SELECTOR                    device index or name substring (env OCLTK_DEVICE)\n";
+    "  --ocltk_device=SELECTOR                    device index or name substring (env OCLTK_DEVICE)\n"
+    "  --ocltk_max_iterations=N                   timed runs per repetition: enough for 0.5 s of device time\n"
+    "                                             or of wall time, whichever is first, at most N (default\n"
+    "                                             100000; 0: Google Benchmark's own count, 0.5 s of device time)\n";
 
 // Removes --ocltk_* flags from argv; nullopt after printing one sentence for a bad one.
 std::optional<Flags> take_flags(int& argc, char** argv) {
@@ -65,6 +75,16 @@ std::optional<Flags> take_flags(int& argc, char** argv) {
       }
     } else if (arg.rfind("--ocltk_device=", 0) == 0) {
       f.device = arg.substr(15);
+    } else if (arg.rfind("--ocltk_max_iterations=", 0) == 0) {
+      const std::string value = arg.substr(23);
+      char* end = nullptr;
+      const long long n = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || n < 0) {
+        std::fprintf(stderr, "ocltk_bench_profiles: --ocltk_max_iterations must be a count >= 0, got '%s'\n%s",
+                     value.c_str(), kHelp);
+        return std::nullopt;
+      }
+      f.max_iterations = n;
     } else if (arg.rfind("--ocltk_", 0) == 0) {
       std::fprintf(stderr, "ocltk_bench_profiles: unknown flag %s\n%s", arg.c_str(), kHelp);
       return std::nullopt;
@@ -88,17 +108,51 @@ struct ClassCase {
   std::map<std::string, std::string> verified;  // choice key -> "" when correct, else why not
 };
 
-void run_case(benchmark::State& state, ClassCase& c, const Choice& choice) {
-  const std::string key = choice.algorithm + " " + ocltk::format_params(choice.params);
+std::string key_of(const Choice& choice) { return choice.algorithm + " " + ocltk::format_params(choice.params); }
+
+// "" where the choice's output matched the reference (checked once per choice), else why not.
+const std::string& verify_choice(ClassCase& c, const Choice& choice) {
+  const std::string key = key_of(choice);
+  auto found = c.verified.find(key);
+  if (found != c.verified.end()) return found->second;
+  std::string why;
   try {
-    auto found = c.verified.find(key);
-    if (found == c.verified.end()) {
-      c.workload->poison();
-      c.workload->run(choice);
-      found = c.verified.emplace(key, c.workload->verify()).first;
-    }
-    if (!found->second.empty()) {
-      state.SkipWithError(("wrong result: " + found->second).c_str());
+    c.workload->poison();
+    c.workload->run(choice);
+    why = c.workload->verify();
+    if (!why.empty()) why = "wrong result: " + why;
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  return c.verified.emplace(key, why).first->second;
+}
+
+// The iterations of each repetition: about 0.5 s of device time (Google Benchmark's own
+// minimum), or of wall time where launching and waiting take longer than the kernel runs, at
+// most `max_iterations`; from one timed run after verifying and a warm-up. 0 where that run
+// fails (the row then says why). Google Benchmark's own count reaches 0.5 s of device time,
+// which for a kernel of microseconds is 10^5 launches, each waited for (wait_for_event):
+// LoRA decode took 63,000 iterations, about 6 s, a repetition on PoCL, and the step of
+// bench/first_tune.sh took 10 minutes there and more than the 10-minute call on the H200.
+std::int64_t iterations_for(ClassCase& c, const Choice& choice, std::int64_t max_iterations) {
+  if (!verify_choice(c, choice).empty()) return 0;
+  try {
+    c.workload->run(choice);  // warm-up
+    const auto start = std::chrono::steady_clock::now();
+    const double ms = c.workload->run(choice);
+    const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double per_run = std::max({ms, wall_ms, 1e-6});
+    return std::clamp<std::int64_t>(std::int64_t(std::ceil(500 / per_run)), 1, max_iterations);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+void run_case(benchmark::State& state, ClassCase& c, const Choice& choice) {
+  const std::string key = key_of(choice);
+  try {
+    if (const std::string& why = verify_choice(c, choice); !why.empty()) {
+      state.SkipWithError(why.c_str());
       return;
     }
     c.workload->run(choice);  // warm-up
@@ -108,6 +162,10 @@ void run_case(benchmark::State& state, ClassCase& c, const Choice& choice) {
     return;
   }
   state.counters["verified"] = 1;
+  // How: these output rows against the double-precision reference (every element of each).
+  const Workload::CheckedRows checked = c.workload->checked_rows();
+  state.counters["checked_rows"] = double(checked.checked);
+  state.counters["output_rows"] = double(checked.rows);
   state.counters["GFLOP/s"] =
       benchmark::Counter(c.workload->flops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(key);
@@ -162,10 +220,13 @@ int main(int argc, char** argv) {
         choice.algorithm = entry->algorithm;
         choice.params = entry->params;
         ClassCase* raw = c.get();
-        benchmark::RegisterBenchmark((tuning.family->name + "/" + spec.name + "/" + name).c_str(),
-                                     [raw, choice](benchmark::State& state) { run_case(state, *raw, choice); })
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond);
+        benchmark::internal::Benchmark* b =
+            benchmark::RegisterBenchmark((tuning.family->name + "/" + spec.name + "/" + name).c_str(),
+                                         [raw, choice](benchmark::State& state) { run_case(state, *raw, choice); })
+                ->UseManualTime()
+                ->Unit(benchmark::kMillisecond);
+        if (flags->max_iterations > 0)
+          if (const std::int64_t n = iterations_for(*c, choice, flags->max_iterations); n > 0) b->Iterations(n);
       }
       cases.push_back(std::move(c));
     }

@@ -11,48 +11,65 @@
 #    NVIDIA's caches in empty folders -> OUT/first.yaml, its wall time in OUT/first.txt;
 #    FIRST_TUNE_PRIORS=others sets this device's own profiles and recordings aside (a device
 #    nobody tuned, on one somebody did);
-# 3. both profiles measured in one run of build/bench/ocltk_bench_profiles, repetitions
-#    interleaved, with the first tune's caches -> OUT/bench.json, and the table per class
-#    -> OUT/table.md.
-# Needs ./build (scripts/setup.sh) and a quiet machine: about 30 minutes with step 1.
-# OCLTK_DEVICE selects the device as for every ocltk command.
+# 3. both profiles measured in one run of ocltk_bench_profiles, repetitions interleaved, with
+#    the first tune's caches -> OUT/bench.json, and the table per class -> OUT/table.md.
+# Needs ./build (scripts/setup.sh) and a quiet machine: about 30 minutes with step 1 on PoCL
+# (the default tune takes its budget, 165 s on a CPU device, 285 s on a GPU; step 3 about 10
+# minutes on the 2-core PoCL machine). OCLTK_DEVICE selects the device as for every ocltk
+# command. FIRST_TUNE_BIN=DIR takes ocltk and ocltk_bench_profiles from DIR (or DIR/bench)
+# instead of ./build: binaries staged for the lent GPU. FIRST_TUNE_STEPS=tune runs steps 1-2
+# only, FIRST_TUNE_STEPS=bench step 3 only, on what an earlier call left in OUT (its fresh
+# caches included): a GPU lent 10 minutes a call runs them in two calls.
 set -euo pipefail
 if [[ $# -lt 1 ]]; then
-  sed -n '2,20p' "$0" >&2
+  sed -n '2,26p' "$0" >&2
   exit 2
 fi
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 long=${2:-1200}
 root=$(cd "$(dirname "$0")/.." && pwd)
-ocltk=$root/build/ocltk
-bench=$root/build/bench/ocltk_bench_profiles
+bin=${FIRST_TUNE_BIN:-$root/build}
+steps=${FIRST_TUNE_STEPS:-tune,bench}
+binary() {  # the path of binary $1 in BIN or BIN/bench
+  local f
+  for f in "$bin/$1" "$bin/bench/$1"; do [[ -x "$f" ]] && { echo "$f"; return; }; done
+  echo "first_tune.sh: no $1 in $bin or $bin/bench (build first, or set FIRST_TUNE_BIN)" >&2
+  exit 1
+}
+ocltk=$(binary ocltk)
+bench=$(binary ocltk_bench_profiles)
+fresh=$out/fresh
 
-if [[ -n "${FIRST_TUNE_BEST:-}" ]]; then
-  cp "$FIRST_TUNE_BEST" "$out/best.yaml"
-else
-  rm -rf "$out/long-cache"
-  "$ocltk" tune --budget "$long" --out "$out/best.yaml" --cache "$out/long-cache" --record "$out/long.jsonl" \
-    > "$out/long.txt" 2> "$out/long-progress.txt"
+if [[ ,$steps, == *,tune,* ]]; then
+  if [[ -n "${FIRST_TUNE_BEST:-}" ]]; then
+    cp "$FIRST_TUNE_BEST" "$out/best.yaml"
+  else
+    rm -rf "$out/long-cache"
+    "$ocltk" tune --budget "$long" --out "$out/best.yaml" --cache "$out/long-cache" --record "$out/long.jsonl" \
+      > "$out/long.txt" 2> "$out/long-progress.txt"
+  fi
+
+  rm -rf "$fresh" "$out/first.yaml"
+  mkdir -p "$fresh/home" "$fresh/pocl" "$fresh/cuda"
+  priors=()
+  [[ -n "${FIRST_TUNE_PRIORS:-}" ]] && priors=(--priors "$FIRST_TUNE_PRIORS")
+  TIMEFORMAT='wall %R s'
+  {
+    time env -u XDG_CACHE_HOME -u XDG_CONFIG_HOME -u OCLTK_CACHE_DIR -u OCLTK_PROFILE_PATH \
+      HOME="$fresh/home" POCL_CACHE_DIR="$fresh/pocl" CUDA_CACHE_PATH="$fresh/cuda" \
+      "$ocltk" tune --out "$out/first.yaml" --report "$out/first-report" "${priors[@]}" \
+      > "$out/first.txt" 2> "$out/first-progress.txt"
+  } 2>> "$out/first.txt"
 fi
 
-fresh=$out/fresh
-rm -rf "$fresh" "$out/first.yaml"
-mkdir -p "$fresh/home" "$fresh/pocl" "$fresh/cuda"
-priors=()
-[[ -n "${FIRST_TUNE_PRIORS:-}" ]] && priors=(--priors "$FIRST_TUNE_PRIORS")
-TIMEFORMAT='wall %R s'
-{
-  time env -u XDG_CACHE_HOME -u XDG_CONFIG_HOME -u OCLTK_CACHE_DIR -u OCLTK_PROFILE_PATH \
-    HOME="$fresh/home" POCL_CACHE_DIR="$fresh/pocl" CUDA_CACHE_PATH="$fresh/cuda" \
-    "$ocltk" tune --out "$out/first.yaml" --report "$out/first-report" "${priors[@]}" \
-    > "$out/first.txt" 2> "$out/first-progress.txt"
-} 2>> "$out/first.txt"
-
+[[ ,$steps, == *,bench,* ]] || exit 0
 # The first tune's caches hold its programs: only the best known profile's are built here
 # (on NVIDIA, building all of both took over 400 s).
+started=$SECONDS
 env -u XDG_CACHE_HOME -u OCLTK_CACHE_DIR HOME="$fresh/home" POCL_CACHE_DIR="$fresh/pocl" CUDA_CACHE_PATH="$fresh/cuda" \
   "$bench" --ocltk_profiles="best=$out/best.yaml,first=$out/first.yaml" --benchmark_repetitions=5 \
   --benchmark_enable_random_interleaving=true --benchmark_out="$out/bench.json" --benchmark_out_format=json \
   > "$out/bench.txt" 2>&1
+echo "bench wall $((SECONDS - started)) s" >> "$out/bench.txt"
 python3 "$root/bench/first_tune_table.py" "$out/bench.json" best | tee "$out/table.md"
 tail -n 2 "$out/first.txt"

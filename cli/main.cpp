@@ -102,9 +102,10 @@ Options:
                       password database's home folder where HOME is unset); a profile of this device
                       already there keeps the entries this run does not tune. Checked before tuning:
                       an empty path, a folder or anything but a regular file is refused
-  --budget SECONDS    time budget of the search (default 165, so that a whole run, with the candidate
-                      in flight at the end, stays within 3 minutes), split over the classes (each
-                      at least half an even share, so a class that ran long cannot starve the last)
+  --budget SECONDS    time budget of the search (default 165 on a CPU device, 285 on a GPU or an
+                      accelerator, so that a whole run, with the candidate in flight at the end,
+                      stays within 3 or 5 minutes), split over the classes (each at least half an
+                      even share, so a class that ran long cannot starve the last)
   --strategy NAME     guided (default: a Gaussian-process cost model fitted on the points measured
                       so far picks the next ones), local (sample + coordinate descent), random, or
                       exhaustive
@@ -447,7 +448,9 @@ int cmd_tune(const std::vector<std::string>& tokens) {
   const bool json = args.flag("--json");
   std::ostream& log = json ? std::cerr : std::cout;  // with --json, stdout holds only the JSON
   log << "Tuning on " << rt.device().name << " (" << rt.device().platform << ", driver " << rt.device().driver
-      << "), strategy " << ocltk::tuner::to_string(options.strategy) << ", budget " << options.budget_seconds << " s\n"
+      << "), strategy " << ocltk::tuner::to_string(options.strategy) << ", budget "
+      << (options.budget_seconds > 0 ? options.budget_seconds : ocltk::tuner::default_budget_seconds(rt.device()))
+      << " s\n"
       << std::flush;
   // Ctrl-C stops after the current candidate; what was measured stays in the cache.
   g_stop_tuning.store(false);

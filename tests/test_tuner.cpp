@@ -1688,6 +1688,125 @@ TEST_F(TunerEngine, TheShippedChoiceIsMeasuredFirst) {
   }
 }
 
+// What a workload's check compares with the double reference, which the benchmark of profiles
+// reports per row (checked_rows of output_rows): every row of a small problem, a sample of a
+// large one's, so the references of GPU class problems (4096^3 products, 32768 NF4 rows)
+// cost seconds. Built only: nothing is run.
+TEST_F(TunerEngine, WorkloadsSayWhichRowsTheyCheck) {
+  std::mt19937_64 rng(1);
+  const auto checked = [&](const std::string& kernel, const Problem& p) {
+    for (const FamilyTuning& t : tunable_families())
+      if (t.family->name == kernel) {
+        const Workload::CheckedRows c = t.make_for(*rt_, p, rng)->checked_rows();
+        return std::make_pair(c.checked, c.rows);
+      }
+    ADD_FAILURE() << "no family " << kernel;
+    return std::make_pair<std::int64_t, std::int64_t>(0, 0);
+  };
+  using Rows = std::pair<std::int64_t, std::int64_t>;
+  EXPECT_EQ(checked("gemm_nt", {{"m", 16}, {"n", 64}, {"k", 64}}), Rows(16, 16));
+  EXPECT_EQ(checked("gemm_nt", {{"m", 1024}, {"n", 1024}, {"k", 1024}}), Rows(18, 1024));
+  EXPECT_EQ(checked("nf4_forward", {{"experts", 2}, {"n", 128}, {"k", 256}, {"rows", 8}, {"block_size", 64}}),
+            Rows(8, 8));
+  EXPECT_EQ(checked("nf4_backward", {{"experts", 2}, {"n", 128}, {"k", 256}, {"rows", 512}, {"block_size", 64}}),
+            Rows(12, 512));
+  EXPECT_EQ(checked("lora_apply", {{"m", 4}, {"n", 256}, {"k", 256}, {"rank", 16}, {"adapters", 1}, {"segments", 1}}),
+            Rows(4, 4));
+  EXPECT_EQ(checked("lora_shrink", {{"m", 64}, {"k", 256}, {"rank", 16}, {"adapters", 1}, {"segments", 1}}),
+            Rows(12, 64));
+}
+
+// The mock family with three classes, tuned in this order on problems n = 10, 80 and 40
+// (their optima at X = 6, 8 and 4, Y = 3).
+const KernelFamily& mock_three_class_family() {
+  static const KernelFamily f = [] {
+    KernelFamily k = mock_family();
+    k.classes = {{"c1", "small"}, {"c2", "large"}, {"c3", "medium"}};
+    k.builtin = {{"mock", {}}, {"mock", {}}, {"mock", {}}};
+    return k;
+  }();
+  return f;
+}
+
+// A class this device never measured starts from the earlier classes' best points, nearest
+// problem first (c3, n = 40, from c2 at n = 80, then c1 at n = 10), right after its built-in
+// default; the summary and --json name those classes. Where the device itself knows the class
+// (its recordings, at distance 0) those come first and no sibling class seeds it; `others`
+// sets them aside, so the sibling classes seed it again. --cold uses none.
+TEST_F(TunerEngine, AClassNobodyMeasuredStartsFromItsSiblingClassesBest) {
+  families_[0].family = &mock_three_class_family();
+  families_[0].make = [this](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    const std::int64_t n = shape_class == "c1" ? 10 : shape_class == "c2" ? 80 : 40;
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, n));
+  };
+  const std::string me = rt_->device().name;
+  const std::vector<PriorDevice> none;
+  const std::vector<PriorDevice> mine = {mock_known(rt_->device(), me, {{1, 4, 30.0}, {2, 1, 33.0}}, 40, "c3")};
+  struct Case {
+    const char* name;
+    const std::vector<PriorDevice>* known;
+    PriorUse use;
+    bool cold;
+  };
+  for (const Case& c :
+       {Case{"nothing known", &none, PriorUse::kAll, false}, Case{"own recordings", &mine, PriorUse::kAll, false},
+        Case{"own set aside", &mine, PriorUse::kOthers, false}, Case{"cold", &none, PriorUse::kAll, true}}) {
+    SCOPED_TRACE(c.name);
+    TuneOptions o = seeded(0, *c.known, c.use);
+    o.warm_start = !c.cold;
+    const TuneResult r = tune(*rt_, o);
+    ASSERT_EQ(r.classes.size(), 3u);
+    ASSERT_TRUE(r.classes[0].best.ok && r.classes[1].best.ok);
+    const Params c1 = r.classes[0].best.params, c2 = r.classes[1].best.params;
+    ASSERT_EQ(c1, (Params{{"X", 6}, {"Y", 3}}));
+    ASSERT_EQ(c2, (Params{{"X", 8}, {"Y", 3}}));
+    const std::vector<Evaluation>& h = r.classes[2].history;
+    ASSERT_GE(h.size(), 3u);
+    std::ostringstream summary, json;
+    print_summary(summary, r);
+    print_summary_json(json, r, "p.yaml");
+    if (c.use == PriorUse::kAll && c.known == &mine) {
+      EXPECT_EQ(h[1].params, (Params{{"X", 1}, {"Y", 4}})) << "the device's own seeds first";
+      EXPECT_EQ(h[2].params, (Params{{"X", 2}, {"Y", 1}}));
+      EXPECT_TRUE(r.classes[2].seed_classes.empty());
+    } else if (!c.cold) {
+      EXPECT_EQ(h[1].params, c2) << "the nearest sibling class's best first";
+      EXPECT_EQ(h[2].params, c1);
+      EXPECT_EQ(r.classes[2].seed_classes, (std::vector<std::string>{"c2", "c1"}));
+      EXPECT_NE(summary.str().find("seeded from classes of this run, mock: c2 (from c1), c3 (from c2, c1)"),
+                std::string::npos)
+          << summary.str();
+      EXPECT_NE(json.str().find("\"seed_classes\": [\"c2\", \"c1\"]"), std::string::npos) << json.str();
+    } else {
+      // The seeded exhaustive order reaches those points later, so the check above says something.
+      EXPECT_NE(h[1].params, c2);
+      EXPECT_TRUE(r.classes[2].seed_classes.empty());
+      EXPECT_EQ(summary.str().find("seeded from classes"), std::string::npos) << summary.str();
+    }
+  }
+}
+
+// Without --budget a run gets 3 minutes on a CPU device, 5 on a GPU or an accelerator, whose
+// program builds take seconds each; --budget overrides it.
+TEST(TuneBudget, TheDefaultFollowsTheDeviceKind) {
+  EXPECT_EQ(default_budget_seconds(device_named("CPU", "V", "cpu", "P")), 165);
+  EXPECT_EQ(default_budget_seconds(device_named("GPU", "V", "gpu", "P")), 285);
+  EXPECT_EQ(default_budget_seconds(device_named("FPGA", "V", "accelerator", "P")), 285);
+}
+
+TEST_F(TunerEngine, ARunWithoutABudgetTakesTheDevicesDefault) {
+  TuneOptions o = options(2);
+  o.cache_dir = "-";
+  o.budget_seconds = 0;
+  const TuneResult r = tune(*rt_, o);
+  EXPECT_EQ(r.budget_seconds, default_budget_seconds(rt_->device()));
+  std::ostringstream json;
+  print_summary_json(json, r, "p.yaml");
+  EXPECT_NE(json.str().find("\"budget_seconds\": " + std::to_string(int(r.budget_seconds))), std::string::npos);
+  o.budget_seconds = 7;
+  EXPECT_EQ(tune(*rt_, o).budget_seconds, 7);
+}
+
 // OCLTK_EXCLUDE_ALGORITHMS holds for the seeds too: a known device's points of an excluded
 // algorithm are never measured (on the H200, `gemm_nt:tc` once let the recordings' tc points
 // in, and one won its class).

@@ -97,6 +97,7 @@ class GemmNtWorkload : public Workload {
     return ms;
   }
 
+  CheckedRows checked_rows() const override { return {std::int64_t(rows_.size()), p_.m}; }
   std::string verify() override {
     const std::size_t es = element_size(type_);
     std::vector<std::uint8_t> bytes(std::size_t(p_.m * p_.n) * es);

@@ -131,6 +131,7 @@ class LoraWorkload : public Workload {
     return double(end - start) * 1e-6;
   }
 
+  CheckedRows checked_rows() const override { return {std::int64_t(sample_.size()), p_.m}; }
   std::string verify() override {
     if (want_.empty()) reference();
     const bool t_out = op_ == Op::kShrink;

@@ -150,6 +150,7 @@ class Nf4Workload : public Workload {
     clReleaseEvent(first);
     return double(end - start) * 1e-6;  // from the first command's start: a pre-pass counts
   }
+  CheckedRows checked_rows() const override { return {std::int64_t(sample_.size()), p_.rows}; }
   std::string verify() override {
     // Only the sampled rows come back (a prefill output is hundreds of MB).
     std::vector<float> got(sample_.size() * std::size_t(out_width_));

@@ -694,6 +694,80 @@ std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily&
   return out;
 }
 
+// What a problem tuned earlier in the run found, for the other classes of its kernel after it
+// (sibling_seeds): its verified points, the one it kept first, then the others fastest first.
+struct RunClass {
+  std::string kernel, shape_class;
+  Problem problem;
+  std::string variants;  // the build variants its workload launches (input type, precision)
+  std::vector<Evaluation> points;
+};
+
+// The build variants a workload launches its family's algorithms with, as one string: two
+// classes that differ in it run other code (16-bit input, TF32 products) on any point.
+std::string launch_variants(const KernelFamily& family, const Workload& workload) {
+  std::string out;
+  for (const AlgorithmSpec& a : family.algorithms) out += a.name + "=" + workload.variant(a) + ";";
+  return out;
+}
+
+// What the earlier classes of the kernel say about a class that this device never measured
+// (no profile choice or recording of its own, no earlier problem of the class in this run).
+struct SiblingSeeds {
+  std::vector<Point> points;             // measured first: nearest classes' best points first
+  std::vector<std::string> from;         // the classes they came from, nearest first
+  std::map<std::string, double> log_ms;  // their verified points for the guided model (SearchPrior)
+};
+
+constexpr std::size_t kSiblingSeeds = 2;    // points measured first
+constexpr std::size_t kSiblingClasses = 2;  // classes whose points enter the model
+constexpr std::size_t kSiblingPoints = 24;  // points of each, at most (a prior file's top 24)
+
+// Nearest first: problem_distance, plus 4 (a 16-fold size) where the classes launch other
+// build variants, so a class of the same input type and precision comes before one of the
+// same sizes; among equals the class tuned last. Each class gives its first point (the best
+// it kept) that is legal here, searched in this class (`searched`) and not in `skip`, until
+// kSiblingSeeds; the nearest kSiblingClasses with a legal point enter the model, each class's
+// times relative to its own best (the guided model shifts them to this class's times).
+SiblingSeeds sibling_seeds(const std::vector<RunClass>& run, const KernelFamily& family, const std::string& shape_class,
+                           const Problem& problem, const std::string& variants, int input_bits,
+                           const DeviceLimits& limits, const AlgorithmExclusions& excluded,
+                           const std::set<const AlgorithmSpec*>& searched, std::set<std::string> skip) {
+  std::vector<std::pair<double, std::size_t>> order;
+  for (std::size_t i = 0; i < run.size(); ++i)
+    if (run[i].kernel == family.name && run[i].shape_class != shape_class && !run[i].points.empty())
+      order.push_back(
+          {problem_distance(run[i].problem, problem) + (run[i].variants == variants ? 0.0 : 4.0), run.size() - i});
+  std::sort(order.begin(), order.end());
+  SiblingSeeds out;
+  std::size_t modelled = 0;
+  for (const auto& [distance, back] : order) {
+    const RunClass& sibling = run[run.size() - back];
+    std::vector<Point> legal;
+    for (const Evaluation& e : sibling.points)
+      if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded))
+        if (searched.count(p->algorithm)) legal.push_back(std::move(*p));
+    if (legal.empty()) continue;
+    if (out.points.size() < kSiblingSeeds && skip.insert(legal.front().key()).second) {
+      out.points.push_back(legal.front());
+      out.from.push_back(sibling.shape_class);
+    }
+    if (modelled < kSiblingClasses) {
+      ++modelled;
+      const double best = std::log(sibling.points.front().time_ms);
+      for (std::size_t i = 0, taken = 0; i < sibling.points.size() && taken < kSiblingPoints; ++i) {
+        const Evaluation& e = sibling.points[i];
+        if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded)) {
+          out.log_ms.emplace(p->key(), std::log(e.time_ms) - best);
+          ++taken;
+        }
+      }
+    }
+    if (out.points.size() >= kSiblingSeeds && modelled >= kSiblingClasses) break;
+  }
+  return out;
+}
+
 // The builders `auto` stands for, and how many threads build.
 Builders resolve_builders(const TuneOptions& options, const DeviceInfo& device, const DeviceLimits& limits) {
   const bool processes_possible = !options.worker_command.empty() && device.index >= 0;
@@ -834,8 +908,14 @@ std::size_t keep_untuned_entries(const Profile& existing, Profile& tuned) {
   return kept.size();
 }
 
-TuneResult tune(Runtime& rt, const TuneOptions& options) {
+double default_budget_seconds(const DeviceInfo& device) {
+  return device.type == "gpu" || device.type == "accelerator" ? 285 : 165;
+}
+
+TuneResult tune(Runtime& rt, const TuneOptions& given) {
   const DeviceInfo& device = rt.device();
+  TuneOptions options = given;
+  if (!(options.budget_seconds > 0)) options.budget_seconds = default_budget_seconds(device);
   const DeviceLimits limits = DeviceLimits::of(device);
   // What the runtime must never choose is never searched, measured first or written either.
   const AlgorithmExclusions& excluded = rt.excluded_algorithms();
@@ -932,6 +1012,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   auto costs = std::make_shared<EvaluationCosts>();
   std::optional<double> bandwidth;  // measured at the first class that needs it
   result.profile.device = profile_device_of(device);
+  result.budget_seconds = options.budget_seconds;
   result.profile.tuner_version = version();
 
   // Each class searches with its own generator, so what its strategy asks for first is
@@ -980,6 +1061,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
   // later problems of that class measure them first (a user's shapes of one class are
   // often won by the same point, and a share of the budget is short for a search).
   std::map<std::pair<std::string, std::string>, std::vector<Point>> run_bests;
+  // And what each found, for the classes of its kernel this device never measured.
+  std::vector<RunClass> run_classes;
   // The problems tuned so far: a user's shape that repeats one (the class's own problem,
   // say) is tuned once, so the profile gets one entry for it.
   std::set<std::tuple<std::string, std::string, std::map<std::string, std::int64_t>>> tuned_problems;
@@ -1037,36 +1120,74 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
     for (const ProfileCandidate& candidate : prior.candidates) warm_from.push_back(&candidate.profile);
     if (options.warm_start)
       for (const Profile& profile : options.warm_profiles) warm_from.push_back(&profile);
+    bool own_seed = false;  // a point this device itself chose or measured for the class
     for (const Profile* profile : warm_from)
       if (const ProfileEntry* entry = profile->find(family.name, shape_class, &cr.problem))
-        if (std::optional<Point> p = legal_point(family, entry->algorithm, entry->params, input_bits, limits, excluded))
+        if (std::optional<Point> p =
+                legal_point(family, entry->algorithm, entry->params, input_bits, limits, excluded)) {
           warm.push_back(std::move(*p));
+          own_seed = own_seed || profile->device.name == device.name;
+        }
     if (options.warm_start)
-      for (const Point& p : run_bests[{family.name, shape_class}])
+      for (const Point& p : run_bests[{family.name, shape_class}]) {
         warm.push_back({p.algorithm, p.algorithm->at_input_bits(p.params, input_bits)});
+        own_seed = true;
+      }
     // Then the nearest known devices' best points for the class (priors.hpp).
     const std::optional<ClassPrior> class_known = prior_of(family.name, shape_class, &cr.problem);
     SearchPrior search_prior;
     std::optional<Point> first_prior_point;
+    std::size_t sibling_at = warm.size();
     if (class_known) {
       cr.prior_distance = class_known->distance;
       cr.prior_devices = class_known->devices;
+      own_seed = own_seed || class_known->distance == 0;
       for (const Point& p : prior_candidates(*class_known, family, limits, excluded, input_bits)) {
-        if (!first_prior_point) first_prior_point = p;
+        if (!first_prior_point) {
+          first_prior_point = p;
+          sibling_at = warm.size() + 1;
+        }
         warm.push_back(p);
       }
       for (const Evaluation& e : class_known->points)
         if (const AlgorithmSpec* a = family.find_algorithm(e.algorithm))
           search_prior.log_ms.emplace(Point{a, a->at_input_bits(e.params, input_bits)}.key(), std::log(e.time_ms));
     }
+    // A class this device never measured starts from what the earlier classes of its kernel
+    // found in this run (sibling_seeds), after the nearest devices' first point: a sibling's
+    // best is a point of this device, while another device's order may differ here.
+    const std::string variants = launch_variants(family, *workload);
+    if (options.warm_start && !own_seed) {
+      std::set<std::string> skip;
+      for (const Point& p : warm) skip.insert(p.key());
+      const BuiltinChoice builtin = family.builtin_for(shape_class, excluded, &limits);
+      if (const AlgorithmSpec* a = family.find_algorithm(builtin.algorithm))
+        skip.insert(Point{a, a->complete(builtin.params)}.key());
+      std::set<const AlgorithmSpec*> searched;
+      for (const Point& p : space) searched.insert(p.algorithm);
+      SiblingSeeds siblings = sibling_seeds(run_classes, family, shape_class, cr.problem, variants, input_bits, limits,
+                                            excluded, searched, std::move(skip));
+      cr.seed_classes = siblings.from;
+      if (!first_prior_point && !siblings.points.empty()) first_prior_point = siblings.points.front();
+      warm.insert(warm.begin() + std::ptrdiff_t(sibling_at), siblings.points.begin(), siblings.points.end());
+      // In the known devices' times where they have some (the model shifts all of them by one
+      // offset): a sibling's best at their best.
+      double base = 0;
+      if (!search_prior.log_ms.empty()) {
+        base = std::numeric_limits<double>::infinity();
+        for (const auto& [key, y] : search_prior.log_ms) base = std::min(base, y);
+      }
+      for (const auto& [key, y] : siblings.log_ms) search_prior.log_ms.emplace(key, base + y);
+    }
     const Point* first_prior = first_prior_point ? &*first_prior_point : nullptr;
 
     // The built-in default is measured first: it is the baseline of the speed-up, and its
     // time sets the hang limit of the others. Past the run's budget, where a class has time
     // for one evaluation at most, that one is the nearest devices' first point instead (at
-    // distance 0 the device's shipped choice), which a default on a device nobody tuned
-    // rarely matches: the classes at the end of a run on a loaded machine kept their defaults,
-    // up to 50x the shipped choice (PoCL's LoRA apply), and the run ended no sooner.
+    // distance 0 the device's shipped choice; without a known device, a sibling class's),
+    // which a default on a device nobody tuned rarely matches: the classes at the end of a run
+    // on a loaded machine kept their defaults, up to 50x the shipped choice (PoCL's LoRA
+    // apply), and the run ended no sooner.
     const bool builtin_skipped = first_prior != nullptr && seconds_since(start) >= options.budget_seconds;
     workload->timeout_seconds = options.timeout_seconds > 0 ? options.timeout_seconds : 60;
     if (!builtin_skipped) {
@@ -1145,6 +1266,15 @@ TuneResult tune(Runtime& rt, const TuneOptions& options) {
       result.profile.entries.push_back(entry);
       const AlgorithmSpec* algorithm = family.find_algorithm(cr.best.algorithm);
       if (algorithm != nullptr) run_bests[{family.name, shape_class}].push_back({algorithm, cr.best.params});
+      RunClass found{family.name, shape_class, cr.problem, variants, {cr.best}};
+      std::vector<Evaluation> others;
+      for (const Evaluation& e : cr.history)
+        if (e.ok && e.time_ms > 0 && !(e.algorithm == cr.best.algorithm && e.params == cr.best.params))
+          others.push_back(e);
+      std::stable_sort(others.begin(), others.end(),
+                       [](const Evaluation& a, const Evaluation& b) { return a.time_ms < b.time_ms; });
+      found.points.insert(found.points.end(), others.begin(), others.end());
+      run_classes.push_back(std::move(found));
     }
     result.classes.push_back(std::move(cr));
     previous_workload = std::move(workload);
@@ -1189,6 +1319,17 @@ void print_summary(std::ostream& out, const TuneResult& result) {
   }
   for (const auto& [from, classes] : seeded)
     out << "seeded from " << from << ": " << classes << (classes == 1 ? " class\n" : " classes\n");
+  // Which classes started from the best points of earlier classes of their kernel, per kernel.
+  std::map<std::string, std::string> from_siblings;
+  for (const ClassResult& c : result.classes) {
+    if (c.seed_classes.empty()) continue;
+    std::string& line = from_siblings[c.kernel];
+    line += (line.empty() ? " " : ", ") + c.shape_class + " (from";
+    for (std::size_t i = 0; i < c.seed_classes.size(); ++i) line += (i ? ", " : " ") + c.seed_classes[i];
+    line += ")";
+  }
+  for (const auto& [kernel, line] : from_siblings)
+    out << "seeded from classes of this run, " << kernel << ":" << line << "\n";
   int cached = 0;
   for (const ClassResult& c : result.classes) cached += c.cached;
   out << "tuned in " << std::fixed << std::setprecision(1) << result.seconds << " s";
@@ -1201,7 +1342,8 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
   out << "{\n  \"device\": {\"name\": " << json_string(d.name) << ", \"vendor\": " << json_string(d.vendor)
       << ", \"driver\": " << json_string(d.driver) << ", \"platform\": " << json_string(d.platform) << "},\n"
       << "  \"profile\": " << json_string(profile_path) << ",\n  \"seconds\": " << std::setprecision(6)
-      << result.seconds << ",\n  \"interrupted\": " << (result.interrupted ? "true" : "false")
+      << result.seconds << ",\n  \"budget_seconds\": " << result.budget_seconds
+      << ",\n  \"interrupted\": " << (result.interrupted ? "true" : "false")
       << ",\n  \"compile_threads\": " << result.compile_threads << ", \"builders\": " << json_string(result.builders)
       << ", \"prebuilt\": " << result.prebuilt << ",\n  \"caches\": [";
   for (std::size_t i = 0; i < result.caches.size(); ++i) out << (i ? ", " : "") << json_string(result.caches[i]);
@@ -1215,6 +1357,8 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
         << c.seconds << ", \"speedup\": " << c.speedup() << ", \"weight\": " << c.weight
         << ", \"prior_distance\": " << c.prior_distance << ", \"prior_devices\": [";
     for (std::size_t d = 0; d < c.prior_devices.size(); ++d) out << (d ? ", " : "") << json_string(c.prior_devices[d]);
+    out << "], \"seed_classes\": [";
+    for (std::size_t d = 0; d < c.seed_classes.size(); ++d) out << (d ? ", " : "") << json_string(c.seed_classes[d]);
     out << "],\n     \"default\": " << json_choice(c.builtin) << ",\n     \"best\": " << json_choice(c.best) << "}";
   }
   out << "\n  ],\n  \"tuned_once\": [";

@@ -26,7 +26,8 @@ namespace ocltk::tuner {
 
 struct TuneOptions {
   Strategy strategy = Strategy::kGuided;
-  double budget_seconds = 165;    // whole run (a whole default run ends within 3 min); split over the classes
+  // The whole run's, split over the classes; 0: the device's default (default_budget_seconds).
+  double budget_seconds = 0;
   std::int64_t max_evals = 0;     // per class; 0 = no limit besides the budget
   double max_evals_fraction = 0;  // per class, as a fraction of its search space; 0 = none
   int repeats = 5;                // timed runs per candidate (median), after one warm-up
@@ -91,6 +92,10 @@ struct ClassResult {
   // the weight of its share when it ended (class_share).
   int prior_distance = -1;
   std::vector<std::string> prior_devices;
+  // The earlier classes of its kernel in this run whose best points it measured first, where
+  // this device had no point of its own for it (no profile choice, recording or earlier
+  // problem of the class), nearest first.
+  std::vector<std::string> seed_classes;
   double weight = 1;
   // The points timed again together at the end, with their new figures (the best is the
   // fastest of them), and the seconds that took (DeviceMeasure::retime in tuner.cpp).
@@ -103,6 +108,7 @@ struct TuneResult {
   Profile profile;
   std::vector<ClassResult> classes;
   double seconds = 0;
+  double budget_seconds = 0;        // the run's budget: --budget, else default_budget_seconds
   bool interrupted = false;         // stopped by options.stop before every class was tuned
   std::vector<std::string> caches;  // resume cache files used
   int compile_threads = 0;
@@ -111,6 +117,11 @@ struct TuneResult {
   // Problems a user's shape repeated (e.g. a class's own), tuned once: "kernel/class problem".
   std::vector<std::string> repeated;
 };
+
+// The budget of a run without --budget: 165 s on a CPU device (a whole default run ends
+// within 3 minutes), 285 s on a GPU or an accelerator (within 5 minutes), whose program
+// builds take 1-8 s each, so the same evaluations a class gets on a CPU cost more there.
+double default_budget_seconds(const DeviceInfo& device);
 
 // Tunes the selected families on the runtime's device, without the algorithms the runtime
 // excludes (Runtime::excluded_algorithms: OCLTK_EXCLUDE_ALGORITHMS). Throws Error on failures that

@@ -33,6 +33,14 @@ class Workload {
   // Empty when the output of the last run matches the CPU reference within the family's
   // documented error bound; otherwise one line saying which element is wrong.
   virtual std::string verify() = 0;
+  // What verify() compares with the reference: `checked` of the output's `rows` rows (a
+  // large problem's sample, its first and last rows among them), every element of each; the
+  // rest of the output is checked only for having been written, where the family says so.
+  // Zeros where unknown.
+  struct CheckedRows {
+    std::int64_t checked = 0, rows = 0;
+  };
+  virtual CheckedRows checked_rows() const { return {}; }
   // The build options run() launches `algorithm` with beside its parameters' (what the
   // compile pool prebuilds): its tuned_variant unless the problem's input type differs.
   virtual std::string variant(const AlgorithmSpec& algorithm) const { return algorithm.tuned_variant; }
