@@ -45,15 +45,12 @@
 // base0 and base1 are the dispatch's first groups. tl: TR × ldtl floats of local memory,
 // ldtl the max rank R rounded up to RC.
 __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void lora_fused(
-    const lora_args p, const __global uint* offsets, const __global int* seg_adapters, const __global int* ranks,
-    const __global in_t* X, const __global in_t* A, const __global in_t* B, __global out_t* Y,
-    const __global float* scales, __local float* tl) {
-  const int M = p.M, N = p.N, K = p.K, R = p.R, L = p.L, segments = p.segments, have_ranks = p.have_ranks;
-  const int have_scales = p.have_scales, accumulate = p.accumulate, ldx = p.ldx, lda = p.lda, ldb = p.ldb;
-  const int ldy = p.ldy, ldtl = p.ldtl, base0 = p.base0, base1 = p.base1;
-  const long x_off = p.x_off, a_off = p.a_off, a_stride = p.a_stride, b_off = p.b_off, b_stride = p.b_stride;
-  const long y_off = p.y_off;
-  const float scale = p.scale;
+    const int M, const int N, const int K, const int R, const int L, const int segments,
+    const __global uint* offsets, const __global int* seg_adapters, const int have_ranks, const __global int* ranks,
+    const int base0, const int base1, const __global in_t* X, const long x_off, const int ldx, const __global in_t* A,
+    const long a_off, const int lda, const long a_stride, const __global in_t* B, const long b_off, const int ldb,
+    const long b_stride, __global out_t* Y, const long y_off, const int ldy, const float scale, const int have_scales,
+    const __global float* scales, const int accumulate, __local float* tl, const int ldtl) {
   __local float red[LORA_RED_FLOATS];
   const int lid = get_local_id(0);
   int row0, rows, adapter;

@@ -518,44 +518,33 @@ void check(Runtime& rt, Op op, const LoraArgs& a) {
 
 // ---- launches ----
 
-// kernels/lora_common.clh's lora_args, member for member: every scalar argument of the LoRA
-// kernels in one struct passed by value (NVIDIA's enqueue costs the host per argument; the
-// header says how much). 8-byte members first, so that host and device lay it out alike.
-struct KernelScalars {
-  cl_long x_off, a_off, a_stride, b_off, b_stride, y_off, t_off;
-  cl_int M, N, K, R, L, segments, have_ranks, have_scales, accumulate;
-  cl_int ldx, lda, ldb, ldy, ldt;
-  // The expand's rows of T in local memory: TR rows of ldtl floats (the fused kernel's rank
-  // rounded up to RC, as its shrink writes whole chunks).
-  cl_int ldtl;
-  cl_int base0, base1;  // the dispatch's first groups (enqueue_grid)
-  cl_float scale;
-};
-static_assert(sizeof(KernelScalars) == 128 && alignof(KernelScalars) == 8,
-              "KernelScalars must match lora_args of kernels/lora_common.clh");
-
 // A checked launch's kernel arguments: leading dimensions and strides resolved, absent
 // buffers replaced by one that is never read (the flags say so).
 struct KernelArgs {
-  KernelScalars s;
+  cl_int M, N, K, R, L, S, have_ranks, have_scales, accumulate;
   cl_mem offsets, seg_adapters, ranks, scales;
   cl_mem x, a, b, y, t;
+  cl_long x_off, a_off, a_stride, b_off, b_stride, y_off, t_off;
+  cl_int ldx, lda, ldb, ldy, ldt;
+  cl_float scale;
+  // The expand's rows of T in local memory: TR rows of ldtl floats (the fused kernel's rank
+  // rounded up to RC, as its shrink writes whole chunks).
+  cl_int ldtl;
   std::size_t tl_bytes;
 };
 
 KernelArgs kernel_args(const LoraArgs& a, cl_mem any) {
   const LoraProblem& p = a.problem;
   KernelArgs k{};
-  KernelScalars& s = k.s;
-  s.M = cl_int(p.m);
-  s.N = cl_int(p.n);
-  s.K = cl_int(p.k);
-  s.R = cl_int(p.max_rank);
-  s.L = cl_int(p.adapters);
-  s.segments = cl_int(a.segments);
-  s.have_ranks = a.ranks != nullptr;
-  s.have_scales = a.scales != nullptr;
-  s.accumulate = a.accumulate;
+  k.M = cl_int(p.m);
+  k.N = cl_int(p.n);
+  k.K = cl_int(p.k);
+  k.R = cl_int(p.max_rank);
+  k.L = cl_int(p.adapters);
+  k.S = cl_int(a.segments);
+  k.have_ranks = a.ranks != nullptr;
+  k.have_scales = a.scales != nullptr;
+  k.accumulate = a.accumulate;
   k.offsets = a.offsets ? a.offsets : any;
   k.seg_adapters = a.segment_adapters ? a.segment_adapters : any;
   k.ranks = a.ranks ? a.ranks : any;
@@ -565,19 +554,19 @@ KernelArgs kernel_args(const LoraArgs& a, cl_mem any) {
   k.b = a.b.buffer ? a.b.buffer : any;
   k.y = a.y.buffer ? a.y.buffer : any;
   k.t = a.intermediate.buffer ? a.intermediate.buffer : any;
-  s.ldx = cl_int(ld_of(a.x.ld, p.k));
-  s.lda = cl_int(ld_of(a.a.ld, p.k));
-  s.ldb = cl_int(ld_of(a.b.ld, p.max_rank));
-  s.ldy = cl_int(ld_of(a.y.ld, p.n));
-  s.ldt = cl_int(ld_of(a.intermediate.ld, p.max_rank));
-  s.x_off = cl_long(a.x.offset);
-  s.a_off = cl_long(a.a.offset);
-  s.a_stride = a.a.stride ? cl_long(a.a.stride) : cl_long(p.max_rank) * s.lda;
-  s.b_off = cl_long(a.b.offset);
-  s.b_stride = a.b.stride ? cl_long(a.b.stride) : cl_long(p.n) * s.ldb;
-  s.y_off = cl_long(a.y.offset);
-  s.t_off = cl_long(a.intermediate.offset);
-  s.scale = a.scale;
+  k.ldx = cl_int(ld_of(a.x.ld, p.k));
+  k.lda = cl_int(ld_of(a.a.ld, p.k));
+  k.ldb = cl_int(ld_of(a.b.ld, p.max_rank));
+  k.ldy = cl_int(ld_of(a.y.ld, p.n));
+  k.ldt = cl_int(ld_of(a.intermediate.ld, p.max_rank));
+  k.x_off = cl_long(a.x.offset);
+  k.a_off = cl_long(a.a.offset);
+  k.a_stride = a.a.stride ? cl_long(a.a.stride) : cl_long(p.max_rank) * k.lda;
+  k.b_off = cl_long(a.b.offset);
+  k.b_stride = a.b.stride ? cl_long(a.b.stride) : cl_long(p.n) * k.ldb;
+  k.y_off = cl_long(a.y.offset);
+  k.t_off = cl_long(a.intermediate.offset);
+  k.scale = a.scale;
   return k;
 }
 
@@ -597,19 +586,15 @@ boost::compute::buffer queue_scratch(Runtime& rt, cl_command_queue queue, std::s
 }
 
 // Enqueues `kernel` over its grid, split into dispatches of at most `cap` workgroups per
-// dimension; `args` are its arguments after the first, the scalars, which carry each
-// dispatch's bases.
+// dimension; `args` are its arguments with the two dispatch bases at `base_at`.
 void enqueue_grid(detail::DispatchChain& chain, cl_kernel kernel, const std::string& name, const LoraGeometry& g,
-                  std::int64_t cap, KernelScalars scalars, const detail::KernelArgs& args) {
-  detail::KernelArgs all;
-  all.reserve(args.size() + 1);
-  all.push_back({sizeof scalars, &scalars});
-  all.insert(all.end(), args.begin(), args.end());
+                  std::int64_t cap, detail::KernelArgs args, std::size_t base_at) {
   for (std::int64_t b1 = 0; b1 < g.groups1; b1 += cap) {
     for (std::int64_t b0 = 0; b0 < g.groups0; b0 += cap) {
-      scalars.base0 = cl_int(b0);
-      scalars.base1 = cl_int(b1);
-      detail::set_kernel_args(kernel, all, name);
+      const cl_int base0 = cl_int(b0), base1 = cl_int(b1);
+      args[base_at] = {sizeof base0, &base0};
+      args[base_at + 1] = {sizeof base1, &base1};
+      detail::set_kernel_args(kernel, args, name);
       const std::size_t global[2] = {std::size_t(std::min(cap, g.groups0 - b0)) * g.local,
                                      std::size_t(std::min(cap, g.groups1 - b1))};
       const std::size_t local[2] = {g.local, 1};
@@ -618,27 +603,76 @@ void enqueue_grid(detail::DispatchChain& chain, cl_kernel kernel, const std::str
   }
 }
 
-// The buffer arguments of each kernel, after the scalars (kernels/lora_*.cl).
+// The arguments every LoRA kernel opens with, up to the dispatch bases (left empty).
+detail::KernelArgs head_args(const KernelArgs& k, bool with_n, bool with_k) {
+  detail::KernelArgs args = {{sizeof k.M, &k.M}};
+  if (with_n) args.push_back({sizeof k.N, &k.N});
+  if (with_k) args.push_back({sizeof k.K, &k.K});
+  args.insert(args.end(), {{sizeof k.R, &k.R},
+                           {sizeof k.L, &k.L},
+                           {sizeof k.S, &k.S},
+                           {sizeof k.offsets, &k.offsets},
+                           {sizeof k.seg_adapters, &k.seg_adapters},
+                           {sizeof k.have_ranks, &k.have_ranks},
+                           {sizeof k.ranks, &k.ranks},
+                           {0, nullptr},
+                           {0, nullptr}});
+  return args;
+}
+
 detail::KernelArgs shrink_args(const KernelArgs& k) {
-  return {{sizeof k.offsets, &k.offsets}, {sizeof k.seg_adapters, &k.seg_adapters},
-          {sizeof k.ranks, &k.ranks},     {sizeof k.x, &k.x},
-          {sizeof k.a, &k.a},             {sizeof k.t, &k.t}};
+  detail::KernelArgs args = head_args(k, false, true);
+  args.insert(args.end(), {{sizeof k.x, &k.x},
+                           {sizeof k.x_off, &k.x_off},
+                           {sizeof k.ldx, &k.ldx},
+                           {sizeof k.a, &k.a},
+                           {sizeof k.a_off, &k.a_off},
+                           {sizeof k.lda, &k.lda},
+                           {sizeof k.a_stride, &k.a_stride},
+                           {sizeof k.t, &k.t},
+                           {sizeof k.t_off, &k.t_off},
+                           {sizeof k.ldt, &k.ldt}});
+  return args;
+}
+
+void push_output_args(detail::KernelArgs& args, const KernelArgs& k) {
+  args.insert(args.end(), {{sizeof k.b, &k.b},
+                           {sizeof k.b_off, &k.b_off},
+                           {sizeof k.ldb, &k.ldb},
+                           {sizeof k.b_stride, &k.b_stride},
+                           {sizeof k.y, &k.y},
+                           {sizeof k.y_off, &k.y_off},
+                           {sizeof k.ldy, &k.ldy},
+                           {sizeof k.scale, &k.scale},
+                           {sizeof k.have_scales, &k.have_scales},
+                           {sizeof k.scales, &k.scales},
+                           {sizeof k.accumulate, &k.accumulate}});
 }
 
 detail::KernelArgs expand_args(const KernelArgs& k) {
-  return {{sizeof k.offsets, &k.offsets}, {sizeof k.seg_adapters, &k.seg_adapters},
-          {sizeof k.ranks, &k.ranks},     {sizeof k.t, &k.t},
-          {sizeof k.b, &k.b},             {sizeof k.y, &k.y},
-          {sizeof k.scales, &k.scales},   {k.tl_bytes, nullptr}};
+  detail::KernelArgs args = head_args(k, true, false);
+  args.insert(args.end(), {{sizeof k.t, &k.t}, {sizeof k.t_off, &k.t_off}, {sizeof k.ldt, &k.ldt}});
+  push_output_args(args, k);
+  args.insert(args.end(), {{k.tl_bytes, nullptr}, {sizeof k.ldtl, &k.ldtl}});
+  return args;
 }
 
 detail::KernelArgs fused_args(const KernelArgs& k) {
-  return {{sizeof k.offsets, &k.offsets}, {sizeof k.seg_adapters, &k.seg_adapters},
-          {sizeof k.ranks, &k.ranks},     {sizeof k.x, &k.x},
-          {sizeof k.a, &k.a},             {sizeof k.b, &k.b},
-          {sizeof k.y, &k.y},             {sizeof k.scales, &k.scales},
-          {k.tl_bytes, nullptr}};
+  detail::KernelArgs args = head_args(k, true, true);
+  args.insert(args.end(), {{sizeof k.x, &k.x},
+                           {sizeof k.x_off, &k.x_off},
+                           {sizeof k.ldx, &k.ldx},
+                           {sizeof k.a, &k.a},
+                           {sizeof k.a_off, &k.a_off},
+                           {sizeof k.lda, &k.lda},
+                           {sizeof k.a_stride, &k.a_stride}});
+  push_output_args(args, k);
+  args.insert(args.end(), {{k.tl_bytes, nullptr}, {sizeof k.ldtl, &k.ldtl}});
+  return args;
 }
+
+// Where the two dispatch bases sit in head_args.
+std::size_t base_index(bool with_n, bool with_k) { return 1 + (with_n ? 1 : 0) + (with_k ? 1 : 0) + 7; }
 
 const KernelFamily& family_of(Op op) {
   return op == Op::kShrink ? lora_shrink_family() : op == Op::kExpand ? lora_expand_family() : lora_apply_family();
@@ -690,18 +724,18 @@ void enqueue(Runtime& rt, Op op, const Choice& choice, const LoraArgs& a, const 
       used, *algorithm, kernel_names,
       [&](const std::vector<cl_kernel>& kernels) {
         KernelArgs k = kernel_args(resolved, a.y.buffer ? a.y.buffer : a.intermediate.buffer);
-        k.s.ldtl = cl_int(ldtl);
+        k.ldtl = cl_int(ldtl);
         k.tl_bytes = std::size_t(tl_bytes);
         detail::DispatchChain chain(rt.queue().get(), rt.queue_out_of_order(), launch_options);
         for (std::size_t i = 0; i < kernels.size(); ++i) {
           const std::string& name = kernel_names[i];
           const LoraGeometry g = lora_geometry(name, params, a.problem, a.segments);
           if (name == "lora_shrink")
-            enqueue_grid(chain, kernels[i], name, g, cap, k.s, shrink_args(k));
+            enqueue_grid(chain, kernels[i], name, g, cap, shrink_args(k), base_index(false, true));
           else if (name == "lora_expand")
-            enqueue_grid(chain, kernels[i], name, g, cap, k.s, expand_args(k));
+            enqueue_grid(chain, kernels[i], name, g, cap, expand_args(k), base_index(true, false));
           else
-            enqueue_grid(chain, kernels[i], name, g, cap, k.s, fused_args(k));
+            enqueue_grid(chain, kernels[i], name, g, cap, fused_args(k), base_index(true, true));
         }
         chain.finish();
       },
