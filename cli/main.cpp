@@ -445,11 +445,11 @@ int cmd_tune(const std::vector<std::string>& tokens) {
     options.progress = &std::cerr;
     options.progress_is_terminal = ::isatty(STDERR_FILENO) != 0;
   }
+  if (!(options.budget_seconds > 0)) options.budget_seconds = ocltk::tuner::default_budget_seconds(rt.device());
   const bool json = args.flag("--json");
   std::ostream& log = json ? std::cerr : std::cout;  // with --json, stdout holds only the JSON
   log << "Tuning on " << rt.device().name << " (" << rt.device().platform << ", driver " << rt.device().driver
-      << "), strategy " << ocltk::tuner::to_string(options.strategy) << ", budget "
-      << (options.budget_seconds > 0 ? options.budget_seconds : ocltk::tuner::default_budget_seconds(rt.device()))
+      << "), strategy " << ocltk::tuner::to_string(options.strategy) << ", budget " << options.budget_seconds
       << " s\n"
       << std::flush;
   // Ctrl-C stops after the current candidate; what was measured stays in the cache.

@@ -81,6 +81,12 @@ std::string json_string(const std::string& text) {
   return out.str();
 }
 
+std::string json_strings(const std::vector<std::string>& texts) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < texts.size(); ++i) out += (i ? ", " : "") + json_string(texts[i]);
+  return out + "]";
+}
+
 std::string json_problem(const Problem& problem) {
   std::ostringstream out;
   out << "{";

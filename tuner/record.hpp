@@ -27,6 +27,7 @@ using Problem = std::map<std::string, std::int64_t>;
 std::string file_name_of(const std::string& name);
 
 std::string json_string(const std::string& text);
+std::string json_strings(const std::vector<std::string>& texts);  // ["a", "b"]
 std::string json_problem(const Problem& problem);
 std::string json_choice(const Evaluation& e);
 std::string format_problem(const Problem& problem);  // "k=4096 m=1 n=4096"

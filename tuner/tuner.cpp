@@ -1060,8 +1060,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
   // The best point of each problem tuned so far, by (kernel, class): with warm_start the
   // later problems of that class measure them first (a user's shapes of one class are
   // often won by the same point, and a share of the budget is short for a search).
-  std::map<std::pair<std::string, std::string>, std::vector<Point>> run_bests;
-  // And what each found, for the classes of its kernel this device never measured.
+  // And (run_classes, best first) what each found, for the classes of its kernel this device
+  // never measured (sibling_seeds).
   std::vector<RunClass> run_classes;
   // The problems tuned so far: a user's shape that repeats one (the class's own problem,
   // say) is tuned once, so the profile gets one entry for it.
@@ -1129,10 +1129,12 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
           own_seed = own_seed || profile->device.name == device.name;
         }
     if (options.warm_start)
-      for (const Point& p : run_bests[{family.name, shape_class}]) {
-        warm.push_back({p.algorithm, p.algorithm->at_input_bits(p.params, input_bits)});
-        own_seed = true;
-      }
+      for (const RunClass& earlier : run_classes)
+        if (earlier.kernel == family.name && earlier.shape_class == shape_class)
+          if (const AlgorithmSpec* a = family.find_algorithm(earlier.points.front().algorithm)) {
+            warm.push_back({a, a->at_input_bits(earlier.points.front().params, input_bits)});
+            own_seed = true;
+          }
     // Then the nearest known devices' best points for the class (priors.hpp).
     const std::optional<ClassPrior> class_known = prior_of(family.name, shape_class, &cr.problem);
     SearchPrior search_prior;
@@ -1264,8 +1266,6 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       entry.default_time_ms = cr.builtin.ok ? cr.builtin.time_ms : 0;
       entry.provenance.kind = "tuned";
       result.profile.entries.push_back(entry);
-      const AlgorithmSpec* algorithm = family.find_algorithm(cr.best.algorithm);
-      if (algorithm != nullptr) run_bests[{family.name, shape_class}].push_back({algorithm, cr.best.params});
       RunClass found{family.name, shape_class, cr.problem, variants, {cr.best}};
       std::vector<Evaluation> others;
       for (const Evaluation& e : cr.history)
@@ -1345,9 +1345,8 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
       << result.seconds << ",\n  \"budget_seconds\": " << result.budget_seconds
       << ",\n  \"interrupted\": " << (result.interrupted ? "true" : "false")
       << ",\n  \"compile_threads\": " << result.compile_threads << ", \"builders\": " << json_string(result.builders)
-      << ", \"prebuilt\": " << result.prebuilt << ",\n  \"caches\": [";
-  for (std::size_t i = 0; i < result.caches.size(); ++i) out << (i ? ", " : "") << json_string(result.caches[i]);
-  out << "],\n  \"classes\": [";
+      << ", \"prebuilt\": " << result.prebuilt << ",\n  \"caches\": " << json_strings(result.caches)
+      << ",\n  \"classes\": [";
   for (std::size_t i = 0; i < result.classes.size(); ++i) {
     const ClassResult& c = result.classes[i];
     out << (i ? "," : "") << "\n    {\"kernel\": " << json_string(c.kernel)
@@ -1355,15 +1354,10 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
         << ", \"space_size\": " << c.space_size << ", \"evaluations\": " << c.evaluations
         << ", \"rejected\": " << c.rejected << ", \"cached\": " << c.cached << ", \"seconds\": " << std::setprecision(6)
         << c.seconds << ", \"speedup\": " << c.speedup() << ", \"weight\": " << c.weight
-        << ", \"prior_distance\": " << c.prior_distance << ", \"prior_devices\": [";
-    for (std::size_t d = 0; d < c.prior_devices.size(); ++d) out << (d ? ", " : "") << json_string(c.prior_devices[d]);
-    out << "], \"seed_classes\": [";
-    for (std::size_t d = 0; d < c.seed_classes.size(); ++d) out << (d ? ", " : "") << json_string(c.seed_classes[d]);
-    out << "],\n     \"default\": " << json_choice(c.builtin) << ",\n     \"best\": " << json_choice(c.best) << "}";
+        << ", \"prior_distance\": " << c.prior_distance << ", \"prior_devices\": " << json_strings(c.prior_devices)
+        << ", \"seed_classes\": " << json_strings(c.seed_classes) << ",\n     \"default\": " << json_choice(c.builtin) << ",\n     \"best\": " << json_choice(c.best) << "}";
   }
-  out << "\n  ],\n  \"tuned_once\": [";
-  for (std::size_t i = 0; i < result.repeated.size(); ++i) out << (i ? ", " : "") << json_string(result.repeated[i]);
-  out << "]\n}\n";
+  out << "\n  ],\n  \"tuned_once\": " << json_strings(result.repeated) << "\n}\n";
 }
 
 }  // namespace ocltk::tuner
