@@ -49,25 +49,6 @@
 
 #include "nf4_common.clh"
 
-// Finds the (expert, first row, end row) of row tile `tile`; false when past the last.
-inline bool nf4_find_tile(const __global uint* offsets, const int experts, const int rows, const int tile, int* e_out,
-                          int* r0_out, int* end_out) {
-  int seen = 0;
-  for (int e = 0; e < experts; ++e) {
-    int begin, end;
-    nf4_segment(offsets, e, rows, &begin, &end);
-    const int tiles = (end - begin + MWG - 1) / MWG;
-    if (tile < seen + tiles) {
-      *e_out = e;
-      *r0_out = begin + (tile - seen) * MWG;
-      *end_out = end;
-      return true;
-    }
-    seen += tiles;
-  }
-  return false;
-}
-
 inline void nf4_tile_product(__local const float* As, __local const float* Bs, float acc[MWI][NWI], const int tm,
                              const int tn) {
   for (int k = 0; k < KWG; ++k) {
@@ -96,7 +77,7 @@ __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void nf4_forward
   nf4_stage_codebook(cb, codebook, lid, WGS);
   int e = 0, r0 = 0, seg_end = 0;
   // Uniform per workgroup; a surplus id keeps r0 == seg_end == 0: no reduction step, no store.
-  const bool live = nf4_find_tile(offsets, experts, rows, tile_base + get_group_id(1), &e, &r0, &seg_end);
+  const bool live = nf4_find_tile(offsets, experts, rows, MWG, tile_base + get_group_id(1), &e, &r0, &seg_end);
   const int reduce_end = live ? K : 0;
   const int n0 = get_group_id(0) * NWG;
   packed += packed_offset;
@@ -149,7 +130,7 @@ __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void nf4_backwar
   nf4_stage_codebook(cb, codebook, lid, WGS);
   int e = 0, r0 = 0, seg_end = 0;
   // Uniform per workgroup; a surplus id keeps r0 == seg_end == 0: no reduction step, no store.
-  const bool live = nf4_find_tile(offsets, experts, rows, tile_base + get_group_id(1), &e, &r0, &seg_end);
+  const bool live = nf4_find_tile(offsets, experts, rows, MWG, tile_base + get_group_id(1), &e, &r0, &seg_end);
   const int reduce_end = live ? N : 0;
   const int c0 = get_group_id(0) * NWG;  // first output column (k)
   packed += packed_offset;

@@ -328,9 +328,11 @@ class Nf4Device : public RuntimeTest {
             std::memcpy(&b, &yb[i * 2], 2);
             got = from_bits(b, c.type);
           }
-          // tc multiplies half inputs in their own type: the codebook rounded to it.
+          // tc multiplies half inputs in their own type: the codebook rounded to it; tc_tiled
+          // too, the dequantized weight (codebook value times scale) rounded to it.
+          const bool half_weights = fwd.algorithm == "tc" || fwd.algorithm == "tc_tiled";
           const double bound = gemm_nt_error_bound(c.k, abs_dot, 1.0, 0) + u_half * std::fabs(want_y[i]) +
-                               (fwd.algorithm == "tc" ? u_half * abs_dot : 0) + 1e-6 * u_half;
+                               (half_weights ? u_half * abs_dot : 0) + 1e-6 * u_half;
           ASSERT_LE(std::fabs(got - want_y[i]), bound)
               << where << " forward y(" << r << ", " << n << ") expert " << e << " algorithm " << fwd.algorithm << " "
               << format_params(fwd.params);
@@ -343,9 +345,11 @@ class Nf4Device : public RuntimeTest {
           float got;
           std::memcpy(&got, &dxb[i * 4], 4);
           // tc multiplies bf16 grads in bf16: the codebook value and g times the scale each
-          // rounded to it (2^-8 each, so 2^-7 of each |g·w|).
+          // rounded to it (2^-8 each, so 2^-7 of each |g·w|); tc_tiled half grads in their type,
+          // the dequantized weight rounded to it.
           const double bound = gemm_nt_error_bound(c.n, abs_dot, 1.0, 0) +
-                               (bwd.algorithm == "tc" && c.type == ElementType::bf16 ? abs_dot / 128 : 0);
+                               (bwd.algorithm == "tc" && c.type == ElementType::bf16 ? abs_dot / 128 : 0) +
+                               (bwd.algorithm == "tc_tiled" ? u_half * abs_dot : 0);
           ASSERT_LE(std::fabs(got - want_dx[i]), bound) << where << " backward dx(" << r << ", " << k << ") algorithm "
                                                         << bwd.algorithm << " " << format_params(bwd.params);
         }
@@ -610,6 +614,56 @@ TEST_F(Nf4Device, TcAtSeveralPointsMatchesTheReference) {
   graded.row_exponent_step = 5;
   for (const Params& p : kTcPoints) run_case(graded, choice("nf4_forward", "tc", p), Choice());
   run_case(graded, choice("nf4_forward", "tc", in_warp_split), Choice());
+}
+
+// Tc_tiled points (both directions): the defaults (128 × 128 tiles of 2 × 2 warps, KCH 4, three
+// stages, swizzled rows, ldmatrix); 32 × 64 tiles of 1 × 2 warps, KCH 2 (forward pieces of 16
+// codes for the half types, 8 for f32), two stages, padded rows, fragments by word loads,
+// cp.async past L1 (several row tiles per segment); 64 × 32 tiles of 2 × 2 warps, KCH 8 (two
+// forward pieces of 32 codes per W row and step for the half types), four stages, plain rows:
+// fewer pieces than work-items in both directions, so some decode nothing. Each fits 48 KiB of
+// local memory.
+const std::vector<Params> kTcTiledPoints = {
+    {},
+    {{"MWG", 32},
+     {"NWG", 64},
+     {"KCH", 2},
+     {"MWARPS", 1},
+     {"NWARPS", 2},
+     {"STAGES", 2},
+     {"SWZ", 2},
+     {"LDSM", 0},
+     {"CPASYNC", 1}},
+    {{"MWG", 64}, {"NWG", 32}, {"KCH", 8}, {"MWARPS", 2}, {"NWARPS", 2}, {"STAGES", 4}, {"SWZ", 0}},
+};
+
+// Tc_tiled, both directions at the same points: the shape cases in f32 (mostly its general
+// decode: K, the window or the byte offset not aligned to a piece; the backward's sums over
+// N = 37, 19, 40 and 9), and in every type two general cases and these on its whole-piece
+// path: N and rows not multiples of the tiles, an empty segment, a window 64 into a block of
+// 128, 66 experts with decode-sized segments, K of 10 steps of 64 and N = 72 (more steps
+// than stages, a ragged last step of the backward's sum), a segment longer than a row tile;
+// K = 5 and N = 6 (f32 takes the tiled algorithm there in both directions, as 3×TF32 needs a
+// sum of 8 or more).
+TEST_F(Nf4Device, TcTiledAtSeveralPointsMatchesTheReference) {
+  std::vector<Case> cases = shape_cases();
+  for (int e = 0; e < 66; ++e) cases.back().counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
+  for (const Params& p : kTcTiledPoints)
+    for (const Case& c : cases)
+      run_case(c, choice("nf4_forward", "tc_tiled", p), choice("nf4_backward", "tc_tiled", p));
+  std::vector<Case> typed = {
+      {3, 24, 160, 64, 32, {2, 0, 5}}, {2, 19, 101, 32, 7, {1, 4}}, {3, 40, 256, 64, 0, {1, 0, 9}},
+      {2, 24, 128, 128, 64, {4, 3}},   {66, 16, 64, 64, 0, {}},     {2, 72, 640, 128, 64, {37, 2}},
+      {2, 6, 5, 32, 0, {3, 2}},
+  };
+  for (int e = 0; e < 66; ++e) typed[4].counts.push_back(e % 3 == 0 ? 0 : std::uint32_t(e % 4));
+  for (ElementType t : {ElementType::f32, ElementType::f16, ElementType::bf16}) {
+    for (Case c : typed) {
+      c.type = t;
+      for (const Params& p : kTcTiledPoints)
+        run_case(c, choice("nf4_forward", "tc_tiled", p), choice("nf4_backward", "tc_tiled", p));
+    }
+  }
 }
 
 // Launch::first_event and Launch::event: the tc forward with f32 input and the pre-pass (XS

@@ -1,8 +1,9 @@
 // The nf4 family slice on the device: parameter tables of the tiled and stream algorithms
 // (forward and input-gradient backward), the forward-only warps algorithm and the
-// tensor-core tc algorithms of both directions, shape classes, argument checks and
+// tensor-core tc and tc_tiled algorithms of both directions, shape classes, argument checks and
 // launches. Sources: kernels/nf4_{forward,backward}_{stream,tc}.cl, nf4_forward_warps.cl,
-// nf4_tiled.cl, nf4_common.clh, nf4_rows.clh, nf4_splits.clh and nf4_tc.clh.
+// nf4_{forward,backward}_tc_tiled.cl, nf4_tiled.cl, nf4_common.clh, nf4_rows.clh,
+// nf4_splits.clh, nf4_tc.clh, nf4_tc_tiled.clh and tc_mma.clh.
 #include "ocltk/nf4.hpp"
 
 #include <algorithm>
@@ -12,10 +13,13 @@
 
 #include "dispatch.hpp"
 #include "nf4_splits.hpp"
+#include "ocltk/gemm_nt.hpp"
 #include "ocltk/status.hpp"
 
 namespace ocltk {
 namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // The workgroup shape of the algorithms whose workgroup is WGS work-items along dimension 0.
 std::array<std::size_t, 2> wgs_local_size(const Params& p) { return {std::size_t(param(p, "WGS")), 1}; }
@@ -159,6 +163,72 @@ AlgorithmSpec forward_tc_algorithm() {
   return a;
 }
 
+// Many rows per expert on GPUs with tensor cores: the tiled algorithm's grid (a workgroup per
+// (segment row tile, tile of output columns)) with gemm_nt's tc pipeline (kernels/tc_mma.clh);
+// each step's W tile is decoded into local memory once for MWG segment rows, the activations
+// copied beside it, both multiplied by mma.sync (f32 input by 3×TF32). Emulated without
+// OCLTK_PTX, as tc. The backward decodes W transposed (kernels/nf4_tc_tiled.clh).
+AlgorithmSpec tc_tiled_algorithm(bool forward) {
+  AlgorithmSpec a;
+  a.name = "tc_tiled";
+  a.source_name = forward ? "nf4_forward_tc_tiled.cl" : "nf4_backward_tc_tiled.cl";
+  a.params = {
+      {"MWG", 128, {32, 64, 128, 256}, "segment rows per tile (activation rows multiplied by each decoded W tile)"},
+      {"NWG", 128, {32, 64, 128, 256}, "output columns per tile (W rows forward, W columns backward)"},
+      {"KCH",
+       4,
+       {2, 4, 8, 16},
+       "16-byte chunks of K per local row and stage (K columns: 8 KCH for f16/bf16, 4 KCH for f32)"},
+      {"MWARPS", 2, {1, 2, 4}, "warps along the segment rows in a workgroup"},
+      {"NWARPS", 2, {1, 2, 4}, "warps along N in a workgroup"},
+      {"STAGES", 3, {2, 3, 4}, "local buffers of activation and W tiles (copied and decoded STAGES - 1 steps ahead)"},
+      {"CPASYNC", 2, {2, 1}, "activation copies to local memory: 1 by cp.async past L1 (.cg), 2 through L1 (.ca)"},
+      {"LDSM", 1, {1, 0}, "fragments: 1 by ldmatrix, 0 by one local load per word"},
+      {"SWZ", 1, {2, 1, 0}, "local rows: 0 plain, 1 XOR-swizzled chunks, 2 padded by 16 bytes"},
+      register_target_param(),
+  };
+  auto warp_rows = [](const Params& p) { return param(p, "MWG") / param(p, "MWARPS"); };
+  auto warp_cols = [](const Params& p) { return param(p, "NWG") / param(p, "NWARPS"); };
+  auto wgs = [](const Params& p) { return 32 * param(p, "MWARPS") * param(p, "NWARPS"); };
+  a.constraints = {
+      constraint("MWG % (16 * MWARPS) == 0 (whole 16-row mma tiles per warp)",
+                 [](const Params& p) { return param(p, "MWG") % (16 * param(p, "MWARPS")) == 0; }),
+      constraint("NWG % (8 * NWARPS) == 0 (whole 8-column mma tiles per warp)",
+                 [](const Params& p) { return param(p, "NWG") % (8 * param(p, "NWARPS")) == 0; }),
+      constraint("LDSM == 1 implies (NWG / NWARPS) % 16 == 0 (ldmatrix loads two 8-column tiles at once)",
+                 [warp_cols](const Params& p) { return param(p, "LDSM") == 0 || warp_cols(p) % 16 == 0; }),
+      constraint("ceil(MWG * KCH / WGS) <= 32 (activation chunks a work-item copies per stage, WGS = 32 * MWARPS * "
+                 "NWARPS)",
+                 [wgs](const Params& p) { return ceil_div(param(p, "MWG") * param(p, "KCH"), wgs(p)) <= 32; }),
+      constraint("ceil(NWG * KCH / WGS) <= 16 (words of codes a work-item holds per stage)",
+                 [wgs](const Params& p) { return ceil_div(param(p, "NWG") * param(p, "KCH"), wgs(p)) <= 16; }),
+      constraint("(MWG / MWARPS) * (NWG / NWARPS) / 32 <= 128 (accumulator registers per work-item)",
+                 [warp_rows, warp_cols](const Params& p) { return warp_rows(p) * warp_cols(p) / 32 <= 128; }),
+  };
+  // gemm_nt tc's pruning, from the same pipeline's measurements on the H200.
+  a.search_pruning = {
+      constraint("LDSM == 1", [](const Params& p) { return param(p, "LDSM") == 1; }),
+      constraint("SWZ != 0", [](const Params& p) { return param(p, "SWZ") != 0; }),
+      constraint("MWARPS * NWARPS >= 4 (fewer warps leave the SM's four schedulers idle)",
+                 [](const Params& p) { return param(p, "MWARPS") * param(p, "NWARPS") >= 4; }),
+      constraint("(MWG / MWARPS) * (NWG / NWARPS) >= 32 * 32 (smaller warp tiles load a fragment per mma)",
+                 [warp_rows, warp_cols](const Params& p) { return warp_rows(p) * warp_cols(p) >= 32 * 32; }),
+  };
+  a.search_needs_tensor_mma = true;
+  a.tuned_variant = type_variant(ElementType::bf16);
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) -> std::uint64_t {
+    const std::uint64_t row_bytes = 16ull * param(p, "KCH") + (param(p, "SWZ") == 2 ? 16 : 0);
+    const std::uint64_t tiles = std::uint64_t(param(p, "STAGES")) * (param(p, "MWG") + param(p, "NWG")) * row_bytes;
+    if (limits.ptx_binaries) return tiles;
+    // Without OCLTK_PTX: the codebook, and the emulated product's fragment words (per warp
+    // 4·MI + 2·NI registers of 32 lanes).
+    const std::uint64_t mi = param(p, "MWG") / param(p, "MWARPS") / 16, ni = param(p, "NWG") / param(p, "NWARPS") / 8;
+    return tiles + 64 + 128ull * param(p, "MWARPS") * param(p, "NWARPS") * (4 * mi + 2 * ni);
+  };
+  a.local_size = [wgs](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(wgs(p)), 1}; };
+  return a;
+}
+
 // The input gradient on tensor cores: mma.sync m16n8k16 reduces over 16 W rows at a time
 // (A: code pairs of two W rows at one k, from the pair table; B: g times the rows' block
 // scales), up to 8 segment rows per mma; bf16 grads multiply in bf16, f32 and f16 grads in
@@ -258,8 +328,6 @@ const std::vector<ShapeClassSpec>& nf4_classes() {
   };
   return classes;
 }
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // Workgroups along dimension 0 when each serves up to `per_group` batches of `batch_rows`
 // W rows (warps and tc stride their batches over the workgroups).
@@ -463,8 +531,17 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
   Choice used = choice;
   used.kernel = family.name;
   used.params = algorithm->complete(choice.params);
-  const Params& p = used.params;
   const Nf4Geometry& g = w.geometry;
+  if (algorithm->name == "tc_tiled" && d.type == ElementType::f32 &&
+      (d.forward ? g.in_features : g.out_features) < kTf32x3MinK) {
+    // 3×TF32 holds the f32 bound from sums of kTf32x3MinK on (kernels/tc_mma.clh): a shorter
+    // sum (K forward, N backward) takes the tiled algorithm, which shares the launch, at its
+    // defaults.
+    algorithm = family.find_algorithm("tiled");
+    used.algorithm = algorithm->name;
+    used.params = algorithm->defaults();
+  }
+  const Params& p = used.params;
   if (rows == 0 || g.experts == 0) {
     // Nothing to compute; still honour the event contract with a marker (both events).
     if (launch_options.event || launch_options.first_event) {
@@ -480,7 +557,8 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
     }
     return;
   }
-  const bool tiled = algorithm->name == "tiled";
+  // tc_tiled shares tiled's kernel names, arguments and grid (kernels/nf4_tc_tiled.clh).
+  const bool tiled = algorithm->name == "tiled" || algorithm->name == "tc_tiled";
   const bool stream = algorithm->name == "stream";
   const bool warps = algorithm->name == "warps";
   const bool tc = algorithm->name == "tc";
@@ -655,12 +733,14 @@ KernelFamily nf4_family(const char* name, AlgorithmSpec stream, std::vector<Algo
 
 const KernelFamily& nf4_forward_family() {
   static const KernelFamily family =
-      nf4_family("nf4_forward", forward_stream_algorithm(), {forward_warps_algorithm(), forward_tc_algorithm()});
+      nf4_family("nf4_forward", forward_stream_algorithm(),
+                 {forward_warps_algorithm(), forward_tc_algorithm(), tc_tiled_algorithm(true)});
   return family;
 }
 
 const KernelFamily& nf4_backward_family() {
-  static const KernelFamily family = nf4_family("nf4_backward", backward_stream_algorithm(), {backward_tc_algorithm()});
+  static const KernelFamily family =
+      nf4_family("nf4_backward", backward_stream_algorithm(), {backward_tc_algorithm(), tc_tiled_algorithm(false)});
   return family;
 }
 
