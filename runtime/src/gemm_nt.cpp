@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "ocltk/status.hpp"
+#include "tc_mma_table.hpp"
 
 namespace ocltk {
 namespace {
@@ -257,44 +258,20 @@ AlgorithmSpec tc_algorithm() {
       {"GM", 8, {8, 1, 4, 16}, "tile rows per group of the workgroups' walk over C (1: row by row)", true},
       register_target_param(),
   };
-  auto warp_rows = [](const Params& p) { return param(p, "MWG") / param(p, "MWARPS"); };
-  auto warp_cols = [](const Params& p) { return param(p, "NWG") / param(p, "NWARPS"); };
-  a.constraints = {
-      constraint("MWG % (16 * MWARPS) == 0 (whole 16-row mma tiles per warp)",
-                 [](const Params& p) { return param(p, "MWG") % (16 * param(p, "MWARPS")) == 0; }),
-      constraint("NWG % (8 * NWARPS) == 0 (whole 8-column mma tiles per warp)",
-                 [](const Params& p) { return param(p, "NWG") % (8 * param(p, "NWARPS")) == 0; }),
-      constraint("LDSM == 1 implies (NWG / NWARPS) % 16 == 0 (ldmatrix loads two 8-column tiles at once)",
-                 [warp_cols](const Params& p) { return param(p, "LDSM") == 0 || warp_cols(p) % 16 == 0; }),
+  a.constraints = detail::tc_mma_tile_constraints();
+  a.constraints.push_back(
       constraint("CPASYNC == 0 implies STAGES == 2 (copies through registers use two buffers)",
-                 [](const Params& p) { return param(p, "CPASYNC") != 0 || param(p, "STAGES") == 2; }),
+                 [](const Params& p) { return param(p, "CPASYNC") != 0 || param(p, "STAGES") == 2; }));
+  a.constraints.push_back(
       constraint("ceil(MWG * KCH / WGS) + ceil(NWG * KCH / WGS) <= 32 (chunks a work-item copies per stage, "
                  "WGS = 32 * MWARPS * NWARPS)",
-                 [](const Params& p) { return tc_copies_per_work_item(p) <= 32; }),
-      constraint("(MWG / MWARPS) * (NWG / NWARPS) / 32 <= 128 (accumulator registers per work-item)",
-                 [warp_rows, warp_cols](const Params& p) { return warp_rows(p) * warp_cols(p) / 32 <= 128; }),
-  };
-  // Regions the H200 measurements rule out (bf16 8192³, kernels/gemm_nt_tc.cl's header):
-  // fragments by word loads ran at 209 TFLOP/s against 255 by ldmatrix, plain local rows at
-  // 191 (bank conflicts); those points stay legal.
-  a.search_pruning = {
-      constraint("LDSM == 1", [](const Params& p) { return param(p, "LDSM") == 1; }),
-      constraint("SWZ != 0", [](const Params& p) { return param(p, "SWZ") != 0; }),
-      constraint("MWARPS * NWARPS >= 4 (fewer warps leave the SM's four schedulers idle)",
-                 [](const Params& p) { return param(p, "MWARPS") * param(p, "NWARPS") >= 4; }),
-      constraint("(MWG / MWARPS) * (NWG / NWARPS) >= 32 * 32 (smaller warp tiles load a fragment per mma)",
-                 [warp_rows, warp_cols](const Params& p) { return warp_rows(p) * warp_cols(p) >= 32 * 32; }),
-  };
+                 [](const Params& p) { return tc_copies_per_work_item(p) <= 32; }));
+  a.constraints.push_back(detail::tc_mma_accumulator_constraint());
+  a.search_pruning = detail::tc_mma_search_pruning();
   a.search_needs_tensor_mma = true;
   a.tuned_variant = gemm_nt_launch_variant(ElementType::bf16, ElementType::bf16, "tc");
-  a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) -> std::uint64_t {
-    const std::uint64_t row_bytes = 16ull * param(p, "KCH") + (param(p, "SWZ") == 2 ? 16 : 0);
-    const std::uint64_t tiles = std::uint64_t(param(p, "STAGES")) * (param(p, "MWG") + param(p, "NWG")) * row_bytes;
-    if (limits.ptx_binaries) return tiles;
-    // The emulation's fragment words, declared only without OCLTK_PTX: per warp 4·MI + 2·NI
-    // registers of 32 lanes.
-    const std::uint64_t mi = param(p, "MWG") / param(p, "MWARPS") / 16, ni = param(p, "NWG") / param(p, "NWARPS") / 8;
-    return tiles + 128ull * param(p, "MWARPS") * param(p, "NWARPS") * (4 * mi + 2 * ni);
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) {
+    return detail::tc_mma_local_mem_bytes(p, limits);
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> {
     return {std::size_t(32 * param(p, "MWARPS") * param(p, "NWARPS")), 1};

@@ -15,6 +15,7 @@
 #include "nf4_splits.hpp"
 #include "ocltk/gemm_nt.hpp"
 #include "ocltk/status.hpp"
+#include "tc_mma_table.hpp"
 
 namespace ocltk {
 namespace {
@@ -187,43 +188,22 @@ AlgorithmSpec tc_tiled_algorithm(bool forward) {
       {"SWZ", 1, {2, 1, 0}, "local rows: 0 plain, 1 XOR-swizzled chunks, 2 padded by 16 bytes"},
       register_target_param(),
   };
-  auto warp_rows = [](const Params& p) { return param(p, "MWG") / param(p, "MWARPS"); };
-  auto warp_cols = [](const Params& p) { return param(p, "NWG") / param(p, "NWARPS"); };
   auto wgs = [](const Params& p) { return 32 * param(p, "MWARPS") * param(p, "NWARPS"); };
-  a.constraints = {
-      constraint("MWG % (16 * MWARPS) == 0 (whole 16-row mma tiles per warp)",
-                 [](const Params& p) { return param(p, "MWG") % (16 * param(p, "MWARPS")) == 0; }),
-      constraint("NWG % (8 * NWARPS) == 0 (whole 8-column mma tiles per warp)",
-                 [](const Params& p) { return param(p, "NWG") % (8 * param(p, "NWARPS")) == 0; }),
-      constraint("LDSM == 1 implies (NWG / NWARPS) % 16 == 0 (ldmatrix loads two 8-column tiles at once)",
-                 [warp_cols](const Params& p) { return param(p, "LDSM") == 0 || warp_cols(p) % 16 == 0; }),
-      constraint("ceil(MWG * KCH / WGS) <= 32 (activation chunks a work-item copies per stage, WGS = 32 * MWARPS * "
-                 "NWARPS)",
-                 [wgs](const Params& p) { return ceil_div(param(p, "MWG") * param(p, "KCH"), wgs(p)) <= 32; }),
+  a.constraints = detail::tc_mma_tile_constraints();
+  a.constraints.push_back(constraint(
+      "ceil(MWG * KCH / WGS) <= 32 (activation chunks a work-item copies per stage, WGS = 32 * MWARPS * NWARPS)",
+      [wgs](const Params& p) { return ceil_div(param(p, "MWG") * param(p, "KCH"), wgs(p)) <= 32; }));
+  a.constraints.push_back(
       constraint("ceil(NWG * KCH / WGS) <= 16 (words of codes a work-item holds per stage)",
-                 [wgs](const Params& p) { return ceil_div(param(p, "NWG") * param(p, "KCH"), wgs(p)) <= 16; }),
-      constraint("(MWG / MWARPS) * (NWG / NWARPS) / 32 <= 128 (accumulator registers per work-item)",
-                 [warp_rows, warp_cols](const Params& p) { return warp_rows(p) * warp_cols(p) / 32 <= 128; }),
-  };
+                 [wgs](const Params& p) { return ceil_div(param(p, "NWG") * param(p, "KCH"), wgs(p)) <= 16; }));
+  a.constraints.push_back(detail::tc_mma_accumulator_constraint());
   // gemm_nt tc's pruning, from the same pipeline's measurements on the H200.
-  a.search_pruning = {
-      constraint("LDSM == 1", [](const Params& p) { return param(p, "LDSM") == 1; }),
-      constraint("SWZ != 0", [](const Params& p) { return param(p, "SWZ") != 0; }),
-      constraint("MWARPS * NWARPS >= 4 (fewer warps leave the SM's four schedulers idle)",
-                 [](const Params& p) { return param(p, "MWARPS") * param(p, "NWARPS") >= 4; }),
-      constraint("(MWG / MWARPS) * (NWG / NWARPS) >= 32 * 32 (smaller warp tiles load a fragment per mma)",
-                 [warp_rows, warp_cols](const Params& p) { return warp_rows(p) * warp_cols(p) >= 32 * 32; }),
-  };
+  a.search_pruning = detail::tc_mma_search_pruning();
   a.search_needs_tensor_mma = true;
   a.tuned_variant = type_variant(ElementType::bf16);
-  a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) -> std::uint64_t {
-    const std::uint64_t row_bytes = 16ull * param(p, "KCH") + (param(p, "SWZ") == 2 ? 16 : 0);
-    const std::uint64_t tiles = std::uint64_t(param(p, "STAGES")) * (param(p, "MWG") + param(p, "NWG")) * row_bytes;
-    if (limits.ptx_binaries) return tiles;
-    // Without OCLTK_PTX: the codebook, and the emulated product's fragment words (per warp
-    // 4·MI + 2·NI registers of 32 lanes).
-    const std::uint64_t mi = param(p, "MWG") / param(p, "MWARPS") / 16, ni = param(p, "NWG") / param(p, "NWARPS") / 8;
-    return tiles + 64 + 128ull * param(p, "MWARPS") * param(p, "NWARPS") * (4 * mi + 2 * ni);
+  // Without OCLTK_PTX the codebook (64 bytes) beside the emulation's words.
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) {
+    return detail::tc_mma_local_mem_bytes(p, limits, 64);
   };
   a.local_size = [wgs](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(wgs(p)), 1}; };
   return a;

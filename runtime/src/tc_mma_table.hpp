@@ -1,0 +1,57 @@
+// The parameter-table pieces shared by the algorithms built on kernels/tc_mma.clh (gemm_nt's
+// tc, nf4's tc_tiled): the warp-tile constraints, the H200's pruning and the local memory.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ocltk/params.hpp"
+
+namespace ocltk::detail {
+
+inline std::int64_t tc_warp_rows(const Params& p) { return param(p, "MWG") / param(p, "MWARPS"); }
+inline std::int64_t tc_warp_cols(const Params& p) { return param(p, "NWG") / param(p, "NWARPS"); }
+
+// Whole mma tiles per warp, and ldmatrix's two 8-column tiles at once.
+inline std::vector<Constraint> tc_mma_tile_constraints() {
+  return {
+      constraint("MWG % (16 * MWARPS) == 0 (whole 16-row mma tiles per warp)",
+                 [](const Params& p) { return param(p, "MWG") % (16 * param(p, "MWARPS")) == 0; }),
+      constraint("NWG % (8 * NWARPS) == 0 (whole 8-column mma tiles per warp)",
+                 [](const Params& p) { return param(p, "NWG") % (8 * param(p, "NWARPS")) == 0; }),
+      constraint("LDSM == 1 implies (NWG / NWARPS) % 16 == 0 (ldmatrix loads two 8-column tiles at once)",
+                 [](const Params& p) { return param(p, "LDSM") == 0 || tc_warp_cols(p) % 16 == 0; }),
+  };
+}
+
+inline Constraint tc_mma_accumulator_constraint() {
+  return constraint("(MWG / MWARPS) * (NWG / NWARPS) / 32 <= 128 (accumulator registers per work-item)",
+                    [](const Params& p) { return tc_warp_rows(p) * tc_warp_cols(p) / 32 <= 128; });
+}
+
+// Regions the H200 measurements rule out (bf16 8192³, kernels/gemm_nt_tc.cl's header):
+// fragments by word loads ran at 209 TFLOP/s against 255 by ldmatrix, plain local rows at
+// 191 (bank conflicts); those points stay legal.
+inline std::vector<Constraint> tc_mma_search_pruning() {
+  return {
+      constraint("LDSM == 1", [](const Params& p) { return param(p, "LDSM") == 1; }),
+      constraint("SWZ != 0", [](const Params& p) { return param(p, "SWZ") != 0; }),
+      constraint("MWARPS * NWARPS >= 4 (fewer warps leave the SM's four schedulers idle)",
+                 [](const Params& p) { return param(p, "MWARPS") * param(p, "NWARPS") >= 4; }),
+      constraint("(MWG / MWARPS) * (NWG / NWARPS) >= 32 * 32 (smaller warp tiles load a fragment per mma)",
+                 [](const Params& p) { return tc_warp_rows(p) * tc_warp_cols(p) >= 32 * 32; }),
+  };
+}
+
+// The stages, and without OCLTK_PTX (not where binaries are PTX) the emulation's fragment
+// words (per warp 4·MI + 2·NI registers of 32 lanes) plus `emulation_extra` bytes.
+inline std::uint64_t tc_mma_local_mem_bytes(const Params& p, const DeviceLimits& limits,
+                                            std::uint64_t emulation_extra = 0) {
+  const std::uint64_t row_bytes = 16ull * param(p, "KCH") + (param(p, "SWZ") == 2 ? 16 : 0);
+  const std::uint64_t tiles = std::uint64_t(param(p, "STAGES")) * (param(p, "MWG") + param(p, "NWG")) * row_bytes;
+  if (limits.ptx_binaries) return tiles;
+  const std::uint64_t mi = tc_warp_rows(p) / 16, ni = tc_warp_cols(p) / 8;
+  return tiles + emulation_extra + 128ull * param(p, "MWARPS") * param(p, "NWARPS") * (4 * mi + 2 * ni);
+}
+
+}  // namespace ocltk::detail
