@@ -106,7 +106,8 @@ FamilyTuning nf4_tuning(const KernelFamily& family, bool forward,
       [](std::int64_t input_bits) -> Problem {
         return {{"experts", 2}, {"n", 128}, {"k", 1024}, {"rows", 8}, {"block_size", 64}, {"input_bits", input_bits}};
       },
-      nullptr};
+      nullptr,   // searches: every algorithm in every class
+      nullptr};  // make_for_class: make_for serves profile check
 }
 
 // A LoRA problem as the tuner lays it out; shrink's problems have no N and expand's no K
@@ -172,7 +173,8 @@ FamilyTuning lora_tuning(const KernelFamily& family) {
             if (input_bits == 16) p["input_bits"] = 16;
             return p;
           },
-          nullptr};
+          nullptr,   // searches: every algorithm in every class
+          nullptr};  // make_for_class: make_for serves profile check
 }
 
 }  // namespace
