@@ -1194,43 +1194,6 @@ class LoadedWhileEvaluatedWorkload : public MockWorkload {
   bool opening_ = false, loaded_ = false;
 };
 
-// Two algorithms of the mock's parameters: `fused`, flat around its best, (6, 3) at 1 ms and
-// 1.05 ms a step from it; `split`, 0.8x the mock's times, (6, 3) at 0.8 ms, but 1.5x slower
-// for the first 50 ms of device time after each build (poison() opens each evaluation), as
-// a kernel on PoCL ran after the cores had been busy building: its figure reads 1.2 ms.
-const KernelFamily& mock_settling_family() {
-  static const KernelFamily f = [] {
-    KernelFamily k = mock_family();
-    k.name = "mock_settling";
-    k.algorithms[0].name = "fused";
-    AlgorithmSpec split = mock_algorithm();
-    split.name = "split";
-    k.algorithms.push_back(split);
-    k.builtin = {{"fused", {}}};
-    return k;
-  }();
-  return f;
-}
-
-class SettlingWorkload : public MockWorkload {
- public:
-  using MockWorkload::MockWorkload;
-  void poison() override {
-    since_build_ms_ = 0;
-    MockWorkload::poison();
-  }
-  double run(const Choice& c) override {
-    const double base = MockWorkload::run(c);
-    const double ms = c.algorithm == "split" ? 0.8 * base : 1.0 + 0.05 * (base - 1.0);
-    const bool unsettled = since_build_ms_ < 50;
-    since_build_ms_ += ms;
-    return unsettled && c.algorithm == "split" ? 1.5 * ms : ms;
-  }
-
- private:
-  double since_build_ms_ = 0;
-};
-
 class TunerEngine : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -1921,34 +1884,6 @@ TEST_F(TunerEngine, TimingTheClosestPointsAgainKeepsTheTrulyFaster) {
   EXPECT_EQ(c.best.params, (Params{{"X", 6}, {"Y", 3}}));
   EXPECT_DOUBLE_EQ(c.best.time_ms, 1.0);
   EXPECT_GE(c.retime_seconds, 0.0);
-}
-
-// The re-timing runs its points settled, and hears every algorithm: split's (6, 3), 0.8 ms
-// but read 1.2 ms right after its build, is timed again beside fused's (6, 3), 1 ms, though
-// three fused points read faster than it, and it is kept, with its settled figure.
-TEST_F(TunerEngine, TheReTimingRunsSettledAndHearsEveryAlgorithm) {
-  families_[0].family = &mock_settling_family();
-  families_[0].make = [this](Runtime&, const std::string&, std::mt19937_64&) {
-    return std::unique_ptr<Workload>(new SettlingWorkload(state_));
-  };
-  TuneOptions o = options(0);
-  o.cache_dir = "-";
-  const TuneResult r = tune(*rt_, o);
-  ASSERT_EQ(r.classes.size(), 1u);
-  const ClassResult& c = r.classes[0];
-  const Params six_three = {{"X", 6}, {"Y", 3}};
-  for (const Evaluation& e : c.history) {
-    if (e.ok && e.algorithm == "split" && e.params == six_three) {
-      EXPECT_DOUBLE_EQ(e.time_ms, 1.2) << "unsettled";
-    }
-  }
-  ASSERT_EQ(c.retimed.size(), 3u);
-  EXPECT_EQ(c.retimed[1].algorithm, "split") << "each algorithm's fastest first";
-  EXPECT_EQ(c.best.algorithm, "split");
-  EXPECT_EQ(c.best.params, six_three);
-  EXPECT_DOUBLE_EQ(c.best.time_ms, 0.8);
-  ASSERT_EQ(r.profile.entries.size(), 1u);
-  EXPECT_EQ(r.profile.entries[0].algorithm, "split");
 }
 
 // A built-in default that takes the whole share (a slow default on a slow device) still

@@ -82,48 +82,20 @@ Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, do
   return e;
 }
 
-// The re-timing's method (retime_candidates): it first runs the candidates for kSettleSeconds,
-// then times each in blocks of back-to-back runs of kBlockSeconds. On PoCL a kernel ran
-// 1.2-1.7x slower for the first ~100 ms after both cores had been busy for 200 ms (a build's
-// burst; the same runs 200-400 ms later set the base), and a candidate's own figure, taken
-// right after its build and verification, read 1.05-1.38x (geometric mean by class and
-// algorithm) what 0.3 s of back-to-back runs read next, by more for some kinds of point than
-// others: lora_apply small_batch's split points 1.20x, its fused ones 1.05x (169 evaluations
-// on the 2-core development machine). Engines, and the benchmarks, run in the settled state.
-constexpr double kSettleSeconds = 0.2, kBlockSeconds = 0.01;
-
-// Runs `choice` back to back until `seconds` of device time or of wall time have passed, at
-// least once: the mean device time of a run. `run_ms` receives the device time of every run.
-double time_block(Workload& w, const Choice& choice, double seconds, double& run_ms) {
-  const auto start = Clock::now();
-  double sum_ms = 0;
-  int runs = 0;
-  do {
-    sum_ms += w.run(choice);
-    ++runs;
-  } while (sum_ms * 1e-3 < seconds && seconds_since(start) < seconds);
-  run_ms += sum_ms;
-  return sum_ms / runs;
-}
-
-// Times verified candidates again as an engine's back-to-back calls run them, so that the
-// load of the moment weighs on each alike: after the build workers rest, the candidates run
-// in turn, a block each, for kSettleSeconds (at least one round); then `repeats` rounds of a
-// block each (time_block, kBlockSeconds), and the median of each candidate's block means.
+// Times verified candidates again, their runs interleaved (a warm-up round, then `repeats`
+// timed rounds), so that the load of the moment weighs on each alike: the median of each.
 // Their programs are built and their results were verified when they were evaluated.
 template <typename Quiet>
 std::vector<double> retime_candidates(Workload& w, const std::vector<Choice>& choices, int repeats, Quiet&& quiet,
                                       double& run_ms) {
-  const auto rest = quiet();
-  const auto settling = Clock::now();
-  const double settled_from_ms = run_ms;
-  do {
-    for (const Choice& c : choices) time_block(w, c, kBlockSeconds, run_ms);
-  } while ((run_ms - settled_from_ms) * 1e-3 < kSettleSeconds && seconds_since(settling) < kSettleSeconds);
   std::vector<std::vector<double>> times(choices.size());
-  for (int round = 0; round < std::max(1, repeats); ++round)
-    for (std::size_t i = 0; i < choices.size(); ++i)
-      times[i].push_back(time_block(w, choices[i], kBlockSeconds, run_ms));
+  const auto rest = quiet();
+  for (int round = 0; round <= std::max(1, repeats); ++round)
+    for (std::size_t i = 0; i < choices.size(); ++i) {
+      const double ms = w.run(choices[i]);
+      run_ms += ms;
+      if (round > 0) times[i].push_back(ms);
+    }
   std::vector<double> medians;
   for (std::vector<double>& t : times) medians.push_back(median(std::move(t)));
   return medians;
@@ -577,15 +549,12 @@ class DeviceMeasure : public Measure {
   }
 
   // Times the best so far again beside the verified points measured within kRetimeMargin of
-  // it in this run (kRetimeCount in all: the fastest point of each algorithm among them
-  // first, fastest first, then the fastest others), as back-to-back calls run them
+  // it in this run (kRetimeCount in all, fastest first), their runs interleaved
   // (retime_candidates), and keeps the fastest by that figure, where their runs are expected
   // to take at most kRetimeShare of the class's time and nothing stopped the run. Figures
   // taken minutes apart on a shared CPU differ by the load of their moment (1.3-2.3x on the
-  // loaded 2-core development machine), more than neighbouring points do, and a candidate's
-  // own figure reads some kinds of point slower than settled runs do (kSettleSeconds), so
-  // one algorithm's points must not take every place; figures taken together, settled, do
-  // not. What it measured goes to ClassResult::retimed.
+  // loaded 2-core development machine), more than neighbouring points do; figures taken
+  // together do not. What it measured goes to ClassResult::retimed.
   void retime() {
     if (!best_.ok || (s_.options.stop != nullptr && s_.options.stop->load())) return;
     std::vector<const Evaluation*> close;
@@ -593,17 +562,11 @@ class DeviceMeasure : public Measure {
       if (e.ok && !e.cached && e.time_ms <= kRetimeMargin * best_.time_ms) close.push_back(&e);
     std::sort(close.begin(), close.end(),
               [](const Evaluation* a, const Evaluation* b) { return a->time_ms < b->time_ms; });
-    std::vector<const Evaluation*> firsts, others;
-    std::set<std::string> algorithms;
-    for (const Evaluation* e : close) (algorithms.insert(e->algorithm).second ? firsts : others).push_back(e);
-    close = firsts;
-    close.insert(close.end(), others.begin(), others.end());
     if (close.size() > kRetimeCount) close.resize(kRetimeCount);
     if (close.size() < 2) return;
     const int repeats = std::max(1, s_.options.repeats);
-    double round_ms = 0;
-    for (const Evaluation* e : close) round_ms += std::max(kBlockSeconds * 1e3, e->time_ms);
-    const double expected_ms = std::max(kSettleSeconds * 1e3, round_ms) + repeats * round_ms;
+    double expected_ms = 0;
+    for (const Evaluation* e : close) expected_ms += (1 + repeats) * e->time_ms;
     if (expected_ms * 1e-3 > kRetimeShare * s_.budget_seconds) return;
     std::vector<Choice> choices;
     for (const Evaluation* e : close) {
