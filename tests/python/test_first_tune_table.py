@@ -1,0 +1,47 @@
+"""bench/first_tune_table.py, the first-tune figure's table (issue #31), on synthetic
+ocltk_bench_profiles output: ratios, the 10 % margin, and a profile holding the reference's
+very point counted as within whatever its measured ratio."""
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "first_tune_table.py"
+
+
+def row(op, cls, profile, label, ms, family):
+    return {"name": f"{op}/{cls}/{profile}/iterations:10/manual_time", "run_name": f"{op}/{cls}/{profile}/manual_time",
+            "run_type": "iteration", "family_index": family, "real_time": ms, "time_unit": "ms", "verified": 1,
+            "label": label}
+
+
+def table(tmp_path, rows):
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"context": {}, "benchmarks": rows}))
+    out = subprocess.run([sys.executable, str(SCRIPT), str(path), "best"], check=True, capture_output=True, text=True)
+    return out.stdout.splitlines()
+
+
+def test_counts_the_margin_and_the_reference_point(tmp_path):
+    r = random.Random()
+    base = [r.uniform(0.01, 50) for _ in range(4)]
+    same = "tiled KWG=16 VW=16"
+    rows = []
+    cases = [
+        ("gemm_nt", "gemv", "reduce VW=8", 1.05),  # within the margin at another point
+        ("gemm_nt", "large", "xgemm KWG=8", 1.3),  # beyond it at another point: a miss
+        ("lora_apply", "decode", same, 1.2),  # beyond it at the very same point: the run's noise
+        ("nf4_forward", "decode", "stream TR=8", 0.8),  # faster
+    ]
+    for _ in range(3):  # repetitions: the median is taken
+        for family, (op, cls, label, ratio) in enumerate(cases):
+            rows += [row(op, cls, "best", same, base[family], family),
+                     row(op, cls, "first", label, base[family] * ratio, family)]
+    lines = table(tmp_path, rows)
+    body = {tuple(c.strip() for c in l.split("|")[1:3]): l for l in lines if l.startswith("| ") and "---" not in l}
+    assert "**1.300**" in body[("gemm_nt", "large")]
+    assert "1.050" in body[("gemm_nt", "gemv")] and "**" not in body[("gemm_nt", "gemv")]
+    assert "1.200 (same point)" in body[("lora_apply", "decode")] and "**" not in body[("lora_apply", "decode")]
+    assert "0.800" in body[("nf4_forward", "decode")]
+    assert lines[-1] == "first: 3 of 4 classes within 10 % of best (1 of them on its very point)."
