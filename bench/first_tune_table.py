@@ -72,14 +72,15 @@ def main():
                 ratio = cell / ref
                 label = labels.get((op, cls, n))
                 same = label is not None and label == labels.get((op, cls, args.reference))
-                ok = ratio <= 1 + args.within or same
+                fits = lambda r: r <= 1 + args.within or same  # noqa: E731
+                ok = fits(ratio)
                 within[n] += ok
                 same_point[n] += same
                 row += " %.4g | %s%.3f%s%s |" % (cell, "" if ok else "**", ratio, "" if ok else "**",
                                                  " (same point)" if same else "")
                 m, m_ref = medians.get((op, cls), {}).get(n), medians.get((op, cls), {}).get(args.reference)
                 if isinstance(m, float) and isinstance(m_ref, float):
-                    within_medians[n] += m / m_ref <= 1 + args.within or same
+                    within_medians[n] += fits(m / m_ref)
                     row += " %.3f |" % (m / m_ref)
                 else:
                     row += " – |"
