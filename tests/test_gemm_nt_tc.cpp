@@ -46,6 +46,7 @@ struct TcCase {
   std::string name;
   Params params;  // over the defaults
   TcKind kind;
+  std::string algorithm = "tc";  // or tcs: the same kernel with K split between warp groups
 };
 void PrintTo(const TcCase& c, std::ostream* out) { *out << c.name; }
 
@@ -53,7 +54,9 @@ void PrintTo(const TcCase& c, std::ostream* out) { *out << c.name; }
 // NI with LDSM 0), KCH 2 .. 16 (SWZ 1's both rules: CH < 8 and CH >= 8), 2 .. 4 stages,
 // copies by cp.async (past L1 and through it) and through registers, ldmatrix and word
 // loads, plain, swizzled and padded rows, GM 1, 4 and 8; every element type and both TF32
-// modes, C in f32 from bf16.
+// modes, C in f32 from bf16; both stores (EPI), with C in 16 bits and in f32. tcs at K
+// split 2, 4 and 8 (groups past K's end with nothing but zeros to multiply), one and two
+// warps a group, both its row layouts and copies.
 const std::vector<TcCase>& tc_cases() {
   static const Params defaults = {};
   static const Params registers_words = {{"MWG", 64},    {"NWG", 32},   {"KCH", 4},  {"MWARPS", 2}, {"NWARPS", 4},
@@ -62,6 +65,12 @@ const std::vector<TcCase>& tc_cases() {
                                            {"NWARPS", 1}, {"STAGES", 4}, {"SWZ", 0}, {"GM", 4}};
   static const Params kch16_swizzled = {{"MWG", 32},   {"NWG", 32},   {"KCH", 16}, {"MWARPS", 1},
                                         {"NWARPS", 2}, {"STAGES", 3}, {"SWZ", 1},  {"CPASYNC", 1}};
+  static const Params epi_narrow = {{"MWG", 32}, {"NWG", 64}, {"KCH", 2}, {"MWARPS", 1}, {"NWARPS", 2}, {"EPI", 1}};
+  static const Params tcs_split4 = {{"MWG", 32}, {"NWG", 16}, {"MWARPS", 2}, {"NWARPS", 1}, {"KSPLIT", 4}};
+  static const Params tcs_split2_padded = {{"MWG", 16},   {"NWG", 64},   {"KCH", 8}, {"MWARPS", 1}, {"NWARPS", 2},
+                                           {"KSPLIT", 2}, {"STAGES", 2}, {"SWZ", 2}, {"CPASYNC", 1}};
+  static const Params tcs_split8 = {{"MWG", 16},   {"NWG", 32},   {"KCH", 2},   {"MWARPS", 1},
+                                    {"NWARPS", 1}, {"KSPLIT", 8}, {"STAGES", 4}};
   static const std::vector<TcCase> all = {
       {"probe_point_bf16", kProbePoint, kBf16},
       {"probe_point_f16", kProbePoint, kF16},
@@ -74,16 +83,24 @@ const std::vector<TcCase>& tc_cases() {
       {"four_stages_plain_bf16", four_stages_plain, kBf16},
       {"four_stages_plain_tf32x3", four_stages_plain, kTf32x3},
       {"kch16_swizzled_bf16", kch16_swizzled, kBf16},
+      {"epi_defaults_bf16", {{"EPI", 1}}, kBf16},
+      {"epi_defaults_bf16_into_f32", {{"EPI", 1}}, kBf16IntoF32},
+      {"epi_narrow_f16", epi_narrow, kF16},
+      {"epi_narrow_tf32x3", epi_narrow, kTf32x3},
+      {"tcs_split4_bf16", tcs_split4, kBf16, "tcs"},
+      {"tcs_split2_padded_f16", tcs_split2_padded, kF16, "tcs"},
+      {"tcs_split8_tf32x3", tcs_split8, kTf32x3, "tcs"},
+      {"tcs_split8_bf16_into_f32", tcs_split8, kBf16IntoF32, "tcs"},
   };
   return all;
 }
 
-Choice tc_choice(const Params& params) {
+Choice tc_choice(const Params& params, const std::string& algorithm = "tc") {
   Choice choice;
   choice.kernel = "gemm_nt";
   choice.shape_class = "test";
-  choice.algorithm = "tc";
-  choice.params = ocltk::gemm_nt_family().find_algorithm("tc")->complete(params);
+  choice.algorithm = algorithm;
+  choice.params = ocltk::gemm_nt_family().find_algorithm(algorithm)->complete(params);
   return choice;
 }
 
@@ -139,8 +156,8 @@ class GemmNtTcCaseTest : public GemmNtTcTest, public ::testing::WithParamInterfa
 
 TEST_P(GemmNtTcCaseTest, OddShapesAccumulateAndSlices) {
   const TcCase& t = GetParam();
-  const Choice choice = tc_choice(t.params);
-  const ocltk::AlgorithmSpec& tc = *ocltk::gemm_nt_family().find_algorithm("tc");
+  const Choice choice = tc_choice(t.params, t.algorithm);
+  const ocltk::AlgorithmSpec& tc = *ocltk::gemm_nt_family().find_algorithm(t.algorithm);
   const ocltk::DeviceLimits device_limits = limits();
   ASSERT_FALSE(tc.violation(choice.params, &device_limits).has_value())
       << t.name << ": " << tc.violation(choice.params, &device_limits).value_or("");
@@ -177,6 +194,13 @@ TEST_P(GemmNtTcCaseTest, OddShapesAccumulateAndSlices) {
   aligned.b_offset = 16;
   aligned.c_offset = 3;
   cases.push_back(aligned);
+  GemmCase rows16;                 // C's rows at 16 bytes for every type, N not a multiple of 8: EPI 1's
+  rows16.problem = {40, 100, 64};  // 16-byte stores, then element stores for the last 4
+  rows16.alpha = 0.5f;
+  rows16.accumulate = true;
+  rows16.ldc = 104;
+  rows16.c_offset = 8;
+  cases.push_back(rows16);
   for (const GemmCase& c : cases)
     EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, t.kind.in, t.kind.out, choice, t.kind.precision));
 }
@@ -208,9 +232,9 @@ TEST_F(GemmNtTcTest, Tf32IsHeldToItsBoundAnd3xTf32ToTheF32One) {
 
 // On tensor cores (mma.sync through inline PTX): 3×TF32 within the f32 bound from K = 8 to
 // 4096 at the defaults and at the f32 point measured fastest on the H200, TF32 within its
-// own, and the 16-bit types at sizes that fill the GPU. Prints the worst error over the f32
-// bound per K (the figure the kernel's header quotes). Skipped where there is no mma.sync:
-// there the emulation's tests above cover the same arithmetic at small sizes.
+// own, the 16-bit types at sizes that fill the GPU with both stores, and tcs on skinny shapes. Prints the worst error
+// over the f32 bound per K (the figure the kernel's header quotes). Skipped where there is no mma.sync: there the
+// emulation's tests above cover the same arithmetic at small sizes.
 TEST_F(GemmNtTcTest, OnTensorCoresAtScale) {
   if (!limits().tensor_mma)
     GTEST_SKIP() << "needs mma.sync (NVIDIA's OpenCL at sm_80 or newer); " << runtime().device().name
@@ -233,19 +257,58 @@ TEST_F(GemmNtTcTest, OnTensorCoresAtScale) {
     EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, ElementType::f32, ElementType::f32, choice,
                                            GemmPrecision::tf32));
   }
-  const Choice defaults = tc_choice({});
-  for (const TcKind& kind : {kBf16, kF16, kBf16IntoF32}) {
-    SCOPED_TRACE(kind.name);
-    GemmCase c;
-    c.problem = {1000, 1030, 1536};  // 8 × 9 tiles of 128, the last ones partial
-    EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, kind.in, kind.out, defaults));
-    c.accumulate = true;
-    c.alpha = 0.5f;
-    c.lda = 1536 + 8;
-    c.ldc = 1030 + 3;
-    c.a_offset = 8;
-    c.c_offset = 5;
-    EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, kind.in, kind.out, defaults));
+  // The defaults and both stores (EPI 1's 16-byte accesses where C's rows are aligned: the
+  // first case and the accumulate at ldc 1040; elements at ldc 1033).
+  for (const Params& point : {Params{}, Params{{"EPI", 1}}}) {
+    const Choice choice = tc_choice(point);
+    for (const TcKind& kind : {kBf16, kF16, kBf16IntoF32}) {
+      SCOPED_TRACE(std::string(kind.name) + " {" + ocltk::format_params(choice.params) + "}");
+      GemmCase c;
+      c.problem = {1000, 1024, 1536};  // 8 × 8 tiles of 128, the last row partial
+      EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, kind.in, kind.out, choice));
+      c.problem = {1000, 1030, 1536};
+      c.accumulate = true;
+      c.alpha = 0.5f;
+      c.lda = 1536 + 8;
+      for (const std::int64_t ldc : {1033, 1040}) {
+        c.ldc = ldc;
+        c.a_offset = 8;
+        c.c_offset = ldc == 1040 ? 16 : 5;
+        EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, kind.in, kind.out, choice));
+      }
+    }
+  }
+}
+
+// tcs on the LoRA shrink shape (N 16 and 64) and a small batch, K split 2 .. 8, where
+// mma.sync runs (the emulation's tests above cover the same code at small sizes).
+TEST_F(GemmNtTcTest, TcsOnTensorCoresAtScale) {
+  if (!limits().tensor_mma)
+    GTEST_SKIP() << "needs mma.sync (NVIDIA's OpenCL at sm_80 or newer); " << runtime().device().name
+                 << " runs tcs only through the emulation, tested above";
+  const ocltk::AlgorithmSpec& tcs = *ocltk::gemm_nt_family().find_algorithm("tcs");
+  const ocltk::DeviceLimits device_limits = limits();
+  const Params tcs_points[] = {
+      {{"MWG", 32}, {"NWG", 16}, {"MWARPS", 2}, {"NWARPS", 1}, {"KSPLIT", 4}},
+      {{"MWG", 16}, {"NWG", 64}, {"KCH", 2}, {"MWARPS", 1}, {"NWARPS", 2}, {"KSPLIT", 4}, {"STAGES", 2}},
+      {{"MWG", 16}, {"NWG", 16}, {"KCH", 4}, {"MWARPS", 1}, {"NWARPS", 1}, {"KSPLIT", 8}, {"STAGES", 2}},
+      {{"MWG", 64}, {"NWG", 32}, {"KCH", 4}, {"MWARPS", 2}, {"NWARPS", 1}, {"KSPLIT", 2}, {"SWZ", 2}, {"CPASYNC", 1}},
+  };
+  for (const Params& point : tcs_points) {
+    const Choice choice = tc_choice(point, "tcs");
+    ASSERT_FALSE(tcs.violation(choice.params, &device_limits).has_value())
+        << tcs.violation(choice.params, &device_limits).value_or("");
+    for (const TcKind& kind : {kBf16, kF16, kBf16IntoF32}) {
+      SCOPED_TRACE(std::string(kind.name) + " tcs {" + ocltk::format_params(choice.params) + "}");
+      for (const GemmProblem& p :
+           {GemmProblem{4096, 16, 4096}, GemmProblem{1000, 64, 4000}, GemmProblem{16, 1000, 4096}}) {
+        GemmCase c;
+        c.problem = p;
+        c.alpha = -0.37f;
+        c.accumulate = p.n == 64;
+        EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, kind.in, kind.out, choice));
+      }
+    }
   }
 }
 

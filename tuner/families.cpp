@@ -41,10 +41,15 @@ Nf4Problem nf4_of(const Problem& p) {
 // (large_tf32, large_tf32x3) and in the 16-bit ones, and only where the probe passes on the
 // device (which also keeps it out where there are no tensor cores). skinny is searched only in
 // the classes with at most 64 rows on one side (gemm_nt_skinny_class): elsewhere it computes
-// correctly but streams the big operand once per SR rows of the other.
+// correctly but streams the big operand once per SR rows of the other. tcs, tc's kernel with
+// small tiles and K split between warp groups, is searched only in the 16-bit skinny classes,
+// under tc's rules.
 bool gemm_nt_searches(Runtime& rt, const std::string& shape_class, const AlgorithmSpec& algorithm) {
   if (algorithm.name == "skinny") return gemm_nt_skinny_class(shape_class);
-  if (algorithm.name != "tc") return true;
+  if (algorithm.name == "tcs" &&
+      !(gemm_nt_skinny_class(shape_class) && gemm_nt_class_input(shape_class) != ElementType::f32))
+    return false;
+  if (!gemm_nt_tensor_core_algorithm(algorithm.name)) return true;
   const ElementType input = gemm_nt_class_input(shape_class);
   const GemmPrecision precision = gemm_nt_class_precision(shape_class);
   if (input == ElementType::f32 && precision == GemmPrecision::exact) return false;
@@ -196,8 +201,7 @@ const std::vector<FamilyTuning>& tunable_families() {
        },
        gemm_nt_searches,
        [](Runtime& rt, const std::string& shape_class, const Problem& p, std::mt19937_64& rng) {
-         return make_gemm_nt_workload_for(rt, gemm_of(p), input_type_of(p), gemm_nt_class_precision(shape_class),
-                                          rng);
+         return make_gemm_nt_workload_for(rt, gemm_of(p), input_type_of(p), gemm_nt_class_precision(shape_class), rng);
        }},
       nf4_tuning(nf4_forward_family(), true, make_nf4_forward_workload),
       nf4_tuning(nf4_backward_family(), false, make_nf4_backward_workload),

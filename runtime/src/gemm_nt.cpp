@@ -253,6 +253,10 @@ AlgorithmSpec tc_algorithm() {
        "(two buffers)"},
       {"LDSM", 1, {1, 0}, "fragments: 1 by ldmatrix, 0 by one local load per word"},
       {"SWZ", 1, {2, 1, 0}, "local rows: 0 plain, 1 XOR-swizzled chunks, 2 padded by 16 bytes"},
+      {"EPI",
+       0,
+       {0, 1},
+       "C's stores: 0 two elements a lane as the mma leaves them, 1 16-byte rows a lane after a quad exchange"},
       // Refined last: the group of the walk over C shifts a point's time through L2 reuse,
       // not which tile shape wins.
       {"GM", 8, {8, 1, 4, 16}, "tile rows per group of the workgroups' walk over C (1: row by row)", true},
@@ -267,6 +271,9 @@ AlgorithmSpec tc_algorithm() {
                  "WGS = 32 * MWARPS * NWARPS)",
                  [](const Params& p) { return tc_copies_per_work_item(p) <= 32; }));
   a.constraints.push_back(detail::tc_mma_accumulator_constraint());
+  a.constraints.push_back(
+      constraint("EPI == 1 implies (NWG / NWARPS) % 32 == 0 (four 8-column tiles a quad exchange)",
+                 [](const Params& p) { return param(p, "EPI") == 0 || detail::tc_warp_cols(p) % 32 == 0; }));
   a.search_pruning = detail::tc_mma_search_pruning();
   a.search_needs_tensor_mma = true;
   a.tuned_variant = gemm_nt_launch_variant(ElementType::bf16, ElementType::bf16, "tc");
@@ -279,6 +286,67 @@ AlgorithmSpec tc_algorithm() {
   return a;
 }
 
+// Work-items of a tcs workgroup: KSPLIT groups of MWARPS × NWARPS warps.
+int tcs_work_group_size(const Params& p) { return 32 * param(p, "MWARPS") * param(p, "NWARPS") * param(p, "KSPLIT"); }
+
+// The tensor-core product for skinny shapes (gemm_nt_tc.cl with KSPLIT): one side has at most
+// 64 rows (LoRA shrink, small batches, gemv), so C has few tiles; KSPLIT warp groups share
+// each tile's K, so that the few workgroups still keep enough loads in flight. Small tiles
+// and warp tiles, which tc's search leaves out, are what it searches; the stores are tc's
+// EPI 0 (C is small). Searched only in the 16-bit skinny classes (gemm_nt_skinny_class),
+// where the probe passes; it shares tc's precision rules (gemm_nt_tensor_core_algorithm).
+AlgorithmSpec tcs_algorithm() {
+  AlgorithmSpec a;
+  a.name = "tcs";
+  a.source_name = "gemm_nt_tc.cl";
+  a.params = {
+      {"MWG", 32, {16, 32, 64, 128}, "tile rows (M) per workgroup"},
+      {"NWG", 16, {16, 32, 64}, "tile columns (N) per workgroup"},
+      {"KCH", 4, {2, 4, 8}, "16-byte chunks of K per local row and stage (K columns: 8 KCH for f16/bf16, 4 KCH f32)"},
+      {"MWARPS", 2, {1, 2}, "warps along M in a K group"},
+      {"NWARPS", 1, {1, 2}, "warps along N in a K group"},
+      {"KSPLIT", 4, {1, 2, 4, 8}, "K groups: warp groups each sweeping a run of K, summed at the end"},
+      {"STAGES", 3, {2, 3, 4}, "local buffers of A and B tiles per K group (copies run STAGES - 1 steps ahead)"},
+      {"CPASYNC", 2, {1, 2}, "global-to-local copies: 1 by cp.async past L1 (.cg), 2 through L1 (.ca)"},
+      {"SWZ", 1, {1, 2}, "local rows: 1 XOR-swizzled chunks, 2 padded by 16 bytes"},
+      register_target_param(),
+  };
+  a.constraints = {
+      constraint("MWG % (16 * MWARPS) == 0 (whole 16-row mma tiles per warp)",
+                 [](const Params& p) { return param(p, "MWG") % (16 * param(p, "MWARPS")) == 0; }),
+      constraint("(NWG / NWARPS) % 16 == 0 (ldmatrix loads two 8-column tiles at once)",
+                 [](const Params& p) { return param(p, "NWG") % (16 * param(p, "NWARPS")) == 0; }),
+      detail::tc_mma_accumulator_constraint(),
+      // 16 warps would need at most 128 registers a work-item, which NVIDIA's compiler does not
+      // keep to at REGS 0 (the H200 refused such builds' 512-wide workgroups).
+      constraint("MWARPS * NWARPS * KSPLIT <= 8 (warps a workgroup)",
+                 [](const Params& p) { return tcs_work_group_size(p) <= 256; }),
+      constraint("ceil(MWG * KCH / GWS) + ceil(NWG * KCH / GWS) <= 32 (chunks a work-item copies per stage, "
+                 "GWS = 32 * MWARPS * NWARPS)",
+                 [](const Params& p) { return tc_copies_per_work_item(p) <= 32; }),
+      constraint("KSPLIT == 1 or MWG * NWG * 4 <= KSPLIT * STAGES * (MWG + NWG) * row bytes (the groups' sums "
+                 "pass through the stages' local memory)",
+                 [](const Params& p) {
+                   return param(p, "KSPLIT") == 1 ||
+                          4ull * param(p, "MWG") * param(p, "NWG") <=
+                              std::uint64_t(param(p, "KSPLIT")) * param(p, "STAGES") * detail::tc_mma_stage_bytes(p);
+                 }),
+  };
+  // Fewer than four warps a workgroup leave the SM's schedulers idle (tc's measurement).
+  a.search_pruning = {
+      constraint("MWARPS * NWARPS * KSPLIT >= 4", [](const Params& p) { return tcs_work_group_size(p) >= 128; })};
+  a.search_needs_tensor_mma = true;
+  a.tuned_variant = gemm_nt_launch_variant(ElementType::bf16, ElementType::bf16, "tcs");
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) -> std::uint64_t {
+    const std::uint64_t stages = std::uint64_t(param(p, "KSPLIT")) * param(p, "STAGES") * detail::tc_mma_stage_bytes(p);
+    if (limits.ptx_binaries) return stages;
+    const std::uint64_t mi = detail::tc_warp_rows(p) / 16, ni = detail::tc_warp_cols(p) / 8;
+    return stages + 4ull * tcs_work_group_size(p) * (4 * mi + 2 * ni);
+  };
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(tcs_work_group_size(p)), 1}; };
+  return a;
+}
+
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
@@ -287,7 +355,8 @@ const KernelFamily& gemm_nt_family() {
   static const KernelFamily family = [] {
     KernelFamily f;
     f.name = "gemm_nt";
-    f.algorithms = {reduce_algorithm(), tiled_algorithm(), xgemm_algorithm(), tc_algorithm(), skinny_algorithm()};
+    f.algorithms = {reduce_algorithm(), tiled_algorithm(),  xgemm_algorithm(),
+                    tc_algorithm(),     skinny_algorithm(), tcs_algorithm()};
     f.classes = {
         {"gemv", "M = 1"},
         {"lora_shrink", "N <= 64 (and M > 1)"},
@@ -381,7 +450,7 @@ std::map<std::string, std::int64_t> gemm_nt_problem_of(const GemmProblem& p, Ele
 
 std::string gemm_nt_launch_variant(ElementType input, ElementType output, const std::string& algorithm,
                                    GemmPrecision precision) {
-  const bool tc = algorithm == "tc";
+  const bool tc = gemm_nt_tensor_core_algorithm(algorithm);
   if (input == ElementType::f32 && output == ElementType::f32 && !tc) return "";
   std::string v = " -DIN_TYPE=" + std::to_string(int(input)) + " -DOUT_TYPE=" + std::to_string(int(output));
   // exact never reaches a tc build (gemm_nt_tc_refusal); it names 3×TF32, the closer one.
@@ -399,6 +468,8 @@ std::string gemm_nt_tc_refusal(const GemmProblem& p, ElementType input, GemmPrec
            "): such launches belong to a SIMT algorithm";
   return "";
 }
+
+bool gemm_nt_tensor_core_algorithm(const std::string& algorithm) { return algorithm == "tc" || algorithm == "tcs"; }
 
 bool gemm_nt_skinny_class(const std::string& shape_class) {
   const std::string f32 = f32_class_of(shape_class);
@@ -418,11 +489,12 @@ GemmProblem gemm_nt_class_problem(const std::string& shape_class, bool cpu_devic
 
 LaunchGeometry gemm_nt_geometry(const std::string& algorithm, const Params& p, const GemmProblem& problem) {
   LaunchGeometry g;
-  if (algorithm == "tc") {
+  if (gemm_nt_tensor_core_algorithm(algorithm)) {
     // One dimension: the kernel orders its workgroups itself (groups of GM tile rows).
     g.tile_m = param(p, "MWG");
     g.tile_n = param(p, "NWG");
-    g.local = {std::size_t(32 * param(p, "MWARPS") * param(p, "NWARPS")), 1};
+    const auto ksplit = p.find("KSPLIT");
+    g.local = {std::size_t(32 * param(p, "MWARPS") * param(p, "NWARPS") * (ksplit == p.end() ? 1 : ksplit->second)), 1};
     g.global = {std::size_t(ceil_div(problem.m, g.tile_m) * ceil_div(problem.n, g.tile_n)) * g.local[0], 1};
     return g;
   }

@@ -17,8 +17,8 @@
 #include <unordered_map>
 
 #include "dispatch.hpp"
-#include "user_dirs.hpp"
 #include "gemm_nt_probe.hpp"
+#include "user_dirs.hpp"
 
 namespace ocltk {
 namespace fs = std::filesystem;
@@ -453,7 +453,7 @@ Choice Runtime::choose_gemm_nt(const GemmProblem& problem, ElementType input, Ge
     c = choose("gemm_nt", exact_class, key);
     c.adjusted = "no profile entry for " + shape_class + ": " + exact_class + "'s";
   }
-  if (c.algorithm != "tc") return c;
+  if (!gemm_nt_tensor_core_algorithm(c.algorithm)) return c;
   std::string why = gemm_nt_tc_refusal(problem, input, precision);
   if (why.empty()) {
     const TensorCoreProbe probe = probe_tensor_cores(input, precision);
@@ -463,7 +463,7 @@ Choice Runtime::choose_gemm_nt(const GemmProblem& problem, ElementType input, Ge
   // The portable kernels instead: for f32 the exact class's choice (never tc where the tuner
   // wrote it), else, and where that is tc too (a profile written by hand), the built-in.
   Choice fallback = choose("gemm_nt", exact_class, key);
-  if (fallback.algorithm == "tc" || input != ElementType::f32) {
+  if (gemm_nt_tensor_core_algorithm(fallback.algorithm) || input != ElementType::f32) {
     const KernelFamily& family = gemm_nt_family();
     const BuiltinChoice builtin = family.builtin_for(shape_class);
     fallback = Choice{};
@@ -472,7 +472,7 @@ Choice Runtime::choose_gemm_nt(const GemmProblem& problem, ElementType input, Ge
     fallback.algorithm = builtin.algorithm;
     fallback.params = family.find_algorithm(builtin.algorithm)->complete(builtin.params);
   }
-  fallback.adjusted = "tc from " + c.source + " not used: " + why;
+  fallback.adjusted = c.algorithm + " from " + c.source + " not used: " + why;
   return fallback;
 }
 
@@ -597,9 +597,9 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
     const AlgorithmSpec* algorithm = gemm_nt_family().find_algorithm(choice.algorithm);
     if (algorithm == nullptr)
       throw Error(ErrorCode::kInvalidArgument, "gemm_nt has no algorithm '" + choice.algorithm + "'");
-    if (algorithm->name == "tc")
+    if (gemm_nt_tensor_core_algorithm(algorithm->name))
       if (const std::string why = gemm_nt_tc_refusal(args.problem, args.a.type, args.precision); !why.empty())
-        throw Error(ErrorCode::kInvalidArgument, "gemm_nt/tc: " + why);
+        throw Error(ErrorCode::kInvalidArgument, "gemm_nt/" + algorithm->name + ": " + why);
     Choice used = choice;
     used.params = complete_choice(*algorithm, choice.params);
     const Params& params = used.params;

@@ -43,12 +43,17 @@ inline std::vector<Constraint> tc_mma_search_pruning() {
   };
 }
 
+// Bytes of one stage: MWG + NWG local rows of KCH chunks (+ 16 where padded).
+inline std::uint64_t tc_mma_stage_bytes(const Params& p) {
+  const std::uint64_t row_bytes = 16ull * param(p, "KCH") + (param(p, "SWZ") == 2 ? 16 : 0);
+  return std::uint64_t(param(p, "MWG") + param(p, "NWG")) * row_bytes;
+}
+
 // The stages, and without OCLTK_PTX (not where binaries are PTX) the emulation's fragment
 // words (per warp 4·MI + 2·NI registers of 32 lanes) plus `emulation_extra` bytes.
 inline std::uint64_t tc_mma_local_mem_bytes(const Params& p, const DeviceLimits& limits,
                                             std::uint64_t emulation_extra = 0) {
-  const std::uint64_t row_bytes = 16ull * param(p, "KCH") + (param(p, "SWZ") == 2 ? 16 : 0);
-  const std::uint64_t tiles = std::uint64_t(param(p, "STAGES")) * (param(p, "MWG") + param(p, "NWG")) * row_bytes;
+  const std::uint64_t tiles = std::uint64_t(param(p, "STAGES")) * tc_mma_stage_bytes(p);
   if (limits.ptx_binaries) return tiles;
   const std::uint64_t mi = tc_warp_rows(p) / 16, ni = tc_warp_cols(p) / 8;
   return tiles + emulation_extra + 128ull * param(p, "MWARPS") * param(p, "NWARPS") * (4 * mi + 2 * ni);

@@ -77,12 +77,16 @@ std::map<std::string, std::int64_t> gemm_nt_problem_of(const GemmProblem& p, Ele
 
 // The build options a launch adds for its element types: empty for f32 A, B and C (the
 // programs of f32 launches are the ones they always were), else the types' IN_TYPE and
-// OUT_TYPE (kernels/element_types.clh). Algorithm tc always names both, and for f32 input
+// OUT_TYPE (kernels/element_types.clh). Algorithms tc and tcs always name both, and for f32 input
 // its SPLIT from `precision` (1 for tf32, 3 for tf32x3).
 std::string gemm_nt_launch_variant(ElementType input, ElementType output, const std::string& algorithm = "",
                                    GemmPrecision precision = GemmPrecision::exact);
 
-// Why the tensor-core algorithm tc may not compute a launch under its precision, or "" when
+// Whether `algorithm` multiplies on tensor cores (tc, tcs: kernels/gemm_nt_tc.cl): what
+// gemm_nt_tc_refusal, the probe and the launch variant's SPLIT apply to.
+bool gemm_nt_tensor_core_algorithm(const std::string& algorithm);
+
+// Why the tensor-core algorithms (tc, tcs) may not compute a launch under its precision, or "" when
 // it may: f32 input needs precision tf32 or tf32x3, and tf32x3 needs K >= kTf32x3MinK.
 std::string gemm_nt_tc_refusal(const GemmProblem& p, ElementType input, GemmPrecision precision);
 
