@@ -16,9 +16,13 @@ using ocltk::Params;
 
 const ocltk::KernelFamily& family() { return ocltk::gemm_nt_family(); }
 
-// NAME -> default of each `#ifndef NAME` / `#define NAME default` block of a source.
+// NAME -> default of each `#ifndef NAME` / `#define NAME default` block of a source, as the
+// preprocessor takes them: the first block of a name sets its default; a later block of the
+// same name, or one of a name the source has already #defined outright (a value it fixes,
+// such as tcs's LDSM over the shared header's default), is dead and not read.
 std::map<std::string, std::string> ifndef_defaults(const std::string& source) {
   std::map<std::string, std::string> found;
+  std::set<std::string> fixed;
   static const std::regex ifndef(R"(^\s*#\s*ifndef\s+(\w+)\s*$)");
   static const std::regex define(R"(^\s*#\s*define\s+(\w+)\s+(\S+))");
   std::istringstream in(source);
@@ -26,11 +30,13 @@ std::map<std::string, std::string> ifndef_defaults(const std::string& source) {
   for (; std::getline(in, line);) {
     std::smatch m;
     if (std::regex_search(line, m, ifndef)) {
-      pending = m[1];
-      found[pending] = "";  // a guard without a #define right after it reads as no default
+      pending = found.count(m[1]) || fixed.count(m[1]) ? "" : std::string(m[1]);
+      if (!pending.empty()) found[pending] = "";  // a guard without a #define right after it reads as no default
     } else if (!pending.empty()) {
       if (std::regex_search(line, m, define) && m[1] == pending) found[pending] = m[2];
       pending.clear();
+    } else if (std::regex_search(line, m, define)) {
+      fixed.insert(m[1]);
     }
   }
   return found;
@@ -548,7 +554,7 @@ TEST_F(ParamsOnDevice, GeometryCoversTheProblemWithWholeWorkgroups) {
         EXPECT_EQ(g.local[0] * g.local[1], algorithm.work_group_size(params));
         EXPECT_EQ(g.global[0] % g.local[0], 0u);
         EXPECT_EQ(g.global[1] % g.local[1], 0u);
-        if (algorithm.name == "tc") {
+        if (ocltk::gemm_nt_tensor_core_algorithm(algorithm.name)) {
           // One dimension: exactly one workgroup per tile of C (the kernel orders them).
           const std::int64_t tiles = ((p.m + g.tile_m - 1) / g.tile_m) * ((p.n + g.tile_n - 1) / g.tile_n);
           EXPECT_EQ(g.global[1], 1u);

@@ -289,7 +289,7 @@ AlgorithmSpec tc_algorithm() {
 // Work-items of a tcs workgroup: KSPLIT groups of MWARPS × NWARPS warps.
 int tcs_work_group_size(const Params& p) { return 32 * param(p, "MWARPS") * param(p, "NWARPS") * param(p, "KSPLIT"); }
 
-// The tensor-core product for skinny shapes (gemm_nt_tc.cl with KSPLIT): one side has at most
+// The tensor-core product for skinny shapes (gemm_nt_tcs.cl: tc's kernel with KSPLIT): one side has at most
 // 64 rows (LoRA shrink, small batches, gemv), so C has few tiles; KSPLIT warp groups share
 // each tile's K, so that the few workgroups still keep enough loads in flight. Small tiles
 // and warp tiles, which tc's search leaves out, are what it searches; the stores are tc's
@@ -298,17 +298,17 @@ int tcs_work_group_size(const Params& p) { return 32 * param(p, "MWARPS") * para
 AlgorithmSpec tcs_algorithm() {
   AlgorithmSpec a;
   a.name = "tcs";
-  a.source_name = "gemm_nt_tc.cl";
+  a.source_name = "gemm_nt_tcs.cl";
   a.params = {
       {"MWG", 32, {16, 32, 64, 128}, "tile rows (M) per workgroup"},
       {"NWG", 16, {16, 32, 64}, "tile columns (N) per workgroup"},
-      {"KCH", 4, {2, 4, 8}, "16-byte chunks of K per local row and stage (K columns: 8 KCH for f16/bf16, 4 KCH f32)"},
+      {"KCH", 8, {2, 4, 8}, "16-byte chunks of K per local row and stage (K columns: 8 KCH for f16/bf16, 4 KCH f32)"},
       {"MWARPS", 2, {1, 2}, "warps along M in a K group"},
       {"NWARPS", 1, {1, 2}, "warps along N in a K group"},
-      {"KSPLIT", 4, {1, 2, 4, 8}, "K groups: warp groups each sweeping a run of K, summed at the end"},
+      {"KSPLIT", 2, {1, 2, 4, 8}, "K groups: warp groups each sweeping a run of K, summed at the end"},
       {"STAGES", 3, {2, 3, 4}, "local buffers of A and B tiles per K group (copies run STAGES - 1 steps ahead)"},
       {"CPASYNC", 2, {1, 2}, "global-to-local copies: 1 by cp.async past L1 (.cg), 2 through L1 (.ca)"},
-      {"SWZ", 1, {1, 2}, "local rows: 1 XOR-swizzled chunks, 2 padded by 16 bytes"},
+      {"SWZ", 2, {1, 2}, "local rows: 1 XOR-swizzled chunks, 2 padded by 16 bytes"},
       register_target_param(),
   };
   a.constraints = {
