@@ -1426,6 +1426,36 @@ TEST_F(TunerEngine, RefinedParametersAreMeasuredAroundTheBestAfterTheSearch) {
   }
 }
 
+// A MockWorkload on which Z changes nothing where X is 6 (as nf4_backward's SPLIT_SUM at a
+// point whose launch makes one split): it says so (Workload::refines).
+class InertZWorkload : public MockWorkload {
+ public:
+  using MockWorkload::MockWorkload;
+  bool refines(const AlgorithmSpec&, const Params& best, const std::string& param) override {
+    return !(param == "Z" && best.at("X") == 6);
+  }
+};
+
+// A refinement that runs the same work as the best is not measured: the whole space is
+// searched, and its best (X = 6) is measured at no other Z (on the mock, Z 2 would read
+// faster, as RefinedParametersAreMeasuredAroundTheBestAfterTheSearch finds).
+TEST_F(TunerEngine, ARefinementThatChangesNothingHereIsNotMeasured) {
+  FamilyTuning refined = families_[0];
+  refined.family = &mock_refined_family();
+  refined.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new InertZWorkload(state_));
+  };
+  families_ = {refined};
+  TuneOptions o = options(0);
+  o.cache_dir = "-";
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  const ClassResult& c = r.classes[0];
+  EXPECT_EQ(c.evaluations, 32) << "the space, Z at its default";
+  for (const Evaluation& e : c.history) EXPECT_EQ(e.params.at("Z"), 0) << format_params(e.params);
+  EXPECT_EQ(c.best.params, (Params{{"X", 6}, {"Y", 3}, {"Z", 0}}));
+}
+
 // Cut by time, the search still stops early enough for the refinement: its evaluations (at
 // both other Z) come last, around the best the search found. (Without the time held back
 // only the first would be measured, past the budget.)

@@ -450,14 +450,25 @@ class DeviceMeasure : public Measure {
     return elapsed + half_next >= s_.budget_seconds - held;
   }
   // The best so far at each other value of its refined_last parameters, the points not
-  // measured yet (AlgorithmSpec::refinements).
-  std::vector<Point> refinement() const {
+  // measured yet (AlgorithmSpec::refinements), where that value runs other work on this
+  // problem (Workload::refines): on the 2-core PoCL machine every nf4_backward class spent one
+  // of its three evaluations, a build of seconds, on SPLIT_SUM 1 at a point whose launch makes
+  // one split, where both values run the same kernels.
+  std::vector<Point> refinement() {
     std::vector<Point> around;
     const AlgorithmSpec* algorithm = best_.ok ? s_.family.find_algorithm(best_.algorithm) : nullptr;
     if (algorithm == nullptr) return around;
+    if (refined_for_ != best_.algorithm + " " + format_params(best_.params)) {
+      refined_for_ = best_.algorithm + " " + format_params(best_.params);
+      refinable_.clear();
+      for (const ParamSpec& spec : algorithm->params)
+        if (spec.refined_last && s_.workload.refines(*algorithm, best_.params, spec.name)) refinable_.insert(spec.name);
+    }
     for (Params& p : algorithm->refinements(best_.params, &s_.limits)) {
+      bool refinable = false;  // a refinement differs from the best in one parameter
+      for (const std::string& name : refinable_) refinable = refinable || p.at(name) != best_.params.at(name);
       Point point{algorithm, std::move(p)};
-      if (seen_.count(point.key()) == 0) around.push_back(std::move(point));
+      if (refinable && seen_.count(point.key()) == 0) around.push_back(std::move(point));
     }
     return around;
   }
@@ -623,6 +634,9 @@ class DeviceMeasure : public Measure {
   }
   bool refining_ = false;
   std::size_t pending_refinement_ = 0;  // refinement().size(), kept by evaluate()
+  // The refined-last parameters the workload refines at the best so far, and that best.
+  std::string refined_for_;
+  std::set<std::string> refinable_;
   // Evaluations expected by the end of the class: the cap, or the pace so far over the
   // time left, never more than the space.
   int planned(double left) const {
