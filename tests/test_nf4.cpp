@@ -819,6 +819,43 @@ TEST_F(Nf4Device, SplitSumsAgreeByTheSecondKernelAndByTheLastSplit) {
   }
 }
 
+// The splits of N a backward launch makes, as nf4_backward_splits tells the tuner (which
+// refines SPLIT_SUM only where there are several): stream_splits over the launch's grid, its
+// k tiles (32·VW wide: 2 at VW 16, 1 at 32) and the experts with rows (a compact launch of 2 of 3 experts here);
+// none for tiled. Nothing is built.
+TEST_F(Nf4Device, BackwardSplitsAreThoseOfTheLaunch) {
+  Runtime& rt = runtime();
+  const Nf4Geometry geo{3, 40, 1024, 64, 0};
+  const std::vector<std::uint32_t> offsets = {0, 2, 2, 5};  // rows on experts 0 and 2
+  const std::int64_t rows = 5;
+  auto buffer = [&](std::size_t bytes) { return rt.allocate(bytes).value(); };
+  auto packed = buffer(std::size_t(geo.packed_bytes())), scales = buffer(std::size_t(geo.scale_count()) * 4),
+       codebook = buffer(64), grad = buffer(std::size_t(rows * geo.out_features) * 4),
+       dx = buffer(std::size_t(rows * geo.in_features) * 4), obuf = buffer(offsets.size() * 4);
+  rt.queue().enqueue_write_buffer(obuf, 0, offsets.size() * 4, offsets.data());
+  const Nf4BackwardArgs args{{geo, packed.get(), 0, scales.get(), 0, codebook.get()},
+                             grad.get(),
+                             ElementType::f32,
+                             rows,
+                             obuf.get(),
+                             dx.get()};
+  const std::int64_t units = std::int64_t(rt.device().compute_units);
+  const auto splits = [&](const char* algorithm, const Params& p) {
+    const Result<std::int64_t> r = nf4_backward_splits(rt, choice("nf4_backward", algorithm, p), args);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? r.value() : -1;
+  };
+  using ocltk::detail::stream_splits;
+  EXPECT_EQ(splits("stream", {{"NSPLIT", 1}, {"VW", 16}}), stream_splits(1, geo, rows, 2, 2, units));
+  EXPECT_EQ(splits("stream", {{"NSPLIT", 8}, {"VW", 16}}), stream_splits(8, geo, rows, 2, 2, units));
+  EXPECT_EQ(splits("stream", {{"NSPLIT", 1}, {"VW", 32}}), stream_splits(1, geo, rows, 2, 1, units));
+  EXPECT_GE(splits("stream", {{"NSPLIT", 8}, {"VW", 16}}), 8);
+  EXPECT_EQ(splits("tiled", {}), 1);
+  Nf4BackwardArgs bad = args;
+  bad.grad = nullptr;
+  EXPECT_FALSE(nf4_backward_splits(rt, choice("nf4_backward", "stream", {}), bad).ok());
+}
+
 // A register target (REGS, params.hpp) where program binaries are PTX: tc forward at a
 // target that spills (96) with tc backward at one that leaves the assembler more room than
 // it takes (255), and warps with the backward stream at 128, in f32 and bf16, on tc's fast

@@ -715,6 +715,41 @@ TEST(Priors, TheNearestDevicesThatKnowAClassSeedIt) {
       << "a GPU's points seeded a CPU";
 }
 
+// Another device's best point of another algorithm, within kContenderMargin of its best, is a
+// contender: per device, its fastest of each algorithm that close (a slower point of the same
+// algorithm, or one past the margin, is none). This device's own recordings rank their
+// algorithms on the device itself: no contenders at distance 0.
+TEST(Priors, AnotherAlgorithmAsFastElsewhereIsAContender) {
+  const DeviceInfo me = device_named("Me", "V", "cpu", "P");
+  const Problem gemv{{"k", 4096}, {"m", 1}, {"n", 4096}};
+  auto known_device = [&](const std::string& name, const std::vector<std::pair<std::string, double>>& points) {
+    PriorDevice d;
+    d.device.name = name;
+    d.device.vendor = "V";
+    d.device.type = "cpu";
+    d.device.platform = "P";
+    PriorClass c{"gemm_nt", "gemv", gemv, {}, 10.0};
+    int wgs = 4;
+    for (const auto& [algorithm, ms] : points)
+      c.points.push_back({algorithm, reduce_point(wgs *= 2, 1, 1), true, "", ms, true});
+    d.classes.push_back(c);
+    return d;
+  };
+  const std::vector<PriorDevice> known = {
+      known_device("Sibling A", {{"xgemm", 1.0}, {"xgemm", 1.01}, {"tiled", 1.05}, {"tiled", 1.06}, {"reduce", 1.2}}),
+      known_device("Sibling B", {{"tiled", 2.0}, {"xgemm", 2.3}}),
+      known_device("Me", {{"xgemm", 1.0}, {"tiled", 1.0}})};
+  const std::optional<ClassPrior> others = class_prior(known, me, PriorUse::kOthers, "gemm_nt", "gemv", &gemv);
+  ASSERT_TRUE(others.has_value());
+  ASSERT_EQ(others->contenders.size(), 1u) << "B's xgemm is 15 % slower than its tiled";
+  EXPECT_EQ(others->contenders[0].algorithm, "tiled");
+  EXPECT_DOUBLE_EQ(others->contenders[0].time_ms, 1.05) << "A's fastest tiled";
+  const std::optional<ClassPrior> mine = class_prior(known, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+  ASSERT_TRUE(mine.has_value());
+  EXPECT_EQ(mine->distance, 0);
+  EXPECT_TRUE(mine->contenders.empty());
+}
+
 // --derive-priors: per class the `top` fastest verified points of today's algorithms and the
 // built-in default, from recordings of one device; what it writes reads back as the same
 // points. Recordings of two devices are refused, naming both.
@@ -1391,6 +1426,36 @@ TEST_F(TunerEngine, RefinedParametersAreMeasuredAroundTheBestAfterTheSearch) {
   }
 }
 
+// A MockWorkload on which Z changes nothing where X is 6 (as nf4_backward's SPLIT_SUM at a
+// point whose launch makes one split): it says so (Workload::refines).
+class InertZWorkload : public MockWorkload {
+ public:
+  using MockWorkload::MockWorkload;
+  bool refines(const AlgorithmSpec&, const Params& best, const std::string& param) override {
+    return !(param == "Z" && best.at("X") == 6);
+  }
+};
+
+// A refinement that runs the same work as the best is not measured: the whole space is
+// searched, and its best (X = 6) is measured at no other Z (on the mock, Z 2 would read
+// faster, as RefinedParametersAreMeasuredAroundTheBestAfterTheSearch finds).
+TEST_F(TunerEngine, ARefinementThatChangesNothingHereIsNotMeasured) {
+  FamilyTuning refined = families_[0];
+  refined.family = &mock_refined_family();
+  refined.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new InertZWorkload(state_));
+  };
+  families_ = {refined};
+  TuneOptions o = options(0);
+  o.cache_dir = "-";
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  const ClassResult& c = r.classes[0];
+  EXPECT_EQ(c.evaluations, 32) << "the space, Z at its default";
+  for (const Evaluation& e : c.history) EXPECT_EQ(e.params.at("Z"), 0) << format_params(e.params);
+  EXPECT_EQ(c.best.params, (Params{{"X", 6}, {"Y", 3}, {"Z", 0}}));
+}
+
 // Cut by time, the search still stops early enough for the refinement: its evaluations (at
 // both other Z) come last, around the best the search found. (Without the time held back
 // only the first would be measured, past the budget.)
@@ -1921,6 +1986,44 @@ TEST_F(TunerEngine, TheNearestDevicesBestIsMeasuredPastASpentShare) {
   EXPECT_EQ(r.classes[1].history[0].params, (Params{{"X", 6}, {"Y", 3}}));
   EXPECT_FALSE(r.classes[1].builtin.ok);
   EXPECT_DOUBLE_EQ(r.classes[1].best.time_ms, 1.0);
+}
+
+// Where the nearest device found two algorithms about as fast (kContenderMargin), the best point
+// of the one it timed second is measured right after its best, and like it even where the
+// class's share is spent (PoCL's gemm_nt lora_expand had time for the default and the
+// Xeon's xgemm point, 0.7 % ahead of its tiled one there; tiled won by 1.46x on the EPYC): of
+// four classes sharing 1.2 s, the first's built-in default takes its share, and the known
+// device's best (mock) and its contender (alt) are measured, not the rest of its points.
+TEST_F(TunerEngine, AnotherAlgorithmAsFastOnTheNearestDeviceIsMeasuredToo) {
+  static const KernelFamily two_algorithms = [] {
+    KernelFamily k = mock_family();
+    AlgorithmSpec alt = mock_algorithm();
+    alt.name = "alt";
+    k.algorithms.push_back(alt);
+    k.classes = {{"c1", "first"}, {"c2", "second"}, {"c3", "third"}, {"c4", "fourth"}};
+    k.builtin = {{"mock", {}}, {"mock", {}}, {"mock", {}}, {"mock", {}}};
+    return k;
+  }();
+  FamilyTuning slow;
+  slow.family = &two_algorithms;
+  slow.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 40));
+  };
+  families_ = {slow};
+  std::vector<PriorDevice> known = {
+      mock_known(rt_->device(), "A sibling", {{6, 3, 1.0}, {5, 3, 1.02}, {4, 3, 1.05}, {6, 4, 1.2}}, 30)};
+  known[0].classes[0].points[2].algorithm = "alt";
+  TuneOptions o = seeded(0, known, PriorUse::kAll);
+  o.classes = {"c1", "c2", "c3", "c4"};
+  o.budget_seconds = 1.2;
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_GE(r.classes.size(), 1u);
+  const std::vector<Evaluation>& h = r.classes[0].history;
+  ASSERT_EQ(h.size(), 3u) << "the built-in default, the known device's best and its contender";
+  EXPECT_EQ(h[1].algorithm, "mock");
+  EXPECT_EQ(h[1].params, (Params{{"X", 6}, {"Y", 3}}));
+  EXPECT_EQ(h[2].algorithm, "alt");
+  EXPECT_EQ(h[2].params, (Params{{"X", 4}, {"Y", 3}}));
 }
 
 // Budget where it pays: of two classes sharing 4 s, one whose best reaches what its device

@@ -128,7 +128,7 @@ class Nf4Workload : public Workload {
     Launch launch;
     launch.event = &event;
     launch.first_event = &first;  // tc's f32 split runs before the product: time both
-    const Nf4Weights w{geo_, weights_->packed.get(), 0, weights_->scales.get(), 0, weights_->codebook.get()};
+    const Nf4Weights w = weights();
     Status s =
         forward_
             ? nf4_forward_with(rt_, choice,
@@ -149,6 +149,16 @@ class Nf4Workload : public Workload {
     clReleaseEvent(event);
     clReleaseEvent(first);
     return double(end - start) * 1e-6;  // from the first command's start: a pre-pass counts
+  }
+  bool refines(const AlgorithmSpec& algorithm, const Params& best, const std::string& param) override {
+    if (forward_ || param != "SPLIT_SUM") return true;
+    Choice choice;
+    choice.kernel = "nf4_backward";
+    choice.algorithm = algorithm.name;
+    choice.params = best;
+    const Result<std::int64_t> splits = nf4_backward_splits(
+        rt_, choice, {weights(), in_buf_.get(), type_, p_.rows, offsets_buf_.get(), out_buf_.get(), false});
+    return !splits.ok() || splits.value() > 1;
   }
   CheckedRows checked_rows() const override { return {std::int64_t(sample_.size()), p_.rows}; }
   std::string verify() override {
@@ -184,6 +194,9 @@ class Nf4Workload : public Workload {
   }
 
  private:
+  Nf4Weights weights() const {
+    return {geo_, weights_->packed.get(), 0, weights_->scales.get(), 0, weights_->codebook.get()};
+  }
   // The sampled rows' outputs in double (want_) and their sums of |terms| (mag_, for the
   // error bound), computed once per workload: every candidate is checked against the same
   // inputs, and at GPU class sizes (a Mixtral-like backward: 12 rows × 4096 × 14336 terms)

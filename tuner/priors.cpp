@@ -294,6 +294,14 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
       ++ratios;
     }
   if (ratios > 0) out.best_ratio = std::exp(log_sum / ratios);
+  if (out.distance > 0)
+    for (const PriorClass* c : nearest) {
+      const Evaluation& best = c->points.front();
+      std::set<std::string> algorithms = {best.algorithm};
+      for (const Evaluation& e : c->points)
+        if (e.time_ms <= kContenderMargin * best.time_ms && algorithms.insert(e.algorithm).second)
+          out.contenders.push_back(e);
+    }
   if (out.distance == 0 && problem != nullptr)
     for (const PriorClass* c : nearest)
       if (same_problem(c->problem, *problem)) out.best_ms = c->points.front().time_ms;

@@ -76,8 +76,20 @@ struct ClassPrior {
   double best_ratio = 0;
   // The best time, from a device at distance 0 measured on the same problem; 0 otherwise.
   double best_ms = 0;
+  // At distance 1 or more: each nearest device's best point of each other algorithm than its
+  // best's, where it came within kContenderMargin of its best (nearest devices first, each
+  // device's fastest first). Another device's order between algorithms that close says
+  // nothing here: `gemm_nt` lora_expand's best xgemm and tiled points were 0.7 % apart on the
+  // Xeon; on an EPYC of the same compiler target that tiled point was the best measured, 1.46x
+  // faster than any xgemm point.
+  std::vector<Evaluation> contenders;
   std::vector<std::string> devices;  // their names, nearest first
 };
+
+// Within this ratio of a known device's best, a point of another algorithm is a contender
+// (ClassPrior::contenders): the spread of one point's figures between runs, up to about 10 %
+// on the 2-core PoCL hosts (results/first-tune/README.md).
+constexpr double kContenderMargin = 1.1;
 
 // The known devices nearest to `device` under `use` (all at the smallest distance), and
 // what they say about `kernel`/`shape_class` (on the problem nearest to `problem` where

@@ -450,14 +450,25 @@ class DeviceMeasure : public Measure {
     return elapsed + half_next >= s_.budget_seconds - held;
   }
   // The best so far at each other value of its refined_last parameters, the points not
-  // measured yet (AlgorithmSpec::refinements).
-  std::vector<Point> refinement() const {
+  // measured yet (AlgorithmSpec::refinements), where that value runs other work on this
+  // problem (Workload::refines): on the 2-core PoCL machine every nf4_backward class spent one
+  // of its three evaluations, a build of seconds, on SPLIT_SUM 1 at a point whose launch makes
+  // one split, where both values run the same kernels.
+  std::vector<Point> refinement() {
     std::vector<Point> around;
     const AlgorithmSpec* algorithm = best_.ok ? s_.family.find_algorithm(best_.algorithm) : nullptr;
     if (algorithm == nullptr) return around;
+    if (refined_for_ != best_.algorithm + " " + format_params(best_.params)) {
+      refined_for_ = best_.algorithm + " " + format_params(best_.params);
+      refinable_.clear();
+      for (const ParamSpec& spec : algorithm->params)
+        if (spec.refined_last && s_.workload.refines(*algorithm, best_.params, spec.name)) refinable_.insert(spec.name);
+    }
     for (Params& p : algorithm->refinements(best_.params, &s_.limits)) {
+      bool refinable = false;  // a refinement differs from the best in one parameter
+      for (const std::string& name : refinable_) refinable = refinable || p.at(name) != best_.params.at(name);
       Point point{algorithm, std::move(p)};
-      if (seen_.count(point.key()) == 0) around.push_back(std::move(point));
+      if (refinable && seen_.count(point.key()) == 0) around.push_back(std::move(point));
     }
     return around;
   }
@@ -623,6 +634,9 @@ class DeviceMeasure : public Measure {
   }
   bool refining_ = false;
   std::size_t pending_refinement_ = 0;  // refinement().size(), kept by evaluate()
+  // The refined-last parameters the workload refines at the best so far, and that best.
+  std::string refined_for_;
+  std::set<std::string> refinable_;
   // Evaluations expected by the end of the class: the cap, or the pace so far over the
   // time left, never more than the space.
   int planned(double left) const {
@@ -691,6 +705,20 @@ std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily&
     if (out.size() >= count) out.pop_back();
     out.push_back(std::move(*choice));
   }
+  return out;
+}
+
+// The nearest devices' contenders (ClassPrior::contenders) legal here, in this problem's
+// names, not among `skip`: measured right after their first point, and like it even where the
+// class's time is spent, so that a class with time for two evaluations (PoCL's gemm_nt
+// lora_expand: a build and its first launch take seconds) tries each algorithm those devices
+// found as fast, not only the one they happened to time first.
+std::vector<Point> contender_points(const ClassPrior& prior, const KernelFamily& family, const DeviceLimits& limits,
+                                    const AlgorithmExclusions& excluded, int input_bits, std::set<std::string> skip) {
+  std::vector<Point> out;
+  for (const Evaluation& e : prior.contenders)
+    if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded))
+      if (skip.insert(p->key()).second) out.push_back(std::move(*p));
   return out;
 }
 
@@ -1045,8 +1073,11 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     const std::optional<ClassPrior> p =
         prior_of(family.name, jobs[ji].shape_class, jobs[ji].problem ? &*jobs[ji].problem : nullptr);
     const int bits = job_input_bits(jobs[ji].problem);
-    if (p)
+    if (p) {
       for (const Point& point : prior_candidates(*p, family, limits, excluded, bits)) first_points[ji].push_back(point);
+      for (const Point& point : contender_points(*p, family, limits, excluded, bits, {}))
+        first_points[ji].push_back(point);
+    }
   }
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     std::vector<const Point*> hint;
@@ -1139,17 +1170,22 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     const std::optional<ClassPrior> class_known = prior_of(family.name, shape_class, &cr.problem);
     SearchPrior search_prior;
     std::optional<Point> first_prior_point;
+    std::set<std::string> contender_keys;  // measured right after the first, past time like it
     std::size_t sibling_at = warm.size();
     if (class_known) {
       cr.prior_distance = class_known->distance;
       cr.prior_devices = class_known->devices;
       own_seed = own_seed || class_known->distance == 0;
       for (const Point& p : prior_candidates(*class_known, family, limits, excluded, input_bits)) {
-        if (!first_prior_point) {
-          first_prior_point = p;
-          sibling_at = warm.size() + 1;
-        }
+        if (contender_keys.count(p.key())) continue;
         warm.push_back(p);
+        if (first_prior_point) continue;
+        first_prior_point = p;
+        for (Point& c : contender_points(*class_known, family, limits, excluded, input_bits, {p.key()})) {
+          contender_keys.insert(c.key());
+          warm.push_back(std::move(c));
+        }
+        sibling_at = warm.size();
       }
       for (const Evaluation& e : class_known->points)
         if (const AlgorithmSpec* a = family.find_algorithm(e.algorithm))
@@ -1223,9 +1259,13 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     // Not once the run's whole budget is spent (with 31 classes in 165 s, two evaluations a
     // class overran it by a minute on the loaded development machine), unless it replaced the
     // built-in default.
+    // So are their contenders, which their order between algorithms says nothing about
+    // (contender_points), but only while the run's budget is not spent.
     for (const Point& p : warm)
       if (first_prior != nullptr && p.key() == first_prior->key() &&
           (builtin_skipped || seconds_since(start) < options.budget_seconds))
+        measure.evaluate_past_time(p);
+      else if (contender_keys.count(p.key()) && seconds_since(start) < options.budget_seconds)
         measure.evaluate_past_time(p);
       else
         measure.evaluate(p);

@@ -44,6 +44,13 @@ class Workload {
   // The build options run() launches `algorithm` with beside its parameters' (what the
   // compile pool prebuilds): its tuned_variant unless the problem's input type differs.
   virtual std::string variant(const AlgorithmSpec& algorithm) const { return algorithm.tuned_variant; }
+  // Whether `best` at another value of its refined-last parameter `param` runs other work on
+  // this problem (the refinement measures it only then): nf4_backward's SPLIT_SUM says how the
+  // splits of N are added, and a launch of one split adds none (nf4_backward_splits).
+  virtual bool refines(const AlgorithmSpec& algorithm, const Params& best, const std::string& param) {
+    (void)algorithm, (void)best, (void)param;
+    return true;
+  }
 
   // run() gives up waiting after this many seconds (0: no limit) by throwing CandidateHang.
   double timeout_seconds = 0;

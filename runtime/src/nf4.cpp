@@ -493,6 +493,20 @@ bool tc_forward_aligned(const Nf4Weights& w) {
          g.in_features % g.block_size == 0;
 }
 
+// The splits of N of a backward launch of `algorithm` at `p` over `slots` experts with rows
+// (ActiveExperts::slots_for): the stream and tc backwards divide each (expert, k tile)'s sweep
+// over N into stream_splits; the others do not split (1).
+std::int64_t backward_splits(Runtime& rt, const AlgorithmSpec& algorithm, const Params& p, const Nf4Geometry& g,
+                             std::int64_t rows, std::int64_t slots) {
+  const bool stream = algorithm.name == "stream";
+  if (!stream && algorithm.name != "tc") return 1;
+  // One workgroup per (k tile, split of N): stream's tile is 32·VW k, tc's 64·KG.
+  const std::int64_t ktiles = ceil_div(g.in_features, stream ? 32 * param(p, "VW") : 64 * param(p, "KG"));
+  const bool compact = algorithm.compact_experts && slots < g.experts;
+  return detail::stream_splits(param(p, "NSPLIT"), g, rows, compact ? slots : g.experts, ktiles,
+                               std::int64_t(rt.device().compute_units));
+}
+
 struct Direction {
   const char* who;
   bool forward;
@@ -589,11 +603,9 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
           // WGS / 32 warps per workgroup, each serving up to NB batches of RB W rows.
           groups0 = batch_groups(g.out_features, param(p, "RB"), (param(p, "WGS") / 32) * param(p, "NB"));
         } else if (split_backward) {
-          // One workgroup per (k tile, split of N): stream's tile is 32·VW k, tc's 64·KG.
-          const std::int64_t ktiles = ceil_div(g.in_features, stream ? 32 * param(p, "VW") : 64 * param(p, "KG"));
-          splits = cl_int(detail::stream_splits(param(p, "NSPLIT"), g, rows, compact ? slots : g.experts, ktiles,
-                                                std::int64_t(rt.device().compute_units)));
-          groups0 = std::size_t(ktiles * splits);
+          // One workgroup per (k tile, split of N).
+          splits = cl_int(backward_splits(rt, *algorithm, p, g, rows, slots));
+          groups0 = std::size_t(ceil_div(g.in_features, stream ? 32 * param(p, "VW") : 64 * param(p, "KG")) * splits);
         } else if (tc) {
           // WGS / 32 / KS teams of KS warps per workgroup, each serving up to NB batches of RT
           // tiles of 16 W rows.
@@ -828,6 +840,19 @@ Status nf4_forward_with(Runtime& rt, const Choice& choice, const Nf4ForwardArgs&
 
 Status nf4_backward_with(Runtime& rt, const Choice& choice, const Nf4BackwardArgs& a, const Launch& launch) {
   return guard([&] { enqueue_backward(rt, choice, a, check_backward(rt, a).slots_for(rt, launch), launch); });
+}
+
+Result<std::int64_t> nf4_backward_splits(Runtime& rt, const Choice& choice, const Nf4BackwardArgs& a,
+                                         const Launch& launch) {
+  try {
+    const ActiveExperts active = check_backward(rt, a);
+    const AlgorithmSpec* algorithm = nf4_backward_family().find_algorithm(choice.algorithm);
+    if (algorithm == nullptr) throw invalid("nf4_backward has no algorithm '" + choice.algorithm + "'");
+    return backward_splits(rt, *algorithm, algorithm->complete(choice.params), a.w.geometry, a.rows,
+                           active.slots_for(rt, launch));
+  } catch (const Error& e) {
+    return Status::from(e);
+  }
 }
 
 Status nf4_forward_segmented(Runtime& rt, const Nf4ForwardArgs& a, const Launch& launch) {

@@ -144,6 +144,12 @@ Status nf4_forward_segmented(Runtime& rt, const Nf4ForwardArgs& args, const Laun
 Status nf4_input_backward_segmented(Runtime& rt, const Nf4BackwardArgs& args, const Launch& launch = {});
 Status nf4_forward_with(Runtime& rt, const Choice& choice, const Nf4ForwardArgs& args, const Launch& launch = {});
 Status nf4_backward_with(Runtime& rt, const Choice& choice, const Nf4BackwardArgs& args, const Launch& launch = {});
+// The splits of N that nf4_backward_with(choice, args, launch) makes: the stream and tc
+// backwards divide each (expert, k tile)'s sweep over N into NSPLIT or more (kernels/
+// nf4_splits.clh), whose partial sums are added as SPLIT_SUM says only where there are more
+// than one; 1 for the algorithms that do not split. The tuner measures SPLIT_SUM only there.
+Result<std::int64_t> nf4_backward_splits(Runtime& rt, const Choice& choice, const Nf4BackwardArgs& args,
+                                         const Launch& launch = {});
 
 // ---- Host quantizer / dequantizer (bit-identical to bitsandbytes quantize_4bit nf4) ----
 
