@@ -164,9 +164,9 @@ class AlgorithmUnderSimulator : public ::testing::Test {
     std::mt19937_64 rng(1);
     bool ragged = false;
     for (Problem problem : tiny_problems(*tuning_)) {
-      // gemm_nt's tc never multiplies exact f32 (it would round to TF32): its problems are
-      // 16-bit, the width it serves in every class.
-      if (family.name == "gemm_nt" && algorithm_->name == "tc") problem["input_bits"] = 16;
+      // gemm_nt's tc and tcs never multiply exact f32 (they would round to TF32): their problems are
+      // 16-bit, the width they serve in every class.
+      if (family.name == "gemm_nt" && gemm_nt_tensor_core_algorithm(algorithm_->name)) problem["input_bits"] = 16;
       std::unique_ptr<tuner::Workload> workload = tuning_->make_for(runtime(), problem, rng);
       for (const Point& p : points) {
         if (ragged && !p.ragged_too) continue;

@@ -2227,6 +2227,10 @@ TEST_F(TunerEngine, GemmNtSearchesTcOnlyWhereItsClassAndTheProbeAllowIt) {
           const bool skinny = cls.name.rfind("gemv", 0) == 0 || cls.name.rfind("lora_shrink", 0) == 0 ||
                               cls.name.rfind("small_batch", 0) == 0;
           EXPECT_EQ(gemm->searches(rt, cls.name, a), skinny) << cls.name;
+        } else if (a.name == "tcs") {
+          // tc's kernels with K split: only the 16-bit twins of those, where the probe passes.
+          const bool skinny_half = gemm_nt_skinny_class(cls.name) && gemm_nt_class_input(cls.name) != ElementType::f32;
+          EXPECT_EQ(gemm->searches(rt, cls.name, a), skinny_half && probe_passes) << cls.name;
         } else if (a.name != "tc") {
           EXPECT_TRUE(gemm->searches(rt, cls.name, a)) << cls.name << " " << a.name;
         }
