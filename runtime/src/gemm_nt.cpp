@@ -281,13 +281,10 @@ AlgorithmSpec tc_algorithm() {
     return detail::tc_mma_local_mem_bytes(p, limits);
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> {
-    return {std::size_t(32 * param(p, "MWARPS") * param(p, "NWARPS")), 1};
+    return {std::size_t(detail::tc_work_group_size(p)), 1};
   };
   return a;
 }
-
-// Work-items of a tcs workgroup: KSPLIT groups of MWARPS × NWARPS warps.
-int tcs_work_group_size(const Params& p) { return 32 * param(p, "MWARPS") * param(p, "NWARPS") * param(p, "KSPLIT"); }
 
 // The tensor-core product for skinny shapes (gemm_nt_tcs.cl: tc's kernel with KSPLIT): one side has at most
 // 64 rows (LoRA shrink, small batches, gemv), so C has few tiles; KSPLIT warp groups share
@@ -311,39 +308,38 @@ AlgorithmSpec tcs_algorithm() {
       {"SWZ", 2, {1, 2}, "local rows: 1 XOR-swizzled chunks, 2 padded by 16 bytes"},
       register_target_param(),
   };
-  a.constraints = {
-      constraint("MWG % (16 * MWARPS) == 0 (whole 16-row mma tiles per warp)",
-                 [](const Params& p) { return param(p, "MWG") % (16 * param(p, "MWARPS")) == 0; }),
-      constraint("(NWG / NWARPS) % 16 == 0 (ldmatrix loads two 8-column tiles at once)",
-                 [](const Params& p) { return param(p, "NWG") % (16 * param(p, "NWARPS")) == 0; }),
-      detail::tc_mma_accumulator_constraint(),
-      // 16 warps would need at most 128 registers a work-item, which NVIDIA's compiler does not
-      // keep to at REGS 0 (the H200 refused such builds' 512-wide workgroups).
-      constraint("MWARPS * NWARPS * KSPLIT <= 8 (warps a workgroup)",
-                 [](const Params& p) { return tcs_work_group_size(p) <= 256; }),
-      constraint("ceil(MWG * KCH / GWS) + ceil(NWG * KCH / GWS) <= 32 (chunks a work-item copies per stage, "
-                 "GWS = 32 * MWARPS * NWARPS)",
-                 [](const Params& p) { return tc_copies_per_work_item(p) <= 32; }),
-      constraint("KSPLIT == 1 or MWG * NWG * 4 <= KSPLIT * STAGES * (MWG + NWG) * row bytes (the groups' sums "
-                 "pass through the stages' local memory)",
-                 [](const Params& p) {
-                   return param(p, "KSPLIT") == 1 ||
-                          4ull * param(p, "MWG") * param(p, "NWG") <=
-                              std::uint64_t(param(p, "KSPLIT")) * param(p, "STAGES") * detail::tc_mma_stage_bytes(p);
-                 }),
-  };
+  // tc's tile constraints with LDSM fixed at 1 (tc_param_or).
+  a.constraints = detail::tc_mma_tile_constraints();
+  a.constraints.insert(
+      a.constraints.end(),
+      {
+          detail::tc_mma_accumulator_constraint(),
+          // 16 warps would need at most 128 registers a work-item, which NVIDIA's compiler does not
+          // keep to at REGS 0 (the H200 refused such builds' 512-wide workgroups).
+          constraint("MWARPS * NWARPS * KSPLIT <= 8 (warps a workgroup)",
+                     [](const Params& p) { return detail::tc_work_group_size(p) <= 256; }),
+          constraint("ceil(MWG * KCH / GWS) + ceil(NWG * KCH / GWS) <= 32 (chunks a work-item copies per stage, "
+                     "GWS = 32 * MWARPS * NWARPS)",
+                     [](const Params& p) { return tc_copies_per_work_item(p) <= 32; }),
+          constraint("KSPLIT == 1 or MWG * NWG * 4 <= KSPLIT * STAGES * (MWG + NWG) * row bytes (the groups' sums "
+                     "pass through the stages' local memory)",
+                     [](const Params& p) {
+                       return param(p, "KSPLIT") == 1 || 4ull * param(p, "MWG") * param(p, "NWG") <=
+                                                             std::uint64_t(param(p, "KSPLIT")) * param(p, "STAGES") *
+                                                                 detail::tc_mma_stage_bytes(p);
+                     }),
+      });
   // Fewer than four warps a workgroup leave the SM's schedulers idle (tc's measurement).
-  a.search_pruning = {
-      constraint("MWARPS * NWARPS * KSPLIT >= 4", [](const Params& p) { return tcs_work_group_size(p) >= 128; })};
+  a.search_pruning = {constraint("MWARPS * NWARPS * KSPLIT >= 4",
+                                 [](const Params& p) { return detail::tc_work_group_size(p) >= 128; })};
   a.search_needs_tensor_mma = true;
   a.tuned_variant = gemm_nt_launch_variant(ElementType::bf16, ElementType::bf16, "tcs");
-  a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) -> std::uint64_t {
-    const std::uint64_t stages = std::uint64_t(param(p, "KSPLIT")) * param(p, "STAGES") * detail::tc_mma_stage_bytes(p);
-    if (limits.ptx_binaries) return stages;
-    const std::uint64_t mi = detail::tc_warp_rows(p) / 16, ni = detail::tc_warp_cols(p) / 8;
-    return stages + 4ull * tcs_work_group_size(p) * (4 * mi + 2 * ni);
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) {
+    return detail::tc_mma_local_mem_bytes(p, limits);
   };
-  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> { return {std::size_t(tcs_work_group_size(p)), 1}; };
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> {
+    return {std::size_t(detail::tc_work_group_size(p)), 1};
+  };
   return a;
 }
 
@@ -493,8 +489,7 @@ LaunchGeometry gemm_nt_geometry(const std::string& algorithm, const Params& p, c
     // One dimension: the kernel orders its workgroups itself (groups of GM tile rows).
     g.tile_m = param(p, "MWG");
     g.tile_n = param(p, "NWG");
-    const auto ksplit = p.find("KSPLIT");
-    g.local = {std::size_t(32 * param(p, "MWARPS") * param(p, "NWARPS") * (ksplit == p.end() ? 1 : ksplit->second)), 1};
+    g.local = {std::size_t(detail::tc_work_group_size(p)), 1};
     g.global = {std::size_t(ceil_div(problem.m, g.tile_m) * ceil_div(problem.n, g.tile_n)) * g.local[0], 1};
     return g;
   }

@@ -12,6 +12,18 @@ namespace ocltk::detail {
 inline std::int64_t tc_warp_rows(const Params& p) { return param(p, "MWG") / param(p, "MWARPS"); }
 inline std::int64_t tc_warp_cols(const Params& p) { return param(p, "NWG") / param(p, "NWARPS"); }
 
+// A value the table may fix instead of exposing (gemm_nt's tcs: KSPLIT exposed, LDSM fixed at
+// 1; the others: KSPLIT fixed at 1): the point's value, else the kernel's.
+inline std::int64_t tc_param_or(const Params& p, const char* name, int fixed) {
+  const auto it = p.find(name);
+  return it == p.end() ? fixed : it->second;
+}
+
+// Work-items of a workgroup: KSPLIT groups of MWARPS × NWARPS warps.
+inline std::int64_t tc_work_group_size(const Params& p) {
+  return 32ll * param(p, "MWARPS") * param(p, "NWARPS") * tc_param_or(p, "KSPLIT", 1);
+}
+
 // Whole mma tiles per warp, and ldmatrix's two 8-column tiles at once.
 inline std::vector<Constraint> tc_mma_tile_constraints() {
   return {
@@ -20,7 +32,7 @@ inline std::vector<Constraint> tc_mma_tile_constraints() {
       constraint("NWG % (8 * NWARPS) == 0 (whole 8-column mma tiles per warp)",
                  [](const Params& p) { return param(p, "NWG") % (8 * param(p, "NWARPS")) == 0; }),
       constraint("LDSM == 1 implies (NWG / NWARPS) % 16 == 0 (ldmatrix loads two 8-column tiles at once)",
-                 [](const Params& p) { return param(p, "LDSM") == 0 || tc_warp_cols(p) % 16 == 0; }),
+                 [](const Params& p) { return tc_param_or(p, "LDSM", 1) == 0 || tc_warp_cols(p) % 16 == 0; }),
   };
 }
 
@@ -49,14 +61,15 @@ inline std::uint64_t tc_mma_stage_bytes(const Params& p) {
   return std::uint64_t(param(p, "MWG") + param(p, "NWG")) * row_bytes;
 }
 
-// The stages, and without OCLTK_PTX (not where binaries are PTX) the emulation's fragment
-// words (per warp 4·MI + 2·NI registers of 32 lanes) plus `emulation_extra` bytes.
+// The stages (each K group's), and without OCLTK_PTX (not where binaries are PTX) the
+// emulation's fragment words (per warp 4·MI + 2·NI registers of 32 lanes) plus
+// `emulation_extra` bytes.
 inline std::uint64_t tc_mma_local_mem_bytes(const Params& p, const DeviceLimits& limits,
                                             std::uint64_t emulation_extra = 0) {
-  const std::uint64_t tiles = std::uint64_t(param(p, "STAGES")) * tc_mma_stage_bytes(p);
+  const std::uint64_t tiles = std::uint64_t(tc_param_or(p, "KSPLIT", 1)) * param(p, "STAGES") * tc_mma_stage_bytes(p);
   if (limits.ptx_binaries) return tiles;
   const std::uint64_t mi = tc_warp_rows(p) / 16, ni = tc_warp_cols(p) / 8;
-  return tiles + emulation_extra + 128ull * param(p, "MWARPS") * param(p, "NWARPS") * (4 * mi + 2 * ni);
+  return tiles + emulation_extra + 4ull * tc_work_group_size(p) * (4 * mi + 2 * ni);
 }
 
 }  // namespace ocltk::detail
