@@ -28,7 +28,10 @@
 // four tiles at a time across the four lanes that share a row (two shuffle exchanges), so
 // that a lane reads and writes 8 consecutive elements (16 bytes of a 16-bit C, 32 of f32)
 // where C is aligned: the accumulate's read of C and the write become whole sectors, which is
-// what bounds short K (LoRA expand).
+// what bounds short K (LoRA expand). 2 stores as 1 does, but reads the old C of those stores
+// into registers before the product, so that with short K the reads are in flight together
+// rather than one per lane at a time after it (each read waits for the store before it, which
+// may alias it).
 //
 // Launch: a 1-D range of ceil(M / MWG) · ceil(N / NWG) workgroups of WGS = 32 · MWARPS · NWARPS ·
 // KSPLIT work-items; local memory as tc_mma.clh says, times KSPLIT.
@@ -47,7 +50,7 @@
 #endif
 
 #ifndef EPI
-#define EPI 0  // C's stores: 0 two elements a lane as the mma leaves them, 1 16-byte rows after a quad exchange
+#define EPI 0  // C's stores: 0 as the mma leaves them, 1 16-byte rows after a quad exchange, 2 1 with old C read first
 #endif
 #define KSPLIT 1  // one warp group sweeps all of K (tcs splits it: gemm_nt_tcs.cl)
 

@@ -54,7 +54,7 @@ void PrintTo(const TcCase& c, std::ostream* out) { *out << c.name; }
 // NI with LDSM 0), KCH 2 .. 16 (SWZ 1's both rules: CH < 8 and CH >= 8), 2 .. 4 stages,
 // copies by cp.async (past L1 and through it) and through registers, ldmatrix and word
 // loads, plain, swizzled and padded rows, GM 1, 4 and 8; every element type and both TF32
-// modes, C in f32 from bf16; both stores (EPI), with C in 16 bits and in f32. tcs at K
+// modes, C in f32 from bf16; the three stores (EPI), with C in 16 bits and in f32. tcs at K
 // split 2, 4 and 8 (groups past K's end with nothing but zeros to multiply), one and two
 // warps a group, both its row layouts and copies.
 const std::vector<TcCase>& tc_cases() {
@@ -66,6 +66,7 @@ const std::vector<TcCase>& tc_cases() {
   static const Params kch16_swizzled = {{"MWG", 32},   {"NWG", 32},   {"KCH", 16}, {"MWARPS", 1},
                                         {"NWARPS", 2}, {"STAGES", 3}, {"SWZ", 1},  {"CPASYNC", 1}};
   static const Params epi_narrow = {{"MWG", 32}, {"NWG", 64}, {"KCH", 2}, {"MWARPS", 1}, {"NWARPS", 2}, {"EPI", 1}};
+  static const Params epi2_narrow = {{"MWG", 64}, {"NWG", 64}, {"KCH", 4}, {"MWARPS", 2}, {"NWARPS", 2}, {"EPI", 2}};
   static const Params tcs_split4 = {{"MWG", 32}, {"NWG", 16}, {"MWARPS", 2}, {"NWARPS", 1}, {"KSPLIT", 4}};
   static const Params tcs_split2_padded = {{"MWG", 16},   {"NWG", 64},   {"KCH", 8}, {"MWARPS", 1}, {"NWARPS", 2},
                                            {"KSPLIT", 2}, {"STAGES", 2}, {"SWZ", 2}, {"CPASYNC", 1}};
@@ -87,6 +88,8 @@ const std::vector<TcCase>& tc_cases() {
       {"epi_defaults_bf16_into_f32", {{"EPI", 1}}, kBf16IntoF32},
       {"epi_narrow_f16", epi_narrow, kF16},
       {"epi_narrow_tf32x3", epi_narrow, kTf32x3},
+      {"epi2_narrow_bf16", epi2_narrow, kBf16},
+      {"epi2_narrow_bf16_into_f32", epi2_narrow, kBf16IntoF32},
       {"tcs_split4_bf16", tcs_split4, kBf16, "tcs"},
       {"tcs_split2_padded_f16", tcs_split2_padded, kF16, "tcs"},
       {"tcs_split8_tf32x3", tcs_split8, kTf32x3, "tcs"},
@@ -257,9 +260,9 @@ TEST_F(GemmNtTcTest, OnTensorCoresAtScale) {
     EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, ElementType::f32, ElementType::f32, choice,
                                            GemmPrecision::tf32));
   }
-  // The defaults and both stores (EPI 1's 16-byte accesses where C's rows are aligned: the
-  // first case and the accumulate at ldc 1040; elements at ldc 1033).
-  for (const Params& point : {Params{}, Params{{"EPI", 1}}}) {
+  // The defaults and the three stores (EPI 1 and 2's 16-byte accesses where C's rows are
+  // aligned: the first case and the accumulate at ldc 1040; elements at ldc 1033).
+  for (const Params& point : {Params{}, Params{{"EPI", 1}}, Params{{"EPI", 2}}}) {
     const Choice choice = tc_choice(point);
     for (const TcKind& kind : {kBf16, kF16, kBf16IntoF32}) {
       SCOPED_TRACE(std::string(kind.name) + " {" + ocltk::format_params(choice.params) + "}");

@@ -255,8 +255,9 @@ AlgorithmSpec tc_algorithm() {
       {"SWZ", 1, {2, 1, 0}, "local rows: 0 plain, 1 XOR-swizzled chunks, 2 padded by 16 bytes"},
       {"EPI",
        0,
-       {0, 1},
-       "C's stores: 0 two elements a lane as the mma leaves them, 1 16-byte rows a lane after a quad exchange"},
+       {0, 1, 2},
+       "C's stores: 0 two elements a lane as the mma leaves them, 1 16-byte rows a lane after a quad exchange, 2 as "
+       "1 with the old C of an accumulate read before the product"},
       // Refined last: the group of the walk over C shifts a point's time through L2 reuse,
       // not which tile shape wins.
       {"GM", 8, {8, 1, 4, 16}, "tile rows per group of the workgroups' walk over C (1: row by row)", true},
@@ -272,9 +273,19 @@ AlgorithmSpec tc_algorithm() {
                  [](const Params& p) { return tc_copies_per_work_item(p) <= 32; }));
   a.constraints.push_back(detail::tc_mma_accumulator_constraint());
   a.constraints.push_back(
-      constraint("EPI == 1 implies (NWG / NWARPS) % 32 == 0 (four 8-column tiles a quad exchange)",
+      constraint("EPI >= 1 implies (NWG / NWARPS) % 32 == 0 (four 8-column tiles a quad exchange)",
                  [](const Params& p) { return param(p, "EPI") == 0 || detail::tc_warp_cols(p) % 32 == 0; }));
   a.search_pruning = detail::tc_mma_search_pruning();
+  // EPI 2 pays only where the product is short (LoRA expand: K 16 to 64, one to four steps of
+  // KCH 2 to 4), and it holds a 16-byte piece of old C for every four 16 × 8 tiles, half as
+  // many registers again as the accumulators: searched with short K steps and few accumulators.
+  a.search_pruning.push_back(constraint(
+      "EPI == 2 implies KCH <= 4 and (MWG / MWARPS) * (NWG / NWARPS) <= 32 * 64 (at most 64 accumulators a "
+      "work-item)",
+      [](const Params& p) {
+        return param(p, "EPI") != 2 ||
+               (param(p, "KCH") <= 4 && detail::tc_warp_rows(p) * detail::tc_warp_cols(p) <= 32 * 64);
+      }));
   a.search_needs_tensor_mma = true;
   a.tuned_variant = gemm_nt_launch_variant(ElementType::bf16, ElementType::bf16, "tc");
   a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) {
