@@ -4,7 +4,7 @@ comes from the same machine and session as ours (bench/reproduce.sh, phase refs)
 
   python3 bench/cublas_ref.py gemm --shapes 4096x4096x4096,4096x16x4096 [--dtype f32] [--accumulate] [--json F]
   python3 bench/cublas_ref.py nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 8,64,4096 [--json F]
-  python3 bench/cublas_ref.py copy [--json F]
+  python3 bench/cublas_ref.py copy [--bytes 33554432,67108864] [--json F]
 
 gemm: C[M,N] = A[M,K] @ B[N,K]^T, ocltk's NT form; dtype f32 (TF32 off), tf32, f16 or bf16;
       --accumulate times C += A @ B^T instead.
@@ -13,7 +13,10 @@ nf4:  what engines run for 4-bit expert weights without an NF4 kernel: bf16 matm
       (bf16_dequantized_ms) and input gradient g_e @ W_e (bf16_backward_ms). Rows are spread
       evenly, max(rows / experts, 1) per expert, so "rows" in the output is what was run; with
       the 4-bit floor (payload and f32 scales over the copy bandwidth measured here).
-copy: device-to-device copy bandwidth, counting bytes read plus written.
+copy: device-to-device copy bandwidth, counting bytes read plus written (1 GiB copied);
+      --bytes also at these sizes moved (half read, half written), each timed as 20 copies
+      back to back between two events, as ocltk_bench --ocltk_calls=20 times a row: what a
+      kernel moving that few bytes reaches, the launch's ramp and tail included.
 Times are medians of 25 CUDA-event timings after 5 warm-up calls, each started on an idle
 stream; inputs are random, never zeros. Needs a CUDA device and PyTorch.
 """
@@ -45,6 +48,21 @@ def copy_bandwidth():
     y = torch.empty_like(x)
     ms = median_ms(lambda: y.copy_(x))
     return {"bytes": 2 * x.numel(), "ms": ms, "GB/s": 2 * x.numel() / ms / 1e6}
+
+
+def copy_at_sizes(sizes, calls=20):
+    out = []
+    for moved in sizes:
+        x = torch.randint(0, 255, (moved // 2,), dtype=torch.uint8, device="cuda")
+        y = torch.empty_like(x)
+
+        def run():
+            for _ in range(calls):
+                y.copy_(x)
+
+        ms = median_ms(run) / calls
+        out.append({"bytes": 2 * x.numel(), "ms": ms, "GB/s": 2 * x.numel() / ms / 1e6})
+    return out
 
 
 def gemm(shapes, dtype, accumulate):
@@ -93,6 +111,7 @@ def main():
     q.add_argument("--rows", default="8,64,512,4096")
     q.add_argument("--block-size", type=int, default=64)
     c = sub.add_parser("copy")
+    c.add_argument("--bytes", help="also these sizes moved (read + written), comma-separated")
     for s in (g, q, c):
         s.add_argument("--json", help="write the result there too")
     a = p.parse_args()
@@ -102,6 +121,8 @@ def main():
     try:
         if a.what == "copy":
             res = copy_bandwidth()
+            if a.bytes:
+                res = dict(res, sizes=copy_at_sizes([int(b) for b in a.bytes.split(",")]))
         elif a.what == "gemm":
             res = gemm([tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")], a.dtype, a.accumulate)
         else:
