@@ -33,15 +33,8 @@
 // rather than one per lane at a time after it (each read waits for the store before it, which
 // may alias it).
 //
-// With WSPLIT > 1 (tcs) WSPLIT consecutive workgroups share a tile, each summing a run of K; the
-// last of them to finish adds their partial tiles, passed through global scratch
-// (gemm_nt_tc.clh, "the split of K between workgroups"). That gives a skinny product several
-// workgroups an SM, and so more bytes in flight than one workgroup's 48 KiB of stages allow.
-//
-// Launch: a 1-D range of ceil(M / MWG) · ceil(N / NWG) · WSPLIT workgroups of WGS = 32 · MWARPS ·
-// NWARPS · KSPLIT work-items; local memory as tc_mma.clh says, times KSPLIT. The last two
-// arguments are WSPLIT's scratch: `partials`, WSPLIT · MWG · NWG f32 per tile, and `counters`,
-// one zeroed uint per tile (any buffer where WSPLIT is 1: not touched).
+// Launch: a 1-D range of ceil(M / MWG) · ceil(N / NWG) workgroups of WGS = 32 · MWARPS · NWARPS ·
+// KSPLIT work-items; local memory as tc_mma.clh says, times KSPLIT.
 //
 // The defaults are the fastest point measured on the H200 for bf16 at 8192³: 128 × 128 tiles of
 // 2 × 2 warps, KCH 4, 3 stages (48 KiB), the XOR swizzle, cp.async through L1 (3.54 ms, 310
@@ -60,7 +53,6 @@
 #define EPI 0  // C's stores: 0 as the mma leaves them, 1 16-byte rows after a quad exchange, 2 1 with old C read first
 #endif
 #define KSPLIT 1  // one warp group sweeps all of K (tcs splits it: gemm_nt_tcs.cl)
-#define WSPLIT 1  // one workgroup a tile (tcs may split K between several)
 
 #include "tc_mma.clh"
 #include "gemm_nt_tc.clh"

@@ -23,9 +23,6 @@
 #ifndef KSPLIT
 #define KSPLIT 2  // K groups: warp groups each sweeping a run of K, summed at the end
 #endif
-#ifndef WSPLIT
-#define WSPLIT 1  // workgroups sharing each tile's K, their sums added by the last to finish
-#endif
 #ifndef STAGES
 #define STAGES 3  // local buffers of A and B tiles per K group
 #endif

@@ -56,9 +56,7 @@ void PrintTo(const TcCase& c, std::ostream* out) { *out << c.name; }
 // loads, plain, swizzled and padded rows, GM 1, 4 and 8; every element type and both TF32
 // modes, C in f32 from bf16; the three stores (EPI), with C in 16 bits and in f32. tcs at K
 // split 2, 4 and 8 (groups past K's end with nothing but zeros to multiply), one and two
-// warps a group, both its row layouts and copies; K split between 2 and 8 workgroups a tile
-// (workgroups, too, past K's end; every case after the first finds the counters its launch
-// before left).
+// warps a group, both its row layouts and copies.
 const std::vector<TcCase>& tc_cases() {
   static const Params defaults = {};
   static const Params registers_words = {{"MWG", 64},    {"NWG", 32},   {"KCH", 4},  {"MWARPS", 2}, {"NWARPS", 4},
@@ -74,9 +72,6 @@ const std::vector<TcCase>& tc_cases() {
                                            {"KSPLIT", 2}, {"STAGES", 2}, {"SWZ", 2}, {"CPASYNC", 1}};
   static const Params tcs_split8 = {{"MWG", 16},   {"NWG", 32},   {"KCH", 2},   {"MWARPS", 1},
                                     {"NWARPS", 1}, {"KSPLIT", 8}, {"STAGES", 4}};
-  static const Params wsplit2 = {{"MWG", 32}, {"NWG", 16}, {"MWARPS", 2}, {"NWARPS", 1}, {"KSPLIT", 2}, {"WSPLIT", 2}};
-  static const Params wsplit8 = {{"MWG", 16},   {"NWG", 32},   {"KCH", 2},    {"MWARPS", 1},
-                                 {"NWARPS", 1}, {"KSPLIT", 4}, {"WSPLIT", 8}, {"STAGES", 2}};
   static const std::vector<TcCase> all = {
       {"probe_point_bf16", kProbePoint, kBf16},
       {"probe_point_f16", kProbePoint, kF16},
@@ -99,9 +94,6 @@ const std::vector<TcCase>& tc_cases() {
       {"tcs_split2_padded_f16", tcs_split2_padded, kF16, "tcs"},
       {"tcs_split8_tf32x3", tcs_split8, kTf32x3, "tcs"},
       {"tcs_split8_bf16_into_f32", tcs_split8, kBf16IntoF32, "tcs"},
-      {"tcs_wsplit2_bf16", wsplit2, kBf16, "tcs"},
-      {"tcs_wsplit8_tf32x3", wsplit8, kTf32x3, "tcs"},
-      {"tcs_wsplit8_bf16_into_f32", wsplit8, kBf16IntoF32, "tcs"},
   };
   return all;
 }
@@ -219,26 +211,6 @@ TEST_P(GemmNtTcCaseTest, OddShapesAccumulateAndSlices) {
 INSTANTIATE_TEST_SUITE_P(Points, GemmNtTcCaseTest, ::testing::ValuesIn(tc_cases()),
                          [](const ::testing::TestParamInfo<TcCase>& info) { return info.param.name; });
 
-// tcs's split of K between workgroups over several dispatches (the per-dispatch cap, 3 tiles
-// a dimension here): each dispatch reuses the queue's scratch and counters, so each must
-// leave them as it found them, and address its own block of C.
-TEST_F(GemmNtTcTest, WorkgroupSplitOverSeveralDispatches) {
-  ocltk::RuntimeOptions options = ocltk_test::test_runtime_options(ocltk_test::make_temp_dir("tcs_cap_cache"));
-  options.max_groups_per_dispatch = 3;
-  ocltk::Result<ocltk::Runtime> opened = ocltk::Runtime::open(options);
-  ASSERT_TRUE(opened.ok()) << opened.status().message();
-  const Choice choice = tc_choice(
-      {{"MWG", 16}, {"NWG", 32}, {"KCH", 2}, {"MWARPS", 1}, {"NWARPS", 1}, {"KSPLIT", 4}, {"WSPLIT", 8}, {"STAGES", 2}},
-      "tcs");
-  GemmCase c;
-  c.problem = {70, 130, 100};  // 5 × 5 tiles: 2 × 2 dispatches
-  c.accumulate = true;
-  c.alpha = 0.75f;
-  EXPECT_TRUE(ocltk_test::run_typed_case(opened.value(), rng(), c, ElementType::bf16, ElementType::f32, choice));
-  c.problem = {50, 20, 300};  // 4 × 1 tiles: 2 dispatches
-  EXPECT_TRUE(ocltk_test::run_typed_case(opened.value(), rng(), c, ElementType::bf16, ElementType::bf16, choice));
-}
-
 // TF32 alone is held to its own bound, and is visibly less accurate than f32 (so its test
 // above could not pass with a kernel that ignored the rounding); 3×TF32 meets the f32 bound
 // on the same kind of data.
@@ -318,10 +290,8 @@ TEST_F(GemmNtTcTest, HalfStoresOnTensorCoresAtScale) {
   }
 }
 
-// tcs on the LoRA shrink shape (N 16 and 64) and a small batch, K split 2 .. 8 between warp
-// groups and 4 or 8 between workgroups (the last to finish adds them: PTX's release and
-// acquire), where mma.sync runs (the emulation's tests above cover the same code at small
-// sizes).
+// tcs on the LoRA shrink shape (N 16 and 64) and a small batch, K split 2 .. 8, where
+// mma.sync runs (the emulation's tests above cover the same code at small sizes).
 TEST_F(GemmNtTcTest, TcsOnTensorCoresAtScale) {
   if (!limits().tensor_mma)
     GTEST_SKIP() << "needs mma.sync (NVIDIA's OpenCL at sm_80 or newer); " << runtime().device().name
@@ -333,8 +303,6 @@ TEST_F(GemmNtTcTest, TcsOnTensorCoresAtScale) {
       {{"MWG", 16}, {"NWG", 64}, {"KCH", 2}, {"MWARPS", 1}, {"NWARPS", 2}, {"KSPLIT", 4}, {"STAGES", 2}},
       {{"MWG", 16}, {"NWG", 16}, {"KCH", 4}, {"MWARPS", 1}, {"NWARPS", 1}, {"KSPLIT", 8}, {"STAGES", 2}},
       {{"MWG", 64}, {"NWG", 32}, {"KCH", 4}, {"MWARPS", 2}, {"NWARPS", 1}, {"KSPLIT", 2}, {"SWZ", 2}, {"CPASYNC", 1}},
-      {{"MWG", 32}, {"NWG", 16}, {"MWARPS", 2}, {"NWARPS", 1}, {"KSPLIT", 2}, {"WSPLIT", 4}},
-      {{"MWG", 64}, {"NWG", 64}, {"KCH", 4}, {"MWARPS", 2}, {"NWARPS", 2}, {"KSPLIT", 2}, {"WSPLIT", 8}, {"STAGES", 2}},
   };
   for (const Params& point : tcs_points) {
     const Choice choice = tc_choice(point, "tcs");

@@ -223,46 +223,6 @@ TEST(ParamTables, GemmNtTensorCoreTable) {
 
 // tc's LW 1 (loads ahead issued after the wait for the group being multiplied) needs loads
 // ahead: with PF 0 it is refused by name, and it doubles only the points with PF >= 1.
-// tcs's split of K between workgroups (WSPLIT) orders workgroups through device-scope
-// atomics: OpenCL C 2.0's where the device reports them, PTX's on NVIDIA's OpenCL C 1.2;
-// elsewhere refused by name, and a profile's WSPLIT falls back to 1.
-TEST(ParamTables, WorkgroupSplitNeedsDeviceAtomicsOrPtx) {
-  const AlgorithmSpec* tcs = family().find_algorithm("tcs");
-  ASSERT_NE(tcs, nullptr);
-  const Params split = tcs->complete({{"WSPLIT", 4}});
-  ocltk::DeviceLimits plain;
-  plain.local_mem_bytes = 48 * 1024;
-  const auto why = tcs->violation(split, &plain);
-  ASSERT_TRUE(why.has_value());
-  EXPECT_NE(why->find("WSPLIT = 4 needs device-scope acquire/release atomics"), std::string::npos) << *why;
-  EXPECT_NE(why->find("or NVIDIA's PTX"), std::string::npos) << *why;
-  EXPECT_FALSE(tcs->violation(tcs->complete({}), &plain).has_value());
-  ocltk::DeviceLimits nvidia = plain;
-  nvidia.ptx_binaries = nvidia.tensor_mma = true;
-  EXPECT_FALSE(tcs->violation(split, &nvidia).has_value());
-  EXPECT_EQ(tcs->build_options(split, &nvidia).rfind("-cl-std=CL1.2 ", 0), 0u) << "PTX, not OpenCL C 2.0, there";
-  ocltk::DeviceLimits atomics = plain;
-  atomics.device_atomics_std = "CL3.0";
-  EXPECT_FALSE(tcs->violation(split, &atomics).has_value());
-  EXPECT_EQ(tcs->build_options(split, &atomics).rfind("-cl-std=CL3.0 ", 0), 0u);
-  // tc's table has no WSPLIT: one workgroup a tile.
-  EXPECT_EQ(family().find_algorithm("tc")->find("WSPLIT"), nullptr);
-
-  // A profile's entry: kept on NVIDIA, WSPLIT 1 on a device with neither.
-  ocltk::DeviceInfo device;
-  device.platform = "Portable Computing Language";
-  device.type = "cpu";
-  Params params = split;
-  EXPECT_NE(ocltk::adapt_params_to_device(*tcs, device, params).find("WSPLIT 4 -> 1"), std::string::npos);
-  EXPECT_EQ(params.at("WSPLIT"), 1);
-  device.platform = "NVIDIA CUDA";
-  device.type = "gpu";
-  device.architecture = "sm_90";
-  params = split;
-  EXPECT_EQ(ocltk::adapt_params_to_device(*tcs, device, params), "");
-  EXPECT_EQ(params.at("WSPLIT"), 4);
-}
-
 TEST(ParamTables, TensorCoreLoadWaitNeedsLoadsAhead) {
   const AlgorithmSpec* tc = ocltk::nf4_forward_family().find_algorithm("tc");
   ASSERT_NE(tc, nullptr);
@@ -595,12 +555,10 @@ TEST_F(ParamsOnDevice, GeometryCoversTheProblemWithWholeWorkgroups) {
         EXPECT_EQ(g.global[0] % g.local[0], 0u);
         EXPECT_EQ(g.global[1] % g.local[1], 0u);
         if (ocltk::gemm_nt_tensor_core_algorithm(algorithm.name)) {
-          // One dimension: exactly one workgroup per tile of C (the kernel orders them), WSPLIT
-          // of them where tcs splits K between workgroups.
+          // One dimension: exactly one workgroup per tile of C (the kernel orders them).
           const std::int64_t tiles = ((p.m + g.tile_m - 1) / g.tile_m) * ((p.n + g.tile_n - 1) / g.tile_n);
-          const std::int64_t wsplit = params.count("WSPLIT") ? params.at("WSPLIT") : 1;
           EXPECT_EQ(g.global[1], 1u);
-          EXPECT_EQ(std::int64_t(g.global[0] / g.local[0]), tiles * wsplit);
+          EXPECT_EQ(std::int64_t(g.global[0] / g.local[0]), tiles);
           continue;
         }
         const std::int64_t groups_n = std::int64_t(g.global[0] / g.local[0]);

@@ -279,13 +279,13 @@ AlgorithmSpec tc_algorithm() {
   // EPI 2 pays only where the product is short (LoRA expand: K 16 to 64, one to four steps of
   // KCH 2 to 4), and it holds a 16-byte piece of old C for every four 16 × 8 tiles, half as
   // many registers again as the accumulators: searched with short K steps and few accumulators.
-  a.search_pruning.push_back(
-      constraint("EPI == 2 implies KCH <= 4 and (MWG / MWARPS) * (NWG / NWARPS) <= 32 * 64 (at most 64 accumulators a "
-                 "work-item)",
-                 [](const Params& p) {
-                   return param(p, "EPI") != 2 ||
-                          (param(p, "KCH") <= 4 && detail::tc_warp_rows(p) * detail::tc_warp_cols(p) <= 32 * 64);
-                 }));
+  a.search_pruning.push_back(constraint(
+      "EPI == 2 implies KCH <= 4 and (MWG / MWARPS) * (NWG / NWARPS) <= 32 * 64 (at most 64 accumulators a "
+      "work-item)",
+      [](const Params& p) {
+        return param(p, "EPI") != 2 ||
+               (param(p, "KCH") <= 4 && detail::tc_warp_rows(p) * detail::tc_warp_cols(p) <= 32 * 64);
+      }));
   a.search_needs_tensor_mma = true;
   a.tuned_variant = gemm_nt_launch_variant(ElementType::bf16, ElementType::bf16, "tc");
   a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) {
@@ -295,21 +295,6 @@ AlgorithmSpec tc_algorithm() {
     return {std::size_t(detail::tc_work_group_size(p)), 1};
   };
   return a;
-}
-
-// tcs's split of each tile's K between workgroups (kernels/gemm_nt_tc.clh): the last to finish
-// adds the others' partial tiles, which orders workgroups of one launch (device-scope atomics,
-// or PTX on NVIDIA: AlgorithmSpec::ptx_device_atomics).
-ParamSpec wsplit_param() {
-  ParamSpec spec{"WSPLIT",
-                 1,
-                 {1, 2, 4, 8},
-                 "workgroups sharing each tile's K, the last to finish adding their sums (1: one workgroup a tile)"};
-  spec.needs_device_atomics = true;
-  // Refined last: at a tile shape that keeps the loads in flight it moves a point's time by
-  // how many workgroups share the SMs, and the search's budget stays on the tile shapes.
-  spec.refined_last = true;
-  return spec;
 }
 
 // The tensor-core product for skinny shapes (gemm_nt_tcs.cl: tc's kernel with KSPLIT): one side has at most
@@ -329,7 +314,6 @@ AlgorithmSpec tcs_algorithm() {
       {"MWARPS", 2, {1, 2}, "warps along M in a K group"},
       {"NWARPS", 1, {1, 2}, "warps along N in a K group"},
       {"KSPLIT", 2, {1, 2, 4, 8}, "K groups: warp groups each sweeping a run of K, summed at the end"},
-      wsplit_param(),
       {"STAGES", 3, {2, 3, 4}, "local buffers of A and B tiles per K group (copies run STAGES - 1 steps ahead)"},
       {"CPASYNC", 2, {1, 2}, "global-to-local copies: 1 by cp.async past L1 (.cg), 2 through L1 (.ca)"},
       {"SWZ", 2, {1, 2}, "local rows: 1 XOR-swizzled chunks, 2 padded by 16 bytes"},
@@ -356,7 +340,6 @@ AlgorithmSpec tcs_algorithm() {
                                                                  detail::tc_mma_stage_bytes(p);
                      }),
       });
-  a.ptx_device_atomics = true;
   // Fewer than four warps a workgroup leave the SM's schedulers idle (tc's measurement).
   a.search_pruning = {constraint("MWARPS * NWARPS * KSPLIT >= 4",
                                  [](const Params& p) { return detail::tc_work_group_size(p) >= 128; })};
@@ -518,8 +501,7 @@ LaunchGeometry gemm_nt_geometry(const std::string& algorithm, const Params& p, c
     g.tile_m = param(p, "MWG");
     g.tile_n = param(p, "NWG");
     g.local = {std::size_t(detail::tc_work_group_size(p)), 1};
-    const std::int64_t wsplit = p.count("WSPLIT") ? param(p, "WSPLIT") : 1;
-    g.global = {std::size_t(ceil_div(problem.m, g.tile_m) * ceil_div(problem.n, g.tile_n) * wsplit) * g.local[0], 1};
+    g.global = {std::size_t(ceil_div(problem.m, g.tile_m) * ceil_div(problem.n, g.tile_n)) * g.local[0], 1};
     return g;
   }
   if (algorithm == "tiled" || algorithm == "xgemm") {

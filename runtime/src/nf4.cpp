@@ -15,18 +15,10 @@
 #include "nf4_splits.hpp"
 #include "ocltk/gemm_nt.hpp"
 #include "ocltk/status.hpp"
-#include "queue_scratch.hpp"
 #include "tc_mma_table.hpp"
 
 namespace ocltk {
 namespace {
-
-using detail::grow_scratch;
-using detail::queue_scratch;
-using detail::queue_scratch_mutex;
-using detail::QueueScratch;
-using detail::split_scratch;
-using detail::SplitScratch;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -432,6 +424,51 @@ ActiveExperts check_segmented(Runtime& rt, const std::string& who, const Nf4Weig
     throw invalid(who + ": max_expert_rows = " + std::to_string(max_rows) + " but the offsets give at most " +
                   std::to_string(longest) + " rows to one expert");
   return {counted, counted, expected.most, longest};
+}
+
+// Scratch of the launches on one command queue: the split backwards' partial sums and one
+// counter per (expert, k tile), and the forward tc's split f32 x (XS) with its shifts.
+// Launches on an in-order queue run one after the other, so they share it safely. Grown,
+// never shrunk, kept for the life of the process (the map is never destroyed, so no OpenCL
+// object is released after the driver has unloaded). Counters are created zeroed and every
+// launch leaves them at zero.
+struct QueueScratch {
+  boost::compute::buffer partials, counters, x_pairs, x_shifts;
+};
+
+std::mutex& queue_scratch_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// The queue's scratch; the caller holds queue_scratch_mutex().
+QueueScratch& queue_scratch(cl_command_queue queue) {
+  static auto* by_queue = new std::map<cl_command_queue, QueueScratch>();
+  return (*by_queue)[queue];
+}
+
+// Grows b to at least `bytes`, in 4 MiB steps.
+void grow_scratch(Runtime& rt, boost::compute::buffer& b, std::size_t bytes) {
+  constexpr std::size_t kGrain = std::size_t(1) << 22;
+  if (b.get() == nullptr || b.size() < bytes)
+    b = boost::compute::buffer(rt.context(), (bytes + kGrain - 1) / kGrain * kGrain);
+}
+
+struct SplitScratch {
+  boost::compute::buffer partials, counters;
+};
+
+// counter_bytes 0: no counters (SPLIT_SUM 0 adds the splits in a second kernel).
+SplitScratch split_scratch(Runtime& rt, cl_command_queue queue, std::size_t partial_bytes, std::size_t counter_bytes) {
+  std::lock_guard<std::mutex> lock(queue_scratch_mutex());
+  QueueScratch& s = queue_scratch(queue);
+  grow_scratch(rt, s.partials, partial_bytes);
+  if (counter_bytes > 0 && (s.counters.get() == nullptr || s.counters.size() < counter_bytes)) {
+    const std::size_t bytes = (counter_bytes + 4095) / 4096 * 4096;
+    std::vector<std::uint32_t> zeros(bytes / 4, 0);
+    s.counters = boost::compute::buffer(rt.context(), bytes, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, zeros.data());
+  }
+  return {s.partials, s.counters};
 }
 
 // The forward tc's split f32 x of `rows` × K: the f16 pairs (as many bytes as x) and one

@@ -80,14 +80,12 @@ std::optional<std::string> AlgorithmSpec::violation(const Params& p, const Devic
   if (register_target(p) != 0 && !limits->ptx_binaries)
     return std::string(kRegisterTarget) + " = " + std::to_string(register_target(p)) +
            " (a register target) needs a device whose program binaries are PTX (NVIDIA's OpenCL)";
-  if (uses_device_atomics(p) && limits->device_atomics_std.empty() && !(ptx_device_atomics && limits->ptx_binaries))
+  if (uses_device_atomics(p) && limits->device_atomics_std.empty())
     for (const ParamSpec& spec : params)
       if (spec.needs_device_atomics && p.at(spec.name) != spec.default_value)
         return spec.name + " = " + std::to_string(p.at(spec.name)) +
                " needs device-scope acquire/release atomics (OpenCL C 2.0, or 3.0 with "
-               "__opencl_c_atomic_order_acq_rel and __opencl_c_atomic_scope_device" +
-               (ptx_device_atomics ? std::string(", or NVIDIA's PTX") : std::string()) +
-               "), which this device does not report";
+               "__opencl_c_atomic_order_acq_rel and __opencl_c_atomic_scope_device), which this device does not report";
   const std::array<std::size_t, 2> local = local_size(p);
   if (local[0] * local[1] > limits->max_work_group_size)
     return "workgroup of " + std::to_string(local[0] * local[1]) + " work-items exceeds the device's " +

@@ -18,7 +18,6 @@
 
 #include "dispatch.hpp"
 #include "gemm_nt_probe.hpp"
-#include "queue_scratch.hpp"
 #include "user_dirs.hpp"
 
 namespace ocltk {
@@ -26,9 +25,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::int64_t kDefaultMaxGroupsPerDispatch = 65535;
-// Most bytes of partial tiles one gemm_nt dispatch of tcs's split K (WSPLIT) keeps; a larger
-// product takes several dispatches.
-constexpr std::int64_t kMaxGemmSplitScratchBytes = std::int64_t(64) << 20;
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -434,10 +430,9 @@ std::string adapt_params_to_device(const AlgorithmSpec& algorithm, const DeviceI
     adjusted = std::string(kRegisterTarget) + " " + std::to_string(target) +
                " -> 0: this device's program binaries are not PTX";
   }
-  // Likewise an OpenCL C 2.0 variant where the device has only OpenCL 1.2's memory model
-  // (and the kernel no PTX for it there): the parameter's default is the conformant way
-  // everywhere.
-  if (limits.device_atomics_std.empty() && !(algorithm.ptx_device_atomics && limits.ptx_binaries))
+  // Likewise an OpenCL C 2.0 variant where the device has only OpenCL 1.2's memory model:
+  // the parameter's default is the conformant way everywhere.
+  if (limits.device_atomics_std.empty())
     for (const ParamSpec& spec : algorithm.params) {
       const auto it = params.find(spec.name);
       if (!spec.needs_device_atomics || it == params.end() || it->second == spec.default_value) continue;
@@ -621,27 +616,8 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
                                                                               : kDefaultMaxGroupsPerDispatch;
           // Dispatches cover at most `cap` workgroups per dimension; each addresses its own
           // block of C through the offsets, so the kernel never sees the split.
-          std::int64_t rows_per_dispatch = cap * whole.tile_m;
-          std::int64_t cols_per_dispatch = cap * whole.tile_n;
-          // The tensor-core kernels' last two arguments: tcs's split of K between workgroups
-          // (WSPLIT) passes partial tiles through scratch, which bounds the tiles of a dispatch;
-          // one dispatch after another on the queue reuses it. Elsewhere any buffer (unread).
-          cl_mem partials = args.c.buffer, counters = args.c.buffer;
-          const std::int64_t wsplit = params.count("WSPLIT") ? param(params, "WSPLIT") : 1;
-          if (wsplit > 1) {
-            const std::int64_t tile_bytes = wsplit * whole.tile_m * whole.tile_n * 4;
-            const std::int64_t max_tiles = std::max<std::int64_t>(1, kMaxGemmSplitScratchBytes / tile_bytes);
-            const auto ceil_div = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
-            const std::int64_t tiles_n = std::min({ceil_div(p.n, whole.tile_n), cap, max_tiles});
-            const std::int64_t tiles_m = std::min({ceil_div(p.m, whole.tile_m), cap, max_tiles / tiles_n});
-            rows_per_dispatch = tiles_m * whole.tile_m;
-            cols_per_dispatch = tiles_n * whole.tile_n;
-            cl_command_queue queue = launch_options.queue ? launch_options.queue : impl_->queue.get();
-            const detail::SplitScratch scratch = detail::split_scratch(
-                *this, queue, std::size_t(tiles_m * tiles_n * tile_bytes), std::size_t(tiles_m * tiles_n * 4));
-            partials = scratch.partials.get();
-            counters = scratch.counters.get();
-          }
+          const std::int64_t rows_per_dispatch = cap * whole.tile_m;
+          const std::int64_t cols_per_dispatch = cap * whole.tile_n;
           detail::DispatchChain chain(impl_->queue.get(), queue_out_of_order(), launch_options);
           for (std::int64_t m0 = 0; m0 < p.m; m0 += rows_per_dispatch) {
             for (std::int64_t n0 = 0; n0 < p.n; n0 += cols_per_dispatch) {
@@ -652,18 +628,21 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
                             c_off = cl_long(args.c.offset + m0 * ldc + n0);
               const cl_int lda_i = cl_int(lda), ldb_i = cl_int(ldb), ldc_i = cl_int(ldc);
               cl_mem a = args.a.buffer, b = args.b.buffer, c = args.c.buffer;
-              detail::KernelArgs kernel_args{{sizeof m, &m},         {sizeof n, &n},
-                                             {sizeof k, &k},         {sizeof args.alpha, &args.alpha},
-                                             {sizeof a, &a},         {sizeof a_off, &a_off},
-                                             {sizeof lda_i, &lda_i}, {sizeof b, &b},
-                                             {sizeof b_off, &b_off}, {sizeof ldb_i, &ldb_i},
-                                             {sizeof c, &c},         {sizeof c_off, &c_off},
-                                             {sizeof ldc_i, &ldc_i}};
-              if (gemm_nt_tensor_core_algorithm(algorithm->name)) {
-                kernel_args.push_back({sizeof partials, &partials});
-                kernel_args.push_back({sizeof counters, &counters});
-              }
-              detail::set_kernel_args(kernel, kernel_args, kernel_name);
+              detail::set_kernel_args(kernel,
+                                      {{sizeof m, &m},
+                                       {sizeof n, &n},
+                                       {sizeof k, &k},
+                                       {sizeof args.alpha, &args.alpha},
+                                       {sizeof a, &a},
+                                       {sizeof a_off, &a_off},
+                                       {sizeof lda_i, &lda_i},
+                                       {sizeof b, &b},
+                                       {sizeof b_off, &b_off},
+                                       {sizeof ldb_i, &ldb_i},
+                                       {sizeof c, &c},
+                                       {sizeof c_off, &c_off},
+                                       {sizeof ldc_i, &ldc_i}},
+                                      kernel_name);
               chain.enqueue(kernel, 2, g.global.data(), g.local.data(), kernel_name);
             }
           }

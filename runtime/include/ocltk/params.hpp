@@ -101,10 +101,6 @@ struct AlgorithmSpec {
   // The tuner searches this algorithm only where DeviceLimits::tensor_mma holds: elsewhere
   // it still runs (an emulation of the product), slowly, or does not build.
   bool search_needs_tensor_mma = false;
-  // Its kernels order workgroups through inline PTX where they build with OCLTK_PTX (NVIDIA's
-  // OpenCL, DeviceLimits::ptx_binaries), so that there its needs_device_atomics parameters
-  // are legal without OpenCL C 2.0's atomics (which NVIDIA's OpenCL C 1.2 lacks).
-  bool ptx_device_atomics = false;
   // An nf4 segment kernel that takes `compact` after `expert_base` and finds its expert with
   // nf4_slot_expert (kernels/nf4_common.clh): the runtime may then launch a grid slot per
   // expert with rows instead of per expert. The tensor-core kernels do not: built with the
