@@ -292,19 +292,39 @@ TEST_F(GemmNtTcTest, HalfStoresOnTensorCoresAtScale) {
 
 // tcs on the LoRA shrink shape (N 16 and 64) and a small batch, K split 2 .. 8, where
 // mma.sync runs (the emulation's tests above cover the same code at small sizes).
+// The tcs points the GPU test below runs: K split 2 .. 8, the H200's small-batch point.
+const std::vector<Params>& tcs_gpu_points() {
+  static const std::vector<Params> points = {
+      {{"MWG", 32}, {"NWG", 16}, {"KCH", 4}, {"MWARPS", 2}, {"NWARPS", 1}, {"KSPLIT", 4}},
+      {{"MWG", 16}, {"NWG", 64}, {"KCH", 2}, {"MWARPS", 1}, {"NWARPS", 2}, {"KSPLIT", 4}, {"STAGES", 2}},
+      {{"MWG", 16}, {"NWG", 16}, {"KCH", 4}, {"MWARPS", 1}, {"NWARPS", 1}, {"KSPLIT", 8}, {"STAGES", 2}},
+      {{"MWG", 64}, {"NWG", 32}, {"KCH", 4}, {"MWARPS", 2}, {"NWARPS", 1}, {"KSPLIT", 2}, {"SWZ", 2}, {"CPASYNC", 1}},
+      {{"MWG", 16}, {"NWG", 32}, {"KCH", 8}, {"MWARPS", 1}, {"NWARPS", 2}, {"KSPLIT", 2}, {"SWZ", 2}},
+  };
+  return points;
+}
+
+// Every device, so that a GPU call never meets a point its device refuses: those points are
+// legal within the H200's limits (48 KiB of local memory, workgroups of up to 1024).
+TEST(GemmNtTcPoints, TcsGpuPointsFitTheH200) {
+  const ocltk::AlgorithmSpec& tcs = *ocltk::gemm_nt_family().find_algorithm("tcs");
+  ocltk::DeviceLimits h200;
+  h200.local_mem_bytes = 48 * 1024;
+  h200.gpu = h200.tensor_mma = h200.ptx_binaries = true;
+  for (const Params& point : tcs_gpu_points()) {
+    const Params params = tcs.complete(point);
+    EXPECT_FALSE(tcs.violation(params, &h200).has_value())
+        << ocltk::format_params(params) << ": " << tcs.violation(params, &h200).value_or("");
+  }
+}
+
 TEST_F(GemmNtTcTest, TcsOnTensorCoresAtScale) {
   if (!limits().tensor_mma)
     GTEST_SKIP() << "needs mma.sync (NVIDIA's OpenCL at sm_80 or newer); " << runtime().device().name
                  << " runs tcs only through the emulation, tested above";
   const ocltk::AlgorithmSpec& tcs = *ocltk::gemm_nt_family().find_algorithm("tcs");
   const ocltk::DeviceLimits device_limits = limits();
-  const Params tcs_points[] = {
-      {{"MWG", 32}, {"NWG", 16}, {"MWARPS", 2}, {"NWARPS", 1}, {"KSPLIT", 4}},
-      {{"MWG", 16}, {"NWG", 64}, {"KCH", 2}, {"MWARPS", 1}, {"NWARPS", 2}, {"KSPLIT", 4}, {"STAGES", 2}},
-      {{"MWG", 16}, {"NWG", 16}, {"KCH", 4}, {"MWARPS", 1}, {"NWARPS", 1}, {"KSPLIT", 8}, {"STAGES", 2}},
-      {{"MWG", 64}, {"NWG", 32}, {"KCH", 4}, {"MWARPS", 2}, {"NWARPS", 1}, {"KSPLIT", 2}, {"SWZ", 2}, {"CPASYNC", 1}},
-  };
-  for (const Params& point : tcs_points) {
+  for (const Params& point : tcs_gpu_points()) {
     const Choice choice = tc_choice(point, "tcs");
     ASSERT_FALSE(tcs.violation(choice.params, &device_limits).has_value())
         << tcs.violation(choice.params, &device_limits).value_or("");
