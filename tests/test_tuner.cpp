@@ -617,6 +617,34 @@ TEST(Priors, AProfileAndARecordingOfOneDeviceMerge) {
   EXPECT_EQ(gemv.points[0].params, reduce_point(64, 1, 2)) << "complete in today's table";
 }
 
+// A recording's figures were measured in one run and rank its points; a profile entry's figure
+// of a point the recording measured too comes from another run and gives way, whichever file
+// is read first, so the point the recording measured fastest is the first another device tries.
+TEST(Priors, ARecordingsFigureOfAPointWinsOverItsProfiles) {
+  const std::string body = gemv_line("reduce", reduce_point(64, 4, 2), 1.0) +
+                           gemv_line("reduce", reduce_point(256, 1, 2), 0.9) +
+                           gemv_line("reduce", reduce_point(64, 1, 2), 1.2);
+  const std::string recording = recording_of("Dev", body);
+  const std::string profile = profile_of("Dev", "cpu", reduce_point(256, 1, 2), 3.0, 7.0);
+  const Problem gemv{{"k", 4096}, {"m", 1}, {"n", 4096}};
+  const DeviceInfo other = device_named("Other", "V", "cpu", "P");
+  for (const bool profile_first : {true, false}) {
+    SCOPED_TRACE(profile_first ? "the profile read first" : "the recording read first");
+    const std::vector<PriorDevice> known = profile_first
+                                               ? read_priors({{"dev.yaml", profile}, {"dev.jsonl", recording}})
+                                               : read_priors({{"dev.jsonl", recording}, {"dev.yaml", profile}});
+    ASSERT_EQ(known.size(), 1u);
+    const std::optional<ClassPrior> prior = class_prior(known, other, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+    ASSERT_TRUE(prior.has_value());
+    ASSERT_EQ(prior->points.size(), 3u);
+    EXPECT_EQ(prior->points[0].params, reduce_point(256, 1, 2)) << "the recording's fastest first";
+    EXPECT_DOUBLE_EQ(prior->points[0].time_ms, 0.9);
+    EXPECT_EQ(prior->points[1].params, reduce_point(64, 4, 2));
+    ASSERT_EQ(prior->chosen.size(), 1u);
+    EXPECT_DOUBLE_EQ(prior->chosen[0].time_ms, 3.0) << "the entry itself keeps its figure";
+  }
+}
+
 // A profile's entries are what the runtime chooses on its device today: each known device
 // keeps them (pinned ones without a time too), and the nearest devices' choice for the
 // problem is named apart from the recordings' points, which may rank it below faster points
