@@ -1940,6 +1940,37 @@ TEST_F(TunerEngine, SeedsOfAnExcludedAlgorithmAreNotMeasured) {
 
 // The first run after verifying is a warm-up, never timed: with it the early stop (first
 // timed run over 3x the best so far) once cut a point near the best short on one cold run.
+// The hang limit counts from when a launch runs: before it does (PoCL compiles the kernel then)
+// it may wait `start_seconds` more, and no more than that. A user event stands for a launch
+// that is never reported running, as one waiting for its compile.
+TEST_F(TunerEngine, ALaunchNotYetRunningIsNoHangWithinItsAllowance) {
+  auto user_event = [] {
+    cl_int err = CL_SUCCESS;
+    cl_event e = clCreateUserEvent(rt_->context().get(), &err);
+    EXPECT_EQ(err, CL_SUCCESS);
+    return e;
+  };
+  cl_event compiling = user_event();
+  std::thread compiled([compiling] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    clSetUserEventStatus(compiling, CL_COMPLETE);
+  });
+  EXPECT_NO_THROW(wait_for_event(compiling, 0.05, 5)) << "300 ms before it ran, within 50 ms + 5 s";
+  compiled.join();
+  clReleaseEvent(compiling);
+
+  for (const double start_seconds : {0.0, 0.2}) {
+    cl_event stuck = user_event();
+    const auto started = std::chrono::steady_clock::now();
+    EXPECT_THROW(wait_for_event(stuck, 0.05, start_seconds), CandidateHang) << start_seconds;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    EXPECT_GE(waited, 0.05 + start_seconds);
+    EXPECT_LT(waited, 0.05 + start_seconds + 1.0);
+    clSetUserEventStatus(stuck, CL_COMPLETE);
+    clReleaseEvent(stuck);
+  }
+}
+
 TEST_F(TunerEngine, TheFirstRunAfterVerifyingIsNotTimed) {
   families_[0].make = [this](Runtime&, const std::string&, std::mt19937_64&) {
     return std::unique_ptr<Workload>(new ColdAfterVerifyWorkload(state_));
