@@ -617,6 +617,34 @@ TEST(Priors, AProfileAndARecordingOfOneDeviceMerge) {
   EXPECT_EQ(gemv.points[0].params, reduce_point(64, 1, 2)) << "complete in today's table";
 }
 
+// A recording's figures were measured in one run and rank its points; a profile entry's figure
+// of a point the recording measured too comes from another run and gives way, whichever file
+// is read first, so the point the recording measured fastest is the first another device tries.
+TEST(Priors, ARecordingsFigureOfAPointWinsOverItsProfiles) {
+  const std::string body = gemv_line("reduce", reduce_point(64, 4, 2), 1.0) +
+                           gemv_line("reduce", reduce_point(256, 1, 2), 0.9) +
+                           gemv_line("reduce", reduce_point(64, 1, 2), 1.2);
+  const std::string recording = recording_of("Dev", body);
+  const std::string profile = profile_of("Dev", "cpu", reduce_point(256, 1, 2), 3.0, 7.0);
+  const Problem gemv{{"k", 4096}, {"m", 1}, {"n", 4096}};
+  const DeviceInfo other = device_named("Other", "V", "cpu", "P");
+  for (const bool profile_first : {true, false}) {
+    SCOPED_TRACE(profile_first ? "the profile read first" : "the recording read first");
+    const std::vector<PriorDevice> known = profile_first
+                                               ? read_priors({{"dev.yaml", profile}, {"dev.jsonl", recording}})
+                                               : read_priors({{"dev.jsonl", recording}, {"dev.yaml", profile}});
+    ASSERT_EQ(known.size(), 1u);
+    const std::optional<ClassPrior> prior = class_prior(known, other, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+    ASSERT_TRUE(prior.has_value());
+    ASSERT_EQ(prior->points.size(), 3u);
+    EXPECT_EQ(prior->points[0].params, reduce_point(256, 1, 2)) << "the recording's fastest first";
+    EXPECT_DOUBLE_EQ(prior->points[0].time_ms, 0.9);
+    EXPECT_EQ(prior->points[1].params, reduce_point(64, 4, 2));
+    ASSERT_EQ(prior->chosen.size(), 1u);
+    EXPECT_DOUBLE_EQ(prior->chosen[0].time_ms, 3.0) << "the entry itself keeps its figure";
+  }
+}
+
 // A profile's entries are what the runtime chooses on its device today: each known device
 // keeps them (pinned ones without a time too), and the nearest devices' choice for the
 // problem is named apart from the recordings' points, which may rank it below faster points
@@ -1912,6 +1940,37 @@ TEST_F(TunerEngine, SeedsOfAnExcludedAlgorithmAreNotMeasured) {
 
 // The first run after verifying is a warm-up, never timed: with it the early stop (first
 // timed run over 3x the best so far) once cut a point near the best short on one cold run.
+// The hang limit counts from when a launch runs: before it does (PoCL compiles the kernel then)
+// it may wait `start_seconds` more, and no more than that. A user event stands for a launch
+// that is never reported running, as one waiting for its compile.
+TEST_F(TunerEngine, ALaunchNotYetRunningIsNoHangWithinItsAllowance) {
+  auto user_event = [] {
+    cl_int err = CL_SUCCESS;
+    cl_event e = clCreateUserEvent(rt_->context().get(), &err);
+    EXPECT_EQ(err, CL_SUCCESS);
+    return e;
+  };
+  cl_event compiling = user_event();
+  std::thread compiled([compiling] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    clSetUserEventStatus(compiling, CL_COMPLETE);
+  });
+  EXPECT_NO_THROW(wait_for_event(compiling, 0.05, 5)) << "300 ms before it ran, within 50 ms + 5 s";
+  compiled.join();
+  clReleaseEvent(compiling);
+
+  for (const double start_seconds : {0.0, 0.2}) {
+    cl_event stuck = user_event();
+    const auto started = std::chrono::steady_clock::now();
+    EXPECT_THROW(wait_for_event(stuck, 0.05, start_seconds), CandidateHang) << start_seconds;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    EXPECT_GE(waited, 0.05 + start_seconds);
+    EXPECT_LT(waited, 0.05 + start_seconds + 1.0);
+    clSetUserEventStatus(stuck, CL_COMPLETE);
+    clReleaseEvent(stuck);
+  }
+}
+
 TEST_F(TunerEngine, TheFirstRunAfterVerifyingIsNotTimed) {
   families_[0].make = [this](Runtime&, const std::string&, std::mt19937_64&) {
     return std::unique_ptr<Workload>(new ColdAfterVerifyWorkload(state_));

@@ -87,7 +87,7 @@ class GemmNtWorkload : public Workload {
     launch.event = &event;
     rt_.gemm_nt_with(choice, false, args, launch).throw_if_error();
     try {
-      wait_for_event(event, timeout_seconds);
+      wait_for_event(event, timeout_seconds, start_seconds);
     } catch (...) {
       clReleaseEvent(event);
       throw;

@@ -117,7 +117,7 @@ class LoraWorkload : public Workload {
                                           : lora_apply_with(rt_, choice, args, launch);
     s.throw_if_error();
     try {
-      wait_for_event(event, timeout_seconds);
+      wait_for_event(event, timeout_seconds, start_seconds);
     } catch (...) {
       clReleaseEvent(event);
       clReleaseEvent(first);

@@ -137,7 +137,7 @@ class Nf4Workload : public Workload {
                                 {w, in_buf_.get(), type_, p_.rows, offsets_buf_.get(), out_buf_.get(), false}, launch);
     s.throw_if_error();
     try {
-      wait_for_event(event, timeout_seconds);
+      wait_for_event(event, timeout_seconds, start_seconds);
     } catch (...) {
       clReleaseEvent(event);
       clReleaseEvent(first);

@@ -26,8 +26,10 @@ namespace ocltk::tuner {
 struct PriorClass {
   std::string kernel, shape_class;
   Problem problem;
-  std::vector<Evaluation> points;  // verified, fastest first, complete in today's tables
-  double builtin_ms = 0;           // the built-in default on that device and problem; 0 where unknown
+  // Verified, fastest first (by a recording's time where one measured the point: add_recording),
+  // complete in today's tables.
+  std::vector<Evaluation> points;
+  double builtin_ms = 0;  // the built-in default on that device and problem; 0 where unknown
 };
 
 struct PriorDevice {

@@ -372,6 +372,11 @@ constexpr double kRefinementShare = 0.2;
 constexpr double kRetimeMargin = 1.5, kRetimeShare = 0.1;
 constexpr std::size_t kRetimeCount = 3;
 
+// How long a launch may wait to start running on a device that compiles a kernel at its first
+// launch (Workload::start_seconds): PoCL's compiles took 1-5 s on the 2-core machine, more
+// while build workers shared its cores; a build worker's small problem waits as long.
+constexpr double kCompileAtLaunchSeconds = 30;
+
 // The Measure a strategy drives on the device: one class's workload, the resume cache,
 // the compile pool, the budget, the record and the progress line.
 class DeviceMeasure : public Measure {
@@ -1228,6 +1233,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     // apply), and the run ended no sooner.
     const bool builtin_skipped = first_prior != nullptr && seconds_since(start) >= options.budget_seconds;
     workload->timeout_seconds = options.timeout_seconds > 0 ? options.timeout_seconds : 60;
+    // The compile at a first launch is no hang (wait_for_event).
+    workload->start_seconds = compiles_at_first_launch(device) ? kCompileAtLaunchSeconds : 0;
     if (!builtin_skipped) {
       const BuiltinChoice builtin = family.builtin_for(shape_class, excluded, &limits);
       const AlgorithmSpec* builtin_algorithm = family.find_algorithm(builtin.algorithm);

@@ -1,15 +1,18 @@
 #include "workload.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 namespace ocltk::tuner {
 
-void wait_for_event(cl_event event, double timeout_seconds) {
+void wait_for_event(cl_event event, double timeout_seconds, double start_seconds) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
+  std::optional<Clock::time_point> running;  // when it was first seen running
   auto pause = std::chrono::microseconds(20);
   // Polling does not submit work as clWaitForEvents does: flush the event's queue first.
   cl_command_queue queue = nullptr;
@@ -21,10 +24,15 @@ void wait_for_event(cl_event event, double timeout_seconds) {
     if (status != CL_SUCCESS) throw Error(ErrorCode::kDevice, "clGetEventInfo failed", status);
     if (exec < 0) throw Error(ErrorCode::kDevice, "launch failed with OpenCL status " + std::to_string(exec), exec);
     if (exec == CL_COMPLETE) return;
-    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-    if (timeout_seconds > 0 && waited > timeout_seconds) {
+    const auto now = Clock::now();
+    if (exec == CL_RUNNING && !running) running = now;
+    const double waited = std::chrono::duration<double>(now - start).count();
+    const double ran = running ? std::chrono::duration<double>(now - *running).count() : 0;
+    if (timeout_seconds > 0 &&
+        (ran > timeout_seconds || (!running && waited > timeout_seconds + std::max(0.0, start_seconds)))) {
       std::ostringstream msg;
-      msg << "hang or far too slow: still running after " << std::setprecision(3) << timeout_seconds << " s";
+      msg << "hang or far too slow: " << (running ? "still running after " : "not done after ") << std::setprecision(3)
+          << (running ? timeout_seconds : waited) << " s";
       throw CandidateHang(msg.str());
     }
     // Short kernels are timed by events, not by this loop: polling only bounds the wait.

@@ -54,6 +54,9 @@ class Workload {
 
   // run() gives up waiting after this many seconds (0: no limit) by throwing CandidateHang.
   double timeout_seconds = 0;
+  // And a launch may wait this much longer before its command starts running (wait_for_event):
+  // on a device that compiles a kernel at its first launch, the compile.
+  double start_seconds = 0;
 };
 
 // A candidate still running past its time limit. The device may still be busy with it.
@@ -61,9 +64,14 @@ struct CandidateHang : Error {
   explicit CandidateHang(const std::string& message) : Error(ErrorCode::kDevice, message) {}
 };
 
-// Waits for `event` like clWaitForEvents, but polls, and throws CandidateHang once
-// `timeout_seconds` (> 0) have passed. Throws Error for a failed command.
-void wait_for_event(cl_event event, double timeout_seconds);
+// Waits for `event` like clWaitForEvents, but polls, and throws CandidateHang once it has run
+// for `timeout_seconds` (> 0), or waited `start_seconds` more than that without starting to
+// run (CL_RUNNING; a driver that never reports it is given `start_seconds` more). PoCL compiles
+// a kernel for its workgroup size when the command is taken off the queue, before it reports it
+// running: seconds, which a limit of 2 s counted as a hang on the loaded 2-core PoCL machine
+// (the nearest device's best point of nf4_backward decode in a first tune). Throws Error for a
+// failed command.
+void wait_for_event(cl_event event, double timeout_seconds, double start_seconds = 0);
 
 // A problem as profiles store it, e.g. {m: 1, n: 4096, k: 4096}.
 using Problem = std::map<std::string, std::int64_t>;
