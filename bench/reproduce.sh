@@ -111,7 +111,8 @@ refs() {
   $ref gemm --dtype bf16 --accumulate --shapes 4096x4096x16,4096x4096x64 \
     --json "$out/cublas-gemm-bf16-accum.json" > /dev/null || s=1
   $ref gemm --dtype f16 --shapes 8192x8192x8192 --json "$out/cublas-gemm-f16.json" > /dev/null || s=1
-  $ref copy --json "$out/copy.json" > /dev/null || s=1
+  # And at the bytes the 16-bit LoRA rows move (shrink and expand-accumulate, ranks 16 and 64).
+  $ref copy --bytes 33816576,34603008,67371008,68157440 --json "$out/copy.json" > /dev/null || s=1
   # The LoRA rows of ocltk_bench_lora (bench/bench_lora.cpp): two matmuls, or a loop over segments.
   python3 "$here/torch_lora_ref.py" --json "$out/torch-lora.json" > /dev/null || s=1
   # The NF4 shapes and rows of ocltk_bench_nf4 (bench/bench_nf4.cpp).
