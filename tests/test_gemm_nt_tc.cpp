@@ -235,8 +235,9 @@ TEST_F(GemmNtTcTest, Tf32IsHeldToItsBoundAnd3xTf32ToTheF32One) {
 
 // On tensor cores (mma.sync through inline PTX): 3×TF32 within the f32 bound from K = 8 to
 // 4096 at the defaults and at the f32 point measured fastest on the H200, TF32 within its
-// own. Prints the worst error over the f32 bound per K (the figure the kernel's header quotes). Skipped where there is no mma.sync: there the
-// emulation's tests above cover the same arithmetic at small sizes.
+// own. Prints the worst error over the f32 bound per K (the figure the kernel's header
+// quotes). Skipped where there is no mma.sync: there the emulation's tests above cover the
+// same arithmetic at small sizes.
 TEST_F(GemmNtTcTest, OnTensorCoresAtScale) {
   if (!limits().tensor_mma)
     GTEST_SKIP() << "needs mma.sync (NVIDIA's OpenCL at sm_80 or newer); " << runtime().device().name

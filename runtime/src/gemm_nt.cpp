@@ -279,13 +279,13 @@ AlgorithmSpec tc_algorithm() {
   // EPI 2 pays only where the product is short (LoRA expand: K 16 to 64, one to four steps of
   // KCH 2 to 4), and it holds a 16-byte piece of old C for every four 16 × 8 tiles, half as
   // many registers again as the accumulators: searched with short K steps and few accumulators.
-  a.search_pruning.push_back(constraint(
-      "EPI == 2 implies KCH <= 4 and (MWG / MWARPS) * (NWG / NWARPS) <= 32 * 64 (at most 64 accumulators a "
-      "work-item)",
-      [](const Params& p) {
-        return param(p, "EPI") != 2 ||
-               (param(p, "KCH") <= 4 && detail::tc_warp_rows(p) * detail::tc_warp_cols(p) <= 32 * 64);
-      }));
+  a.search_pruning.push_back(
+      constraint("EPI == 2 implies KCH <= 4 and (MWG / MWARPS) * (NWG / NWARPS) <= 32 * 64 (at most 64 accumulators a "
+                 "work-item)",
+                 [](const Params& p) {
+                   return param(p, "EPI") != 2 ||
+                          (param(p, "KCH") <= 4 && detail::tc_warp_rows(p) * detail::tc_warp_cols(p) <= 32 * 64);
+                 }));
   a.search_needs_tensor_mma = true;
   a.tuned_variant = gemm_nt_launch_variant(ElementType::bf16, ElementType::bf16, "tc");
   a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) {
