@@ -127,7 +127,8 @@ Options:
                       per core on a CPU device, where they rest while a candidate is timed; one
                       per spare core on a GPU, at most 4 worker processes)
   --timeout SECONDS   a candidate still running after this long is recorded as a hang and skipped
-                      (default: max(2 s, 100 x the class's built-in default time))
+                      (default: max(2 s, 100 x the class's built-in default time)); counted from
+                      when it starts running, so a compile at its first launch (PoCL) is not
   --cache DIR         folder of the resume caches (default: $OCLTK_CACHE_DIR/tune, else
                       ~/.cache/ocltk/tune); '-' keeps none
   --no-resume         measure every candidate again instead of recalling the cache's measurements
