@@ -223,7 +223,7 @@ AlgorithmSpec xgemm_algorithm() {
 
 // Chunks of the A and B tiles each work-item copies per stage (the kernel's A_COPIES + B_COPIES).
 int tc_copies_per_work_item(const Params& p) {
-  const int wgs = 32 * param(p, "MWARPS") * param(p, "NWARPS");
+  const int wgs = int(detail::tc_group_size(p));
   const auto chunks = [&](const char* rows) { return (param(p, rows) * param(p, "KCH") + wgs - 1) / wgs; };
   return chunks("MWG") + chunks("NWG");
 }

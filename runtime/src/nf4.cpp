@@ -188,7 +188,7 @@ AlgorithmSpec tc_tiled_algorithm(bool forward) {
       {"SWZ", 1, {2, 1, 0}, "local rows: 0 plain, 1 XOR-swizzled chunks, 2 padded by 16 bytes"},
       register_target_param(),
   };
-  auto wgs = [](const Params& p) { return 32 * param(p, "MWARPS") * param(p, "NWARPS"); };
+  const auto wgs = [](const Params& p) { return detail::tc_group_size(p); };
   a.constraints = detail::tc_mma_tile_constraints();
   a.constraints.push_back(constraint(
       "ceil(MWG * KCH / WGS) <= 32 (activation chunks a work-item copies per stage, WGS = 32 * MWARPS * NWARPS)",

@@ -19,10 +19,11 @@ inline std::int64_t tc_param_or(const Params& p, const char* name, int fixed) {
   return it == p.end() ? fixed : it->second;
 }
 
+// Work-items of one K group: MWARPS × NWARPS warps (the kernels' GWS).
+inline std::int64_t tc_group_size(const Params& p) { return 32ll * param(p, "MWARPS") * param(p, "NWARPS"); }
+
 // Work-items of a workgroup: KSPLIT groups of MWARPS × NWARPS warps.
-inline std::int64_t tc_work_group_size(const Params& p) {
-  return 32ll * param(p, "MWARPS") * param(p, "NWARPS") * tc_param_or(p, "KSPLIT", 1);
-}
+inline std::int64_t tc_work_group_size(const Params& p) { return tc_group_size(p) * tc_param_or(p, "KSPLIT", 1); }
 
 // Whole mma tiles per warp, and ldmatrix's two 8-column tiles at once.
 inline std::vector<Constraint> tc_mma_tile_constraints() {
