@@ -46,7 +46,7 @@ struct TcCase {
   std::string name;
   Params params;  // over the defaults
   TcKind kind;
-  std::string algorithm = "tc";  // or tcs: the same kernel with K split between warp groups
+  std::string algorithm = "tc";  // or tcs (the same kernel with K split between warp groups), or tcd
 };
 void PrintTo(const TcCase& c, std::ostream* out) { *out << c.name; }
 
@@ -56,7 +56,9 @@ void PrintTo(const TcCase& c, std::ostream* out) { *out << c.name; }
 // loads, plain, swizzled and padded rows, GM 1, 4 and 8; every element type and both TF32
 // modes, C in f32 from bf16; the three stores (EPI), with C in 16 bits and in f32. tcs at K
 // split 2, 4 and 8 (groups past K's end with nothing but zeros to multiply), one and two
-// warps a group, both its row layouts and copies.
+// warps a group, both its row layouts and copies. tcd with each of its column layouts, piece
+// widths and rounds in flight, K split and not, 1, 2 and 4 tiles a workgroup (B's pieces kept
+// where K fits a step: the K = 8 case).
 const std::vector<TcCase>& tc_cases() {
   static const Params defaults = {};
   static const Params registers_words = {{"MWG", 64},    {"NWG", 32},   {"KCH", 4},  {"MWARPS", 2}, {"NWARPS", 4},
@@ -72,6 +74,15 @@ const std::vector<TcCase>& tc_cases() {
                                            {"KSPLIT", 2}, {"STAGES", 2}, {"SWZ", 2}, {"CPASYNC", 1}};
   static const Params tcs_split8 = {{"MWG", 16},   {"NWG", 32},   {"KCH", 2},   {"MWARPS", 1},
                                     {"NWARPS", 1}, {"KSPLIT", 8}, {"STAGES", 4}};
+  // tcd: lanes owning 8 consecutive columns (NI 4 and 8) with and without the old C read first,
+  // the mma's own columns (NI 1 and 2), 8- and 16-byte pieces, 1, 2 and 4 rounds in flight, K
+  // split 2 and 4.
+  static const Params tcd_defaults = {};
+  static const Params tcd_quad_split = {{"MWG", 32}, {"NWG", 64}, {"MWARPS", 2}, {"NWARPS", 2}, {"KSPLIT", 2},
+                                        {"KV", 2},   {"UNR", 2},  {"PRE", 0},    {"MREP", 2}};
+  static const Params tcd_rows4 = {{"MWG", 16}, {"NWG", 32}, {"MWARPS", 1}, {"NWARPS", 1}, {"MREP", 4}};
+  static const Params tcd_narrow = {{"MWG", 64}, {"NWG", 16}, {"MWARPS", 2}, {"NWARPS", 1},
+                                    {"KSPLIT", 4}, {"KV", 2}, {"UNR", 4},   {"PRE", 0}};
   static const std::vector<TcCase> all = {
       {"probe_point_bf16", kProbePoint, kBf16},
       {"probe_point_f16", kProbePoint, kF16},
@@ -94,6 +105,13 @@ const std::vector<TcCase>& tc_cases() {
       {"tcs_split2_padded_f16", tcs_split2_padded, kF16, "tcs"},
       {"tcs_split8_tf32x3", tcs_split8, kTf32x3, "tcs"},
       {"tcs_split8_bf16_into_f32", tcs_split8, kBf16IntoF32, "tcs"},
+      {"tcd_defaults_bf16", tcd_defaults, kBf16, "tcd"},
+      {"tcd_defaults_bf16_into_f32", tcd_defaults, kBf16IntoF32, "tcd"},
+      {"tcd_quad_split_tf32x3", tcd_quad_split, kTf32x3, "tcd"},
+      {"tcd_quad_split_bf16", tcd_quad_split, kBf16, "tcd"},
+      {"tcd_narrow_f16", tcd_narrow, kF16, "tcd"},
+      {"tcd_narrow_tf32", tcd_narrow, kTf32, "tcd"},
+      {"tcd_rows4_f16", tcd_rows4, kF16, "tcd"},
   };
   return all;
 }
@@ -174,6 +192,11 @@ TEST_P(GemmNtTcCaseTest, OddShapesAccumulateAndSlices) {
     c.alpha = -0.37f;
     cases.push_back(c);
   }
+  GemmCase short_k;  // LoRA expand's short K: one step of tcd's loop for all its points, its B
+  short_k.problem = {37, 45, 16};  // pieces kept for the tiles below the first (MREP > 1)
+  short_k.alpha = 0.5f;
+  short_k.accumulate = true;
+  cases.push_back(short_k);
   GemmCase unaligned;  // accumulate into a slice; every operand off 16-byte alignment
   unaligned.problem = {33, 65, 127};
   unaligned.accumulate = true;
@@ -337,6 +360,59 @@ TEST_F(GemmNtTcTest, TcsOnTensorCoresAtScale) {
         c.problem = p;
         c.alpha = -0.37f;
         c.accumulate = p.n == 64;
+        EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, kind.in, kind.out, choice));
+      }
+    }
+  }
+}
+
+// tcd on the LoRA shapes (expand at rank 16 and 64, shrink at 16 and 64), a small batch and an
+// unaligned accumulate, where mma.sync runs; the points fit the H200 (checked on every device).
+const std::vector<Params>& tcd_gpu_points() {
+  static const std::vector<Params> points = {
+      {},
+      {{"MWG", 64}, {"NWG", 128}, {"MWARPS", 2}, {"NWARPS", 2}, {"KV", 2}},
+      {{"MWG", 32}, {"NWG", 16}, {"MWARPS", 2}, {"NWARPS", 1}, {"KSPLIT", 4}, {"KV", 2}, {"UNR", 2}, {"PRE", 0}},
+      {{"MWG", 16}, {"NWG", 64}, {"MWARPS", 1}, {"NWARPS", 2}, {"KSPLIT", 4}, {"KV", 2}, {"UNR", 4}},
+      {{"MWG", 32}, {"NWG", 128}, {"MWARPS", 1}, {"NWARPS", 2}, {"MREP", 4}, {"KV", 2}},
+  };
+  return points;
+}
+
+TEST(GemmNtTcPoints, TcdGpuPointsFitTheH200) {
+  const ocltk::AlgorithmSpec& tcd = *ocltk::gemm_nt_family().find_algorithm("tcd");
+  ocltk::DeviceLimits h200;
+  h200.local_mem_bytes = 48 * 1024;
+  h200.gpu = h200.tensor_mma = h200.ptx_binaries = true;
+  for (const Params& point : tcd_gpu_points()) {
+    const Params params = tcd.complete(point);
+    EXPECT_FALSE(tcd.violation(params, &h200).has_value())
+        << ocltk::format_params(params) << ": " << tcd.violation(params, &h200).value_or("");
+  }
+}
+
+TEST_F(GemmNtTcTest, TcdOnTensorCoresAtScale) {
+  if (!limits().tensor_mma)
+    GTEST_SKIP() << "needs mma.sync (NVIDIA's OpenCL at sm_80 or newer); " << runtime().device().name
+                 << " runs tcd only through the emulation, tested above";
+  const ocltk::AlgorithmSpec& tcd = *ocltk::gemm_nt_family().find_algorithm("tcd");
+  const ocltk::DeviceLimits device_limits = limits();
+  for (const Params& point : tcd_gpu_points()) {
+    const Choice choice = tc_choice(point, "tcd");
+    ASSERT_FALSE(tcd.violation(choice.params, &device_limits).has_value())
+        << tcd.violation(choice.params, &device_limits).value_or("");
+    for (const TcKind& kind : {kBf16, kF16, kBf16IntoF32}) {
+      SCOPED_TRACE(std::string(kind.name) + " tcd {" + ocltk::format_params(choice.params) + "}");
+      for (const GemmProblem& p : {GemmProblem{4096, 4096, 16}, GemmProblem{1000, 1030, 64}, GemmProblem{4096, 16, 4096},
+                                   GemmProblem{1000, 64, 4000}, GemmProblem{16, 1000, 4096}}) {
+        GemmCase c;
+        c.problem = p;
+        c.alpha = -0.37f;
+        c.accumulate = p.k <= 64 || p.n == 64;
+        if (p.n == 1030) {  // C's rows off 16 bytes: element stores
+          c.ldc = 1033;
+          c.c_offset = 5;
+        }
         EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, kind.in, kind.out, choice));
       }
     }

@@ -43,12 +43,13 @@ Nf4Problem nf4_of(const Problem& p) {
 // the classes with at most 64 rows on one side (gemm_nt_skinny_class): elsewhere it computes
 // correctly but streams the big operand once per SR rows of the other. tcs, tc's kernel with
 // small tiles and K split between warp groups, is searched only in the 16-bit skinny classes,
-// under tc's rules.
+// under tc's rules; tcd (fragments straight from global memory) in every 16-bit class but
+// large_half, where tc's staged tiles reuse what they load.
 bool gemm_nt_searches(Runtime& rt, const std::string& shape_class, const AlgorithmSpec& algorithm) {
   if (algorithm.name == "skinny") return gemm_nt_skinny_class(shape_class);
-  if (algorithm.name == "tcs" &&
-      !(gemm_nt_skinny_class(shape_class) && gemm_nt_class_input(shape_class) != ElementType::f32))
-    return false;
+  const bool half = gemm_nt_class_input(shape_class) != ElementType::f32;
+  if (algorithm.name == "tcs" && !(gemm_nt_skinny_class(shape_class) && half)) return false;
+  if (algorithm.name == "tcd" && !(half && shape_class != "large_half")) return false;
   if (!gemm_nt_tensor_core_algorithm(algorithm.name)) return true;
   const ElementType input = gemm_nt_class_input(shape_class);
   const GemmPrecision precision = gemm_nt_class_precision(shape_class);

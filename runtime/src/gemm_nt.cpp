@@ -354,6 +354,62 @@ AlgorithmSpec tcs_algorithm() {
   return a;
 }
 
+// Registers a work-item of tcd holds for its tile (bf16, the tuned variant): the accumulators
+// (4 a 16 × 8 tile), UNR rounds of loaded pieces (2·KV words for each of 2·MI A rows and NI B
+// rows) and with PRE the old C (4 words for each 8 columns of 2·MI rows).
+std::int64_t tcd_registers(const Params& p) {
+  const std::int64_t mi = detail::tc_warp_rows(p) / 16, ni = detail::tc_warp_cols(p) / 8;
+  return 4 * mi * ni + param(p, "UNR") * (2 * mi + ni) * 2 * param(p, "KV") + param(p, "PRE") * 2 * mi * ni;
+}
+
+// The tensor-core product with fragments loaded straight from global memory
+// (gemm_nt_tcd.cl): no local tiles or barriers, for the shapes that stream one big operand
+// past a small one (LoRA expand and shrink, small batches, gemv), where tc's staging costs
+// more instructions than it saves. Searched in the 16-bit classes but large_half
+// (gemm_nt_searches), where the probe passes; tc's precision rules.
+AlgorithmSpec tcd_algorithm() {
+  AlgorithmSpec a;
+  a.name = "tcd";
+  a.source_name = "gemm_nt_tcd.cl";
+  a.params = {
+      {"MWG", 32, {16, 32, 64, 128}, "tile rows (M) per workgroup"},
+      {"NWG", 128, {16, 32, 64, 128, 256}, "tile columns (N) per workgroup"},
+      {"MWARPS", 1, {1, 2, 4}, "warps along M in a K group"},
+      {"NWARPS", 2, {1, 2, 4}, "warps along N in a K group"},
+      {"KSPLIT", 1, {1, 2, 4, 8}, "K groups: warp groups each sweeping a run of K, summed at the end"},
+      {"MREP", 1, {1, 2, 4, 8}, "MWG x NWG tiles a workgroup computes one below the other (B's pieces kept where K fits a step)"},
+      {"KV", 1, {1, 2}, "mma steps per load: a lane loads 8 KV bytes of a row"},
+      {"UNR", 1, {1, 2, 4}, "rounds of loads issued before their mma steps"},
+      {"PRE", 1, {1, 0}, "1: an accumulate reads its old C before the product (NWG / NWARPS a multiple of 32)"},
+      register_target_param(),
+  };
+  a.constraints = {
+      constraint("MWG % (16 * MWARPS) == 0 (whole 16-row mma tiles per warp)",
+                 [](const Params& p) { return param(p, "MWG") % (16 * param(p, "MWARPS")) == 0; }),
+      constraint("NWG % (8 * NWARPS) == 0 (whole 8-column mma tiles per warp)",
+                 [](const Params& p) { return param(p, "NWG") % (8 * param(p, "NWARPS")) == 0; }),
+      constraint("PRE == 1 implies (NWG / NWARPS) % 32 == 0 (lanes owning 8 consecutive columns)",
+                 [](const Params& p) { return param(p, "PRE") == 0 || detail::tc_warp_cols(p) % 32 == 0; }),
+      constraint("MWARPS * NWARPS * KSPLIT <= 8 (warps a workgroup)",
+                 [](const Params& p) { return detail::tc_work_group_size(p) <= 256; }),
+      constraint("4·MI·NI + UNR·(2·MI + NI)·2·KV + PRE·2·MI·NI <= 160 (registers for the tile, the loads in "
+                 "flight and the old C; MI = MWG / MWARPS / 16, NI = NWG / NWARPS / 8)",
+                 [](const Params& p) { return tcd_registers(p) <= 160; }),
+  };
+  a.search_needs_tensor_mma = true;
+  a.tuned_variant = gemm_nt_launch_variant(ElementType::bf16, ElementType::bf16, "tcd");
+  a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) -> std::uint64_t {
+    const std::uint64_t sums = param(p, "KSPLIT") > 1 ? 4ull * param(p, "MWG") * param(p, "NWG") : 0;
+    if (limits.ptx_binaries) return sums;
+    const std::uint64_t mi = detail::tc_warp_rows(p) / 16, ni = detail::tc_warp_cols(p) / 8;
+    return sums + 4ull * detail::tc_work_group_size(p) * (4 * mi + 2 * ni);
+  };
+  a.local_size = [](const Params& p) -> std::array<std::size_t, 2> {
+    return {std::size_t(detail::tc_work_group_size(p)), 1};
+  };
+  return a;
+}
+
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
@@ -362,8 +418,8 @@ const KernelFamily& gemm_nt_family() {
   static const KernelFamily family = [] {
     KernelFamily f;
     f.name = "gemm_nt";
-    f.algorithms = {reduce_algorithm(), tiled_algorithm(),  xgemm_algorithm(),
-                    tc_algorithm(),     skinny_algorithm(), tcs_algorithm()};
+    f.algorithms = {reduce_algorithm(), tiled_algorithm(),  xgemm_algorithm(), tc_algorithm(),
+                    skinny_algorithm(), tcs_algorithm(), tcd_algorithm()};
     f.classes = {
         {"gemv", "M = 1"},
         {"lora_shrink", "N <= 64 (and M > 1)"},
@@ -476,7 +532,9 @@ std::string gemm_nt_tc_refusal(const GemmProblem& p, ElementType input, GemmPrec
   return "";
 }
 
-bool gemm_nt_tensor_core_algorithm(const std::string& algorithm) { return algorithm == "tc" || algorithm == "tcs"; }
+bool gemm_nt_tensor_core_algorithm(const std::string& algorithm) {
+  return algorithm == "tc" || algorithm == "tcs" || algorithm == "tcd";
+}
 
 bool gemm_nt_skinny_class(const std::string& shape_class) {
   const std::string f32 = f32_class_of(shape_class);
@@ -498,7 +556,8 @@ LaunchGeometry gemm_nt_geometry(const std::string& algorithm, const Params& p, c
   LaunchGeometry g;
   if (gemm_nt_tensor_core_algorithm(algorithm)) {
     // One dimension: the kernel orders its workgroups itself (groups of GM tile rows).
-    g.tile_m = param(p, "MWG");
+    // tcd: MREP tiles one below the other a workgroup.
+    g.tile_m = param(p, "MWG") * (algorithm == "tcd" ? param(p, "MREP") : 1);
     g.tile_n = param(p, "NWG");
     g.local = {std::size_t(detail::tc_work_group_size(p)), 1};
     g.global = {std::size_t(ceil_div(problem.m, g.tile_m) * ceil_div(problem.n, g.tile_n)) * g.local[0], 1};

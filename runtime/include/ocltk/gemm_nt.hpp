@@ -82,11 +82,12 @@ std::map<std::string, std::int64_t> gemm_nt_problem_of(const GemmProblem& p, Ele
 std::string gemm_nt_launch_variant(ElementType input, ElementType output, const std::string& algorithm = "",
                                    GemmPrecision precision = GemmPrecision::exact);
 
-// Whether `algorithm` multiplies on tensor cores (tc, tcs: kernels/gemm_nt_tc.cl): what
+// Whether `algorithm` multiplies on tensor cores (tc, tcs: kernels/gemm_nt_tc.cl; tcd:
+// kernels/gemm_nt_tcd.cl): what
 // gemm_nt_tc_refusal, the probe and the launch variant's SPLIT apply to.
 bool gemm_nt_tensor_core_algorithm(const std::string& algorithm);
 
-// Why the tensor-core algorithms (tc, tcs) may not compute a launch under its precision, or "" when
+// Why the tensor-core algorithms (tc, tcs, tcd) may not compute a launch under its precision, or "" when
 // it may: f32 input needs precision tf32 or tf32x3, and tf32x3 needs K >= kTf32x3MinK.
 std::string gemm_nt_tc_refusal(const GemmProblem& p, ElementType input, GemmPrecision precision);
 
