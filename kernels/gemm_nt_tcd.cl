@@ -217,32 +217,7 @@ inline void gemm_nt_tcd_body(const int M, const int N, const int K, const float 
     }
 
 #if KSPLIT > 1
-    // The groups' sums into group 0's, one group at a time: word ((i·NI + j)·4 + e)·GWS + glid.
-#pragma unroll 1
-    for (int from = 1; from < KSPLIT; ++from) {
-      if (kg == from) {
-        TC_UNROLL
-        for (int i = 0; i < MI; ++i) {
-          TC_UNROLL
-          for (int j = 0; j < NI; ++j) {
-            TC_UNROLL
-            for (int e = 0; e < 4; ++e) red[((i * NI + j) * 4 + e) * GWS + glid] = acc[i][j][e];
-          }
-        }
-      }
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (kg == 0) {
-        TC_UNROLL
-        for (int i = 0; i < MI; ++i) {
-          TC_UNROLL
-          for (int j = 0; j < NI; ++j) {
-            TC_UNROLL
-            for (int e = 0; e < 4; ++e) acc[i][j][e] += red[((i * NI + j) * 4 + e) * GWS + glid];
-          }
-        }
-      }
-      barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    sum_k_groups(acc, red, kg, glid);  // the groups' sums into group 0's
 #endif
 
     if (!live) continue;

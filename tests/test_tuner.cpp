@@ -2255,7 +2255,8 @@ TEST_F(TunerEngine, LoraAndHalfGemmWorkloadsCheckEveryRun) {
 }
 
 // gemm_nt searches tc only in the classes whose launches may run it (16-bit input, the TF32
-// classes; never exact f32), skinny only in the skinny classes (f32 and 16-bit), and tc only
+// classes; never exact f32), skinny only in the skinny classes (f32 and 16-bit), tcs in their
+// 16-bit twins, tcd in the 16-bit classes but large_half, and the tensor-core ones only
 // where the runtime's tensor-core probe passes: on PoCL
 // only when OCLTK_TC_PROBE=emulated makes it probe the emulation. The TF32 classes' workloads
 // build tc with their split and hold every candidate to their precision's bound.
@@ -2290,6 +2291,10 @@ TEST_F(TunerEngine, GemmNtSearchesTcOnlyWhereItsClassAndTheProbeAllowIt) {
           // tc's kernels with K split: only the 16-bit twins of those, where the probe passes.
           const bool skinny_half = gemm_nt_skinny_class(cls.name) && gemm_nt_class_input(cls.name) != ElementType::f32;
           EXPECT_EQ(gemm->searches(rt, cls.name, a), skinny_half && probe_passes) << cls.name;
+        } else if (a.name == "tcd") {
+          // Fragments straight from global memory: every 16-bit class but large_half.
+          const bool half = gemm_nt_class_input(cls.name) != ElementType::f32;
+          EXPECT_EQ(gemm->searches(rt, cls.name, a), half && cls.name != "large_half" && probe_passes) << cls.name;
         } else if (a.name != "tc") {
           EXPECT_TRUE(gemm->searches(rt, cls.name, a)) << cls.name << " " << a.name;
         }
