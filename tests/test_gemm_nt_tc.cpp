@@ -81,8 +81,8 @@ const std::vector<TcCase>& tc_cases() {
   static const Params tcd_quad_split = {{"MWG", 32}, {"NWG", 64}, {"MWARPS", 2}, {"NWARPS", 2}, {"KSPLIT", 2},
                                         {"KV", 2},   {"UNR", 2},  {"PRE", 0},    {"MREP", 2}};
   static const Params tcd_rows4 = {{"MWG", 16}, {"NWG", 32}, {"MWARPS", 1}, {"NWARPS", 1}, {"MREP", 4}};
-  static const Params tcd_narrow = {{"MWG", 64}, {"NWG", 16}, {"MWARPS", 2}, {"NWARPS", 1},
-                                    {"KSPLIT", 4}, {"KV", 2}, {"UNR", 4},   {"PRE", 0}};
+  static const Params tcd_narrow = {{"MWG", 64},   {"NWG", 16}, {"MWARPS", 2}, {"NWARPS", 1},
+                                    {"KSPLIT", 4}, {"KV", 2},   {"UNR", 4},    {"PRE", 0}};
   static const std::vector<TcCase> all = {
       {"probe_point_bf16", kProbePoint, kBf16},
       {"probe_point_f16", kProbePoint, kF16},
@@ -192,8 +192,10 @@ TEST_P(GemmNtTcCaseTest, OddShapesAccumulateAndSlices) {
     c.alpha = -0.37f;
     cases.push_back(c);
   }
-  GemmCase short_k;  // LoRA expand's short K: one step of tcd's loop for all its points, its B
-  short_k.problem = {37, 45, 16};  // pieces kept for the tiles below the first (MREP > 1)
+  // LoRA expand's short K: one step of tcd's loop at all its points, its B pieces kept for the
+  // tiles below the first (MREP > 1).
+  GemmCase short_k;
+  short_k.problem = {37, 45, 16};
   short_k.alpha = 0.5f;
   short_k.accumulate = true;
   cases.push_back(short_k);
@@ -403,8 +405,9 @@ TEST_F(GemmNtTcTest, TcdOnTensorCoresAtScale) {
         << tcd.violation(choice.params, &device_limits).value_or("");
     for (const TcKind& kind : {kBf16, kF16, kBf16IntoF32}) {
       SCOPED_TRACE(std::string(kind.name) + " tcd {" + ocltk::format_params(choice.params) + "}");
-      for (const GemmProblem& p : {GemmProblem{4096, 4096, 16}, GemmProblem{1000, 1030, 64}, GemmProblem{4096, 16, 4096},
-                                   GemmProblem{1000, 64, 4000}, GemmProblem{16, 1000, 4096}}) {
+      for (const GemmProblem& p :
+           {GemmProblem{4096, 4096, 16}, GemmProblem{1000, 1030, 64}, GemmProblem{4096, 16, 4096},
+            GemmProblem{1000, 64, 4000}, GemmProblem{16, 1000, 4096}}) {
         GemmCase c;
         c.problem = p;
         c.alpha = -0.37f;

@@ -377,7 +377,10 @@ AlgorithmSpec tcd_algorithm() {
       {"MWARPS", 1, {1, 2, 4}, "warps along M in a K group"},
       {"NWARPS", 2, {1, 2, 4}, "warps along N in a K group"},
       {"KSPLIT", 1, {1, 2, 4, 8}, "K groups: warp groups each sweeping a run of K, summed at the end"},
-      {"MREP", 1, {1, 2, 4, 8}, "MWG x NWG tiles a workgroup computes one below the other (B's pieces kept where K fits a step)"},
+      {"MREP",
+       1,
+       {1, 2, 4, 8},
+       "MWG x NWG tiles a workgroup computes one below the other (B's pieces kept where K fits a step)"},
       {"KV", 1, {1, 2}, "mma steps per load: a lane loads 8 KV bytes of a row"},
       {"UNR", 1, {1, 2, 4}, "rounds of loads issued before their mma steps"},
       {"PRE", 1, {1, 0}, "1: an accumulate reads its old C before the product (NWG / NWARPS a multiple of 32)"},
@@ -418,8 +421,8 @@ const KernelFamily& gemm_nt_family() {
   static const KernelFamily family = [] {
     KernelFamily f;
     f.name = "gemm_nt";
-    f.algorithms = {reduce_algorithm(), tiled_algorithm(),  xgemm_algorithm(), tc_algorithm(),
-                    skinny_algorithm(), tcs_algorithm(), tcd_algorithm()};
+    f.algorithms = {reduce_algorithm(), tiled_algorithm(), xgemm_algorithm(), tc_algorithm(),
+                    skinny_algorithm(), tcs_algorithm(),   tcd_algorithm()};
     f.classes = {
         {"gemv", "M = 1"},
         {"lora_shrink", "N <= 64 (and M > 1)"},
