@@ -30,6 +30,11 @@ namespace ocltk::bench {
 //  kernel: the same with an empty one-work-item kernel in place of the marker, for
 //          drivers whose marker events carry no usable timestamps.
 //  wall:   host clock from before the first enqueue to after clFinish.
+// With --ocltk_flush=MIB each call is timed alone, its clock started after a fill of MIB MiB
+// of scratch memory (enqueued before the start marker, so not counted): the call finds none
+// of its operands in the cache, as a launch in an engine that ran other layers before it.
+// Without it, back-to-back calls on the same buffers find part of them in L2 when their
+// footprint fits it (the H200's 50 MB holds a 32 MiB LoRA operand).
 enum class Timer { kMarker, kKernel, kWall };
 
 inline const char* to_string(Timer t) {
@@ -52,6 +57,7 @@ struct Flags {
   Timer timer = Timer::kMarker;  // --ocltk_timer=marker|kernel|wall
   int calls = 1;                 // --ocltk_calls=N: back-to-back calls per timed iteration
   bool every_event = false;      // --ocltk_events=all: every call asks for an event (default last)
+  int flush_mib = 0;             // --ocltk_flush=MIB: scratch filled before each call, timed alone (0: off)
   bool min_time_given = false;   // --benchmark_min_time on the command line (see per_call_min_time)
 };
 
@@ -76,6 +82,9 @@ inline const char* kFlagsHelp =
     "  --ocltk_events=last|all   which of an iteration's calls ask for an event: the last only\n"
     "                            (default, as an engine's hot path) or every one (each call then\n"
     "                            pays the driver's event on the host too)\n"
+    "  --ocltk_flush=MIB         fill MIB MiB of scratch memory before each call (not timed) and time\n"
+    "                            each call alone, so that none of its operands is in the cache\n"
+    "                            (default 0: off; 1 to 4096; needs the marker or kernel timer)\n"
     "Save results with --benchmark_out=results/DEVICE-gemm_nt.json --benchmark_out_format=json.\n";
 
 // Removes --ocltk_* flags from argv. Returns false after printing one sentence for a
@@ -124,6 +133,14 @@ inline bool take_flags(int* argc, char** argv) {
         return false;
       }
       f.calls = int(n);
+    } else if (value_of("ocltk_flush", &v)) {
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 0 || n > 4096) {
+        std::fprintf(stderr, "ocltk_bench: --ocltk_flush=%s: expected MiB from 0 to 4096\n", v.c_str());
+        return false;
+      }
+      f.flush_mib = int(n);
     } else if (arg.compare(0, 8, "--ocltk_") == 0) {
       std::fprintf(stderr, "ocltk_bench: unknown flag %s\n%s", arg.c_str(), kFlagsHelp);
       return false;
@@ -132,6 +149,12 @@ inline bool take_flags(int* argc, char** argv) {
       if (arg.rfind("--benchmark_min_time=", 0) == 0) f.min_time_given = true;
       argv[out++] = argv[i];
     }
+  }
+  if (f.flush_mib > 0 && f.timer == Timer::kWall) {
+    std::fprintf(stderr,
+                 "ocltk_bench: --ocltk_flush needs --ocltk_timer=marker or kernel: the wall clock would "
+                 "count the fills\n");
+    return false;
   }
   if (!f.sizes.empty() && f.sizes != "cpu" && f.sizes != "gpu") {
     std::fprintf(stderr, "ocltk_bench: size set '%s': expected cpu or gpu\n", f.sizes.c_str());
@@ -168,7 +191,20 @@ class Session {
   cl_command_queue queue() { return defaults_->queue().get(); }
   cl_kernel stamp_kernel() const { return stamp_; }
 
+  // Fills the --ocltk_flush scratch buffer (created on first use); "" or why it failed.
+  std::string enqueue_flush() {
+    const std::size_t bytes = std::size_t(flags().flush_mib) << 20;
+    cl_int status = CL_SUCCESS;
+    if (flush_ == nullptr) flush_ = clCreateBuffer(context(), CL_MEM_READ_WRITE, bytes, nullptr, &status);
+    if (status != CL_SUCCESS)
+      return "creating the --ocltk_flush buffer failed with OpenCL status " + std::to_string(status);
+    const cl_uint pattern = ++flushes_;  // a new value each time
+    status = clEnqueueFillBuffer(queue(), flush_, &pattern, sizeof pattern, 0, bytes, 0, nullptr, nullptr);
+    return status == CL_SUCCESS ? "" : "the --ocltk_flush fill failed with OpenCL status " + std::to_string(status);
+  }
+
   ~Session() {
+    if (flush_ != nullptr) clReleaseMemObject(flush_);
     if (stamp_ != nullptr) clReleaseKernel(stamp_);
     if (stamp_program_ != nullptr) clReleaseProgram(stamp_program_);
   }
@@ -213,6 +249,8 @@ class Session {
   std::optional<Runtime> defaults_, tuned_;
   cl_program stamp_program_ = nullptr;
   cl_kernel stamp_ = nullptr;
+  cl_mem flush_ = nullptr;
+  cl_uint flushes_ = 0;
 };
 
 struct IterationTime {
@@ -235,69 +273,82 @@ inline std::uint64_t event_time(cl_event event, cl_profiling_info what, cl_int* 
 // Times `calls` back-to-back calls on the session's queue as one iteration. Only the last
 // call is asked for an event (its end is the timer's; every call with --ocltk_events=all):
 // the others ask for none, as an engine's hot path, so the host's time per call is that of
-// the launch alone.
+// the launch alone. With --ocltk_flush each call is a span of its own, after a fill and a
+// start of its own; the spans are added.
 inline IterationTime time_calls(Session& session, int calls, const EnqueueCall& enqueue) {
   using Clock = std::chrono::steady_clock;
   IterationTime result;
   cl_command_queue queue = session.queue();
   const Timer timer = flags().timer;
+  const bool flush = flags().flush_mib > 0;
+  const int spans = flush ? calls : 1, per_span = flush ? 1 : calls;
+  std::vector<cl_event> starts(spans, nullptr), lasts(spans, nullptr);
   const auto wall_start = Clock::now();
-  cl_event start = nullptr, last = nullptr;
-  cl_int status = CL_SUCCESS;
-  if (timer == Timer::kMarker) {
-    status = clEnqueueMarkerWithWaitList(queue, 0, nullptr, &start);
-  } else if (timer == Timer::kKernel) {
-    const std::size_t one = 1;
-    status = clEnqueueNDRangeKernel(queue, session.stamp_kernel(), 1, nullptr, &one, &one, 0, nullptr, &start);
-  }
-  if (status != CL_SUCCESS)
-    result.error = "enqueueing the start " + std::string(to_string(timer)) + " failed with OpenCL status " +
-                   std::to_string(status);
-  for (int i = 0; i < calls && result.error.empty(); ++i) {
-    const bool final_call = i == calls - 1;
-    cl_event event = nullptr;
-    result.error = enqueue(final_call || flags().every_event ? &event : nullptr);
-    if (event != nullptr) {
-      if (last != nullptr) clReleaseEvent(last);
-      last = event;
-    } else if ((final_call || flags().every_event) && result.error.empty()) {
-      result.error = "the call returned no event";
+  for (int s = 0; s < spans && result.error.empty(); ++s) {
+    if (flush) result.error = session.enqueue_flush();
+    if (!result.error.empty()) break;
+    cl_int status = CL_SUCCESS;
+    if (timer == Timer::kMarker) {
+      status = clEnqueueMarkerWithWaitList(queue, 0, nullptr, &starts[s]);
+    } else if (timer == Timer::kKernel) {
+      const std::size_t one = 1;
+      status = clEnqueueNDRangeKernel(queue, session.stamp_kernel(), 1, nullptr, &one, &one, 0, nullptr, &starts[s]);
+    }
+    if (status != CL_SUCCESS)
+      result.error = "enqueueing the start " + std::string(to_string(timer)) + " failed with OpenCL status " +
+                     std::to_string(status);
+    for (int i = 0; i < per_span && result.error.empty(); ++i) {
+      const bool final_call = i == per_span - 1;
+      cl_event event = nullptr;
+      result.error = enqueue(final_call || flags().every_event ? &event : nullptr);
+      if (event != nullptr) {
+        if (lasts[s] != nullptr) clReleaseEvent(lasts[s]);
+        lasts[s] = event;
+      } else if ((final_call || flags().every_event) && result.error.empty()) {
+        result.error = "the call returned no event";
+      }
     }
   }
-  status = clFinish(queue);
+  const cl_int finished = clFinish(queue);
   const auto wall_end = Clock::now();
-  if (status != CL_SUCCESS && result.error.empty())
-    result.error = "clFinish failed with OpenCL status " + std::to_string(status);
+  if (finished != CL_SUCCESS && result.error.empty())
+    result.error = "clFinish failed with OpenCL status " + std::to_string(finished);
   result.wall_seconds = std::chrono::duration<double>(wall_end - wall_start).count() / calls;
-  if (result.error.empty() && last != nullptr) {
+  for (int s = 0; s < spans && result.error.empty(); ++s) {
     cl_int execution = CL_COMPLETE;
-    clGetEventInfo(last, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof execution, &execution, nullptr);
+    clGetEventInfo(lasts[s], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof execution, &execution, nullptr);
     if (execution < 0) result.error = "the last command ended with OpenCL status " + std::to_string(execution);
   }
   if (result.error.empty()) {
     if (timer == Timer::kWall) {
       result.seconds = result.wall_seconds;
     } else {
-      cl_int s1 = CL_SUCCESS, s2 = CL_SUCCESS, s3 = CL_SUCCESS;
-      const std::uint64_t begin = event_time(start, CL_PROFILING_COMMAND_END, &s1);
-      const std::uint64_t end = event_time(last, CL_PROFILING_COMMAND_END, &s2);
-      const std::uint64_t last_start = event_time(last, CL_PROFILING_COMMAND_START, &s3);
-      if (s1 != CL_SUCCESS || s2 != CL_SUCCESS || s3 != CL_SUCCESS) {
-        const cl_int bad = s1 != CL_SUCCESS ? s1 : s2 != CL_SUCCESS ? s2 : s3;
-        result.error = "profiling info unavailable (OpenCL status " + std::to_string(bad) +
-                       "); try --ocltk_timer=kernel or --ocltk_timer=wall";
-      } else if (end <= begin) {
-        result.error = "the last command ended (" + std::to_string(end) + " ns) before the start " + to_string(timer) +
-                       " (" + std::to_string(begin) +
-                       " ns); timestamps unusable, try --ocltk_timer=kernel or --ocltk_timer=wall";
-      } else {
-        result.seconds = double(end - begin) * 1e-9 / calls;
-        result.last_seconds = end > last_start ? double(end - last_start) * 1e-9 : 0;
+      double total = 0;
+      for (int s = 0; s < spans && result.error.empty(); ++s) {
+        cl_int s1 = CL_SUCCESS, s2 = CL_SUCCESS, s3 = CL_SUCCESS;
+        const std::uint64_t begin = event_time(starts[s], CL_PROFILING_COMMAND_END, &s1);
+        const std::uint64_t end = event_time(lasts[s], CL_PROFILING_COMMAND_END, &s2);
+        const std::uint64_t last_start = event_time(lasts[s], CL_PROFILING_COMMAND_START, &s3);
+        if (s1 != CL_SUCCESS || s2 != CL_SUCCESS || s3 != CL_SUCCESS) {
+          const cl_int bad = s1 != CL_SUCCESS ? s1 : s2 != CL_SUCCESS ? s2 : s3;
+          result.error = "profiling info unavailable (OpenCL status " + std::to_string(bad) +
+                         "); try --ocltk_timer=kernel or --ocltk_timer=wall";
+        } else if (end <= begin) {
+          result.error = "the last command ended (" + std::to_string(end) + " ns) before the start " +
+                         to_string(timer) + " (" + std::to_string(begin) +
+                         " ns); timestamps unusable, try --ocltk_timer=kernel or --ocltk_timer=wall";
+        } else {
+          total += double(end - begin) * 1e-9;
+          result.last_seconds = end > last_start ? double(end - last_start) * 1e-9 : 0;
+        }
       }
+      if (result.error.empty()) result.seconds = total / calls;
     }
   }
-  if (start != nullptr) clReleaseEvent(start);
-  if (last != nullptr) clReleaseEvent(last);
+  for (cl_event e : starts)
+    if (e != nullptr) clReleaseEvent(e);
+  for (cl_event e : lasts)
+    if (e != nullptr) clReleaseEvent(e);
   return result;
 }
 

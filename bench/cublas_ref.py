@@ -2,9 +2,9 @@
 """cuBLAS (through PyTorch) on the shapes ocltk's benchmarks run, so that a ratio to cuBLAS
 comes from the same machine and session as ours (bench/reproduce.sh, phase refs).
 
-  python3 bench/cublas_ref.py gemm --shapes 4096x4096x4096,4096x16x4096 [--dtype f32] [--accumulate] [--json F]
+  python3 bench/cublas_ref.py gemm --shapes 4096x4096x4096,4096x16x4096 [--dtype f32] [--accumulate] [--flush MIB] [--json F]
   python3 bench/cublas_ref.py nf4 --experts 8 --out-features 14336 --in-features 4096 --rows 8,64,4096 [--json F]
-  python3 bench/cublas_ref.py copy [--bytes 33554432,67108864] [--json F]
+  python3 bench/cublas_ref.py copy [--bytes 33554432,67108864] [--flush MIB] [--json F]
 
 gemm: C[M,N] = A[M,K] @ B[N,K]^T, ocltk's NT form; dtype f32 (TF32 off), tf32, f16 or bf16;
       --accumulate times C += A @ B^T instead.
@@ -18,7 +18,10 @@ copy: device-to-device copy bandwidth, counting bytes read plus written (1 GiB c
       back to back between two events, as ocltk_bench --ocltk_calls=20 times a row: what a
       kernel moving that few bytes reaches, the launch's ramp and tail included.
 Times are medians of 25 CUDA-event timings after 5 warm-up calls, each started on an idle
-stream; inputs are random, never zeros. Needs a CUDA device and PyTorch.
+stream; inputs are random, never zeros. --flush MIB (gemm, copy --bytes) zeroes MIB MiB of
+scratch memory before each timed call, outside its events, and times the copies at sizes one
+at a time: nothing of the operands is left in L2, as ocltk_bench --ocltk_flush=MIB times a
+row. Needs a CUDA device and PyTorch.
 """
 import argparse
 import json
@@ -27,13 +30,15 @@ import sys
 import torch
 
 
-def median_ms(fn, reps=25, warmup=5):
+def median_ms(fn, reps=25, warmup=5, before=None):
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if before is not None:
+            before()
         start.record()
         fn()
         end.record()
@@ -50,8 +55,19 @@ def copy_bandwidth():
     return {"bytes": 2 * x.numel(), "ms": ms, "GB/s": 2 * x.numel() / ms / 1e6}
 
 
-def copy_at_sizes(sizes, calls=20):
+def flusher(mib):
+    """None, or a function zeroing mib MiB of scratch memory (evicting the operands from L2)."""
+    if not mib:
+        return None
+    scratch = torch.empty(mib << 20, dtype=torch.uint8, device="cuda")
+    return scratch.zero_
+
+
+def copy_at_sizes(sizes, calls=20, flush_mib=0):
     out = []
+    before = flusher(flush_mib)
+    if before is not None:
+        calls = 1  # each copy alone after its flush
     for moved in sizes:
         x = torch.randint(0, 255, (moved // 2,), dtype=torch.uint8, device="cuda")
         y = torch.empty_like(x)
@@ -60,23 +76,24 @@ def copy_at_sizes(sizes, calls=20):
             for _ in range(calls):
                 y.copy_(x)
 
-        ms = median_ms(run) / calls
-        out.append({"bytes": 2 * x.numel(), "ms": ms, "GB/s": 2 * x.numel() / ms / 1e6})
+        ms = median_ms(run, before=before) / calls
+        out.append({"bytes": 2 * x.numel(), "ms": ms, "GB/s": 2 * x.numel() / ms / 1e6, "flush_mib": flush_mib})
     return out
 
 
-def gemm(shapes, dtype, accumulate):
+def gemm(shapes, dtype, accumulate, flush_mib=0):
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
     tdtype = {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     rows = []
+    before = flusher(flush_mib)
     for m, n, k in shapes:
         a = torch.randn(m, k, device="cuda", dtype=tdtype)
         b = torch.randn(n, k, device="cuda", dtype=tdtype)
         c = torch.randn(m, n, device="cuda", dtype=tdtype)
         fn = (lambda: c.addmm_(a, b.t())) if accumulate else (lambda: torch.mm(a, b.t()))
-        ms = median_ms(fn)
+        ms = median_ms(fn, before=before)
         rows.append({"m": m, "n": n, "k": k, "dtype": dtype, "accumulate": accumulate, "ms": ms,
-                     "TFLOP/s": 2 * m * n * k / ms / 1e9})
+                     "TFLOP/s": 2 * m * n * k / ms / 1e9, "flush_mib": flush_mib})
     return rows
 
 
@@ -112,9 +129,14 @@ def main():
     q.add_argument("--block-size", type=int, default=64)
     c = sub.add_parser("copy")
     c.add_argument("--bytes", help="also these sizes moved (read + written), comma-separated")
+    for s in (g, c):
+        s.add_argument("--flush", type=int, default=0, metavar="MIB",
+                       help="zero MIB MiB of scratch before each timed call (not timed): a cold L2")
     for s in (g, q, c):
         s.add_argument("--json", help="write the result there too")
     a = p.parse_args()
+    if getattr(a, "flush", 0) < 0 or getattr(a, "flush", 0) > 4096:
+        p.error("--flush: expected MiB from 0 to 4096")
     if not torch.cuda.is_available():
         print("cublas_ref.py: no CUDA device", file=sys.stderr)
         return 1
@@ -122,9 +144,10 @@ def main():
         if a.what == "copy":
             res = copy_bandwidth()
             if a.bytes:
-                res = dict(res, sizes=copy_at_sizes([int(b) for b in a.bytes.split(",")]))
+                res = dict(res, sizes=copy_at_sizes([int(b) for b in a.bytes.split(",")], flush_mib=a.flush))
         elif a.what == "gemm":
-            res = gemm([tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")], a.dtype, a.accumulate)
+            res = gemm([tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")], a.dtype, a.accumulate,
+                       a.flush)
         else:
             res = nf4(a.experts, a.out_features, a.in_features, [int(r) for r in a.rows.split(",")], a.block_size)
     except ValueError as e:
