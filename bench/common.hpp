@@ -87,6 +87,15 @@ inline const char* kFlagsHelp =
     "                            (default 0: off; 1 to 4096; needs the marker or kernel timer)\n"
     "Save results with --benchmark_out=results/DEVICE-gemm_nt.json --benchmark_out_format=json.\n";
 
+// *out = v where v is a whole decimal integer from lo to hi; false (and *out untouched) otherwise.
+inline bool integer_in(const std::string& v, long lo, long hi, int* out) {
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < lo || n > hi) return false;
+  *out = int(n);
+  return true;
+}
+
 // Removes --ocltk_* flags from argv. Returns false after printing one sentence for a
 // malformed one.
 inline bool take_flags(int* argc, char** argv) {
@@ -126,21 +135,15 @@ inline bool take_flags(int* argc, char** argv) {
       }
       f.every_event = v == "all";
     } else if (value_of("ocltk_calls", &v)) {
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 1 || n > 1000) {
+      if (!integer_in(v, 1, 1000, &f.calls)) {
         std::fprintf(stderr, "ocltk_bench: --ocltk_calls=%s: expected an integer from 1 to 1000\n", v.c_str());
         return false;
       }
-      f.calls = int(n);
     } else if (value_of("ocltk_flush", &v)) {
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 0 || n > 4096) {
+      if (!integer_in(v, 0, 4096, &f.flush_mib)) {
         std::fprintf(stderr, "ocltk_bench: --ocltk_flush=%s: expected MiB from 0 to 4096\n", v.c_str());
         return false;
       }
-      f.flush_mib = int(n);
     } else if (arg.compare(0, 8, "--ocltk_") == 0) {
       std::fprintf(stderr, "ocltk_bench: unknown flag %s\n%s", arg.c_str(), kFlagsHelp);
       return false;

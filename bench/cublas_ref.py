@@ -135,7 +135,7 @@ def main():
     for s in (g, q, c):
         s.add_argument("--json", help="write the result there too")
     a = p.parse_args()
-    if getattr(a, "flush", 0) < 0 or getattr(a, "flush", 0) > 4096:
+    if not 0 <= getattr(a, "flush", 0) <= 4096:  # gemm and copy take --flush
         p.error("--flush: expected MiB from 0 to 4096")
     if not torch.cuda.is_available():
         print("cublas_ref.py: no CUDA device", file=sys.stderr)

@@ -105,6 +105,13 @@
 #error "PRE 1 needs NWG / NWARPS a multiple of 32 (lanes owning 8 consecutive columns)"
 #endif
 
+// The old C of a vector store: prefetched (PRE 1), else read by store_c8.
+#if PRE
+#define OLD_C(i, h, q) old[i][h][q]
+#else
+#define OLD_C(i, h, q) CVEC_ZERO
+#endif
+
 // Column (from the warp's first) of accumulator column c of 8-column tile j.
 inline int tile_col(const int j, const int c) {
 #if QUADN
@@ -164,21 +171,8 @@ inline void gemm_nt_tcd_body(const int M, const int N, const int K, const float 
     }
 
 #if PRE
-    // The old C of the lane's vector stores (zeros where it stores element by element, or not).
-    cvec_t old[MI][2][NI / 4];
-    TC_UNROLL
-    for (int i = 0; i < MI; ++i) {
-      TC_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        const int m = m0 + 16 * i + g + 8 * h;
-        TC_UNROLL
-        for (int q = 0; q < NI / 4; ++q) {
-          const int n = n0 + 32 * q + 8 * t;
-          old[i][h][q] = CVEC_ZERO;
-          if (accumulate && live && cvec_inside(m, n, M, N, cvec)) old[i][h][q] = load_cvec(C + (long)m * ldc + n);
-        }
-      }
-    }
+    cvec_t old[MI][2][NI / 4];  // the old C of the lane's vector stores (OLD_C)
+    prefetch_c(old, M, N, C, ldc, accumulate, m0, n0, lane, live, cvec);
 #endif
 
 #pragma unroll 1
@@ -239,19 +233,8 @@ inline void gemm_nt_tcd_body(const int M, const int N, const int K, const float 
           float v[8];
           TC_UNROLL
           for (int e = 0; e < 8; ++e) v[e] = acc[i][4 * q + (e >> 1)][2 * h + (e & 1)];
-          __global out_t* c = C + (long)m * ldc + n;
-          if (cvec_inside(m, n, M, N, cvec)) {
-#if PRE
-            const cvec_t oc = old[i][h][q];
-#else
-            const cvec_t oc = accumulate ? load_cvec(c) : CVEC_ZERO;
-#endif
-            store_cvec(c, alpha, v, oc, accumulate);
-          } else {
-            TC_UNROLL
-            for (int e = 0; e < 8; ++e)
-              if (n + e < N) store_element(c + e, alpha, v[e], accumulate);
-          }
+          store_c8(C + (long)m * ldc + n, n, N, cvec_inside(m, n, M, N, cvec), alpha, v, accumulate, PRE,
+                   OLD_C(i, h, q));
         }
 #else
         TC_UNROLL

@@ -167,6 +167,27 @@ class GemmNtTcTest : public ocltk_test::RuntimeTest {
     return files;
   }
 
+  // `algorithm` at each of `points` on every case, in bf16, f16 and bf16 into f32, where mma.sync
+  // runs (skipped with the reason elsewhere: the emulation's tests cover the same code).
+  void run_points_at_scale(const std::string& algorithm, const std::vector<Params>& points,
+                           const std::vector<GemmCase>& cases) {
+    if (!limits().tensor_mma)
+      GTEST_SKIP() << "needs mma.sync (NVIDIA's OpenCL at sm_80 or newer); " << runtime().device().name << " runs "
+                   << algorithm << " only through the emulation, tested above";
+    const ocltk::AlgorithmSpec& spec = *ocltk::gemm_nt_family().find_algorithm(algorithm);
+    const ocltk::DeviceLimits device_limits = limits();
+    for (const Params& point : points) {
+      const Choice choice = tc_choice(point, algorithm);
+      ASSERT_FALSE(spec.violation(choice.params, &device_limits).has_value())
+          << spec.violation(choice.params, &device_limits).value_or("");
+      for (const TcKind& kind : {kBf16, kF16, kBf16IntoF32}) {
+        SCOPED_TRACE(std::string(kind.name) + " " + algorithm + " {" + ocltk::format_params(choice.params) + "}");
+        for (const GemmCase& c : cases)
+          EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, kind.in, kind.out, choice));
+      }
+    }
+  }
+
   // Launches through the profile path (gemm_nt or gemm_nt_accum as the case says).
   static ocltk_test::GemmLauncher profile_path(ocltk::Runtime& rt, bool accumulate) {
     return [&rt, accumulate](const GemmNtArgs& args) { return accumulate ? rt.gemm_nt_accum(args) : rt.gemm_nt(args); };
@@ -330,42 +351,16 @@ const std::vector<Params>& tcs_gpu_points() {
   return points;
 }
 
-// Every device, so that a GPU call never meets a point its device refuses: those points are
-// legal within the H200's limits (48 KiB of local memory, workgroups of up to 1024).
-TEST(GemmNtTcPoints, TcsGpuPointsFitTheH200) {
-  const ocltk::AlgorithmSpec& tcs = *ocltk::gemm_nt_family().find_algorithm("tcs");
-  ocltk::DeviceLimits h200;
-  h200.local_mem_bytes = 48 * 1024;
-  h200.gpu = h200.tensor_mma = h200.ptx_binaries = true;
-  for (const Params& point : tcs_gpu_points()) {
-    const Params params = tcs.complete(point);
-    EXPECT_FALSE(tcs.violation(params, &h200).has_value())
-        << ocltk::format_params(params) << ": " << tcs.violation(params, &h200).value_or("");
-  }
-}
-
 TEST_F(GemmNtTcTest, TcsOnTensorCoresAtScale) {
-  if (!limits().tensor_mma)
-    GTEST_SKIP() << "needs mma.sync (NVIDIA's OpenCL at sm_80 or newer); " << runtime().device().name
-                 << " runs tcs only through the emulation, tested above";
-  const ocltk::AlgorithmSpec& tcs = *ocltk::gemm_nt_family().find_algorithm("tcs");
-  const ocltk::DeviceLimits device_limits = limits();
-  for (const Params& point : tcs_gpu_points()) {
-    const Choice choice = tc_choice(point, "tcs");
-    ASSERT_FALSE(tcs.violation(choice.params, &device_limits).has_value())
-        << tcs.violation(choice.params, &device_limits).value_or("");
-    for (const TcKind& kind : {kBf16, kF16, kBf16IntoF32}) {
-      SCOPED_TRACE(std::string(kind.name) + " tcs {" + ocltk::format_params(choice.params) + "}");
-      for (const GemmProblem& p :
-           {GemmProblem{4096, 16, 4096}, GemmProblem{1000, 64, 4000}, GemmProblem{16, 1000, 4096}}) {
-        GemmCase c;
-        c.problem = p;
-        c.alpha = -0.37f;
-        c.accumulate = p.n == 64;
-        EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, kind.in, kind.out, choice));
-      }
-    }
+  std::vector<GemmCase> cases;
+  for (const GemmProblem& p : {GemmProblem{4096, 16, 4096}, GemmProblem{1000, 64, 4000}, GemmProblem{16, 1000, 4096}}) {
+    GemmCase c;
+    c.problem = p;
+    c.alpha = -0.37f;
+    c.accumulate = p.n == 64;
+    cases.push_back(c);
   }
+  run_points_at_scale("tcs", tcs_gpu_points(), cases);
 }
 
 // tcd on the LoRA shapes (expand at rank 16 and 64, shrink at 16 and 64), a small batch and an
@@ -381,45 +376,38 @@ const std::vector<Params>& tcd_gpu_points() {
   return points;
 }
 
-TEST(GemmNtTcPoints, TcdGpuPointsFitTheH200) {
-  const ocltk::AlgorithmSpec& tcd = *ocltk::gemm_nt_family().find_algorithm("tcd");
+// Every device, so that a GPU call never meets a point its device refuses: the tcs and tcd
+// GPU points are legal within the H200's limits (48 KiB of local memory, workgroups of up to
+// 1024).
+TEST(GemmNtTcPoints, GpuPointsFitTheH200) {
   ocltk::DeviceLimits h200;
   h200.local_mem_bytes = 48 * 1024;
   h200.gpu = h200.tensor_mma = h200.ptx_binaries = true;
-  for (const Params& point : tcd_gpu_points()) {
-    const Params params = tcd.complete(point);
-    EXPECT_FALSE(tcd.violation(params, &h200).has_value())
-        << ocltk::format_params(params) << ": " << tcd.violation(params, &h200).value_or("");
+  for (const auto& [name, points] : {std::pair{"tcs", &tcs_gpu_points()}, std::pair{"tcd", &tcd_gpu_points()}}) {
+    const ocltk::AlgorithmSpec& algorithm = *ocltk::gemm_nt_family().find_algorithm(name);
+    for (const Params& point : *points) {
+      const Params params = algorithm.complete(point);
+      EXPECT_FALSE(algorithm.violation(params, &h200).has_value())
+          << name << " " << ocltk::format_params(params) << ": " << algorithm.violation(params, &h200).value_or("");
+    }
   }
 }
 
 TEST_F(GemmNtTcTest, TcdOnTensorCoresAtScale) {
-  if (!limits().tensor_mma)
-    GTEST_SKIP() << "needs mma.sync (NVIDIA's OpenCL at sm_80 or newer); " << runtime().device().name
-                 << " runs tcd only through the emulation, tested above";
-  const ocltk::AlgorithmSpec& tcd = *ocltk::gemm_nt_family().find_algorithm("tcd");
-  const ocltk::DeviceLimits device_limits = limits();
-  for (const Params& point : tcd_gpu_points()) {
-    const Choice choice = tc_choice(point, "tcd");
-    ASSERT_FALSE(tcd.violation(choice.params, &device_limits).has_value())
-        << tcd.violation(choice.params, &device_limits).value_or("");
-    for (const TcKind& kind : {kBf16, kF16, kBf16IntoF32}) {
-      SCOPED_TRACE(std::string(kind.name) + " tcd {" + ocltk::format_params(choice.params) + "}");
-      for (const GemmProblem& p :
-           {GemmProblem{4096, 4096, 16}, GemmProblem{1000, 1030, 64}, GemmProblem{4096, 16, 4096},
-            GemmProblem{1000, 64, 4000}, GemmProblem{16, 1000, 4096}}) {
-        GemmCase c;
-        c.problem = p;
-        c.alpha = -0.37f;
-        c.accumulate = p.k <= 64 || p.n == 64;
-        if (p.n == 1030) {  // C's rows off 16 bytes: element stores
-          c.ldc = 1033;
-          c.c_offset = 5;
-        }
-        EXPECT_TRUE(ocltk_test::run_typed_case(runtime(), rng(), c, kind.in, kind.out, choice));
-      }
+  std::vector<GemmCase> cases;
+  for (const GemmProblem& p : {GemmProblem{4096, 4096, 16}, GemmProblem{1000, 1030, 64}, GemmProblem{4096, 16, 4096},
+                               GemmProblem{1000, 64, 4000}, GemmProblem{16, 1000, 4096}}) {
+    GemmCase c;
+    c.problem = p;
+    c.alpha = -0.37f;
+    c.accumulate = p.k <= 64 || p.n == 64;
+    if (p.n == 1030) {  // C's rows off 16 bytes: element stores
+      c.ldc = 1033;
+      c.c_offset = 5;
     }
+    cases.push_back(c);
   }
+  run_points_at_scale("tcd", tcd_gpu_points(), cases);
 }
 
 // tc on f32 needs a precision that allows TF32, and 3×TF32 needs K >= 8: an explicit choice

@@ -47,11 +47,11 @@ Nf4Problem nf4_of(const Problem& p) {
 // large_half, where tc's staged tiles reuse what they load.
 bool gemm_nt_searches(Runtime& rt, const std::string& shape_class, const AlgorithmSpec& algorithm) {
   if (algorithm.name == "skinny") return gemm_nt_skinny_class(shape_class);
-  const bool half = gemm_nt_class_input(shape_class) != ElementType::f32;
+  const ElementType input = gemm_nt_class_input(shape_class);
+  const bool half = input != ElementType::f32;
   if (algorithm.name == "tcs" && !(gemm_nt_skinny_class(shape_class) && half)) return false;
   if (algorithm.name == "tcd" && !(half && shape_class != "large_half")) return false;
   if (!gemm_nt_tensor_core_algorithm(algorithm.name)) return true;
-  const ElementType input = gemm_nt_class_input(shape_class);
   const GemmPrecision precision = gemm_nt_class_precision(shape_class);
   if (input == ElementType::f32 && precision == GemmPrecision::exact) return false;
   return rt.probe_tensor_cores(input, precision).usable;

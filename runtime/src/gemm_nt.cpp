@@ -358,7 +358,7 @@ AlgorithmSpec tcs_algorithm() {
 // (4 a 16 × 8 tile), UNR rounds of loaded pieces (2·KV words for each of 2·MI A rows and NI B
 // rows) and with PRE the old C (4 words for each 8 columns of 2·MI rows).
 std::int64_t tcd_registers(const Params& p) {
-  const std::int64_t mi = detail::tc_warp_rows(p) / 16, ni = detail::tc_warp_cols(p) / 8;
+  const std::int64_t mi = detail::tc_warp_mi(p), ni = detail::tc_warp_ni(p);
   return 4 * mi * ni + param(p, "UNR") * (2 * mi + ni) * 2 * param(p, "KV") + param(p, "PRE") * 2 * mi * ni;
 }
 
@@ -386,26 +386,24 @@ AlgorithmSpec tcd_algorithm() {
       {"PRE", 1, {1, 0}, "1: an accumulate reads its old C before the product (NWG / NWARPS a multiple of 32)"},
       register_target_param(),
   };
-  a.constraints = {
-      constraint("MWG % (16 * MWARPS) == 0 (whole 16-row mma tiles per warp)",
-                 [](const Params& p) { return param(p, "MWG") % (16 * param(p, "MWARPS")) == 0; }),
-      constraint("NWG % (8 * NWARPS) == 0 (whole 8-column mma tiles per warp)",
-                 [](const Params& p) { return param(p, "NWG") % (8 * param(p, "NWARPS")) == 0; }),
-      constraint("PRE == 1 implies (NWG / NWARPS) % 32 == 0 (lanes owning 8 consecutive columns)",
-                 [](const Params& p) { return param(p, "PRE") == 0 || detail::tc_warp_cols(p) % 32 == 0; }),
-      constraint("MWARPS * NWARPS * KSPLIT <= 8 (warps a workgroup)",
-                 [](const Params& p) { return detail::tc_work_group_size(p) <= 256; }),
-      constraint("4·MI·NI + UNR·(2·MI + NI)·2·KV + PRE·2·MI·NI <= 160 (registers for the tile, the loads in "
-                 "flight and the old C; MI = MWG / MWARPS / 16, NI = NWG / NWARPS / 8)",
-                 [](const Params& p) { return tcd_registers(p) <= 160; }),
-  };
+  // tc's tile constraints; no ldmatrix (fragments come from global memory).
+  a.constraints = detail::tc_mma_tile_constraints(/*fixed_ldsm=*/0);
+  a.constraints.insert(
+      a.constraints.end(),
+      {
+          constraint("PRE == 1 implies (NWG / NWARPS) % 32 == 0 (lanes owning 8 consecutive columns)",
+                     [](const Params& p) { return param(p, "PRE") == 0 || detail::tc_warp_cols(p) % 32 == 0; }),
+          constraint("MWARPS * NWARPS * KSPLIT <= 8 (warps a workgroup)",
+                     [](const Params& p) { return detail::tc_work_group_size(p) <= 256; }),
+          constraint("4·MI·NI + UNR·(2·MI + NI)·2·KV + PRE·2·MI·NI <= 160 (registers for the tile, the loads in "
+                     "flight and the old C; MI = MWG / MWARPS / 16, NI = NWG / NWARPS / 8)",
+                     [](const Params& p) { return tcd_registers(p) <= 160; }),
+      });
   a.search_needs_tensor_mma = true;
   a.tuned_variant = gemm_nt_launch_variant(ElementType::bf16, ElementType::bf16, "tcd");
   a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) -> std::uint64_t {
     const std::uint64_t sums = param(p, "KSPLIT") > 1 ? 4ull * param(p, "MWG") * param(p, "NWG") : 0;
-    if (limits.ptx_binaries) return sums;
-    const std::uint64_t mi = detail::tc_warp_rows(p) / 16, ni = detail::tc_warp_cols(p) / 8;
-    return sums + 4ull * detail::tc_work_group_size(p) * (4 * mi + 2 * ni);
+    return sums + detail::tc_mma_emulation_bytes(p, limits);
   };
   a.local_size = [](const Params& p) -> std::array<std::size_t, 2> {
     return {std::size_t(detail::tc_work_group_size(p)), 1};
@@ -559,8 +557,8 @@ LaunchGeometry gemm_nt_geometry(const std::string& algorithm, const Params& p, c
   LaunchGeometry g;
   if (gemm_nt_tensor_core_algorithm(algorithm)) {
     // One dimension: the kernel orders its workgroups itself (groups of GM tile rows).
-    // tcd: MREP tiles one below the other a workgroup.
-    g.tile_m = param(p, "MWG") * (algorithm == "tcd" ? param(p, "MREP") : 1);
+    // MREP (tcd): tiles one below the other a workgroup.
+    g.tile_m = param(p, "MWG") * detail::tc_param_or(p, "MREP", 1);
     g.tile_n = param(p, "NWG");
     g.local = {std::size_t(detail::tc_work_group_size(p)), 1};
     g.global = {std::size_t(ceil_div(problem.m, g.tile_m) * ceil_div(problem.n, g.tile_n)) * g.local[0], 1};

@@ -25,15 +25,22 @@ inline std::int64_t tc_group_size(const Params& p) { return 32ll * param(p, "MWA
 // Work-items of a workgroup: KSPLIT groups of MWARPS × NWARPS warps.
 inline std::int64_t tc_work_group_size(const Params& p) { return tc_group_size(p) * tc_param_or(p, "KSPLIT", 1); }
 
-// Whole mma tiles per warp, and ldmatrix's two 8-column tiles at once.
-inline std::vector<Constraint> tc_mma_tile_constraints() {
+// 16 × 8 mma tiles per warp: MI along M, NI along N.
+inline std::int64_t tc_warp_mi(const Params& p) { return tc_warp_rows(p) / 16; }
+inline std::int64_t tc_warp_ni(const Params& p) { return tc_warp_cols(p) / 8; }
+
+// Whole mma tiles per warp, and ldmatrix's two 8-column tiles at once. `fixed_ldsm`: LDSM where
+// the table does not expose it (tcs loads fragments by ldmatrix, tcd by neither).
+inline std::vector<Constraint> tc_mma_tile_constraints(int fixed_ldsm = 1) {
   return {
       constraint("MWG % (16 * MWARPS) == 0 (whole 16-row mma tiles per warp)",
                  [](const Params& p) { return param(p, "MWG") % (16 * param(p, "MWARPS")) == 0; }),
       constraint("NWG % (8 * NWARPS) == 0 (whole 8-column mma tiles per warp)",
                  [](const Params& p) { return param(p, "NWG") % (8 * param(p, "NWARPS")) == 0; }),
       constraint("LDSM == 1 implies (NWG / NWARPS) % 16 == 0 (ldmatrix loads two 8-column tiles at once)",
-                 [](const Params& p) { return tc_param_or(p, "LDSM", 1) == 0 || tc_warp_cols(p) % 16 == 0; }),
+                 [fixed_ldsm](const Params& p) {
+                   return tc_param_or(p, "LDSM", fixed_ldsm) == 0 || tc_warp_cols(p) % 16 == 0;
+                 }),
   };
 }
 
@@ -62,15 +69,20 @@ inline std::uint64_t tc_mma_stage_bytes(const Params& p) {
   return std::uint64_t(param(p, "MWG") + param(p, "NWG")) * row_bytes;
 }
 
-// The stages (each K group's), and without OCLTK_PTX (not where binaries are PTX) the
-// emulation's fragment words (per warp 4·MI + 2·NI registers of 32 lanes) plus
+// The emulation's fragment words, declared without OCLTK_PTX (not where binaries are PTX): per
+// warp 4·MI + 2·NI registers of 32 lanes.
+inline std::uint64_t tc_mma_emulation_bytes(const Params& p, const DeviceLimits& limits) {
+  if (limits.ptx_binaries) return 0;
+  return 4ull * tc_work_group_size(p) * (4 * tc_warp_mi(p) + 2 * tc_warp_ni(p));
+}
+
+// The stages (each K group's), and without OCLTK_PTX the emulation's words plus
 // `emulation_extra` bytes.
 inline std::uint64_t tc_mma_local_mem_bytes(const Params& p, const DeviceLimits& limits,
                                             std::uint64_t emulation_extra = 0) {
   const std::uint64_t tiles = std::uint64_t(tc_param_or(p, "KSPLIT", 1)) * param(p, "STAGES") * tc_mma_stage_bytes(p);
   if (limits.ptx_binaries) return tiles;
-  const std::uint64_t mi = tc_warp_rows(p) / 16, ni = tc_warp_cols(p) / 8;
-  return tiles + emulation_extra + 4ull * tc_work_group_size(p) * (4 * mi + 2 * ni);
+  return tiles + emulation_extra + tc_mma_emulation_bytes(p, limits);
 }
 
 }  // namespace ocltk::detail
