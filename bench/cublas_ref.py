@@ -17,11 +17,15 @@ copy: device-to-device copy bandwidth, counting bytes read plus written (1 GiB c
       --bytes also at these sizes moved (half read, half written), each timed as 20 copies
       back to back between two events, as ocltk_bench --ocltk_calls=20 times a row: what a
       kernel moving that few bytes reaches, the launch's ramp and tail included.
-Times are medians of 25 CUDA-event timings after 5 warm-up calls, each started on an idle
-stream; inputs are random, never zeros. --flush MIB (gemm, copy --bytes) zeroes MIB MiB of
-scratch memory before each timed call, outside its events, and times the copies at sizes one
-at a time: nothing of the operands is left in L2, as ocltk_bench --ocltk_flush=MIB times a
-row. Needs a CUDA device and PyTorch.
+Times are medians of 25 CUDA-event timings after 5 warm-up calls, inputs random, never zeros.
+gemm and nf4 time 20 calls back to back per timing (as ocltk_bench --ocltk_calls=20 times a
+row) and give the time per call. Every timing starts behind work already queued on the device
+(a spin, or the flush below), so that PyTorch's dispatch of the first call, several
+microseconds, is not counted as device time: an earlier version started each single call on an
+idle stream, which added that dispatch to the LoRA-sized rows (12-60 us) and flattered the
+ratios to them. --flush MIB (gemm, copy --bytes) zeroes MIB MiB of scratch memory before each
+timed call, outside its events, and times the calls one at a time: nothing of the operands is
+left in L2, as ocltk_bench --ocltk_flush=MIB times a row (the --bytes copies too). row. Needs a CUDA device and PyTorch.
 """
 import argparse
 import json
@@ -29,8 +33,21 @@ import sys
 
 import torch
 
+# About a millisecond of device spin at the H200's clocks: more than the host needs to queue
+# the calls of one timing.
+SPIN_CYCLES = 2_000_000
+CALLS = 20  # back-to-back calls per timing without --flush, as ocltk_bench --ocltk_calls=20
 
-def median_ms(fn, reps=25, warmup=5, before=None):
+
+def median_ms(fn, reps=25, warmup=5, before=None, calls=1):
+    """Median over reps of the device time per call of `calls` back-to-back calls of fn.
+
+    Each timing starts behind work already queued on the device: before() (a flush) when given,
+    else a spin of the device (torch.cuda._sleep) long enough for the host to queue the calls.
+    The start event thus fires when the device turns to the first call, not while the host is
+    still dispatching it: for calls of tens of microseconds, PyTorch's dispatch (several
+    microseconds a call) would otherwise be counted as the kernel's time.
+    """
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -39,11 +56,14 @@ def median_ms(fn, reps=25, warmup=5, before=None):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if before is not None:
             before()
+        else:
+            torch.cuda._sleep(SPIN_CYCLES)
         start.record()
-        fn()
+        for _ in range(calls):
+            fn()
         end.record()
         torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
+        times.append(start.elapsed_time(end) / calls)
     times.sort()
     return times[len(times) // 2]
 
@@ -72,11 +92,7 @@ def copy_at_sizes(sizes, calls=20, flush_mib=0):
         x = torch.randint(0, 255, (moved // 2,), dtype=torch.uint8, device="cuda")
         y = torch.empty_like(x)
 
-        def run():
-            for _ in range(calls):
-                y.copy_(x)
-
-        ms = median_ms(run, before=before) / calls
+        ms = median_ms(lambda: y.copy_(x), before=before, calls=calls)
         out.append({"bytes": 2 * x.numel(), "ms": ms, "GB/s": 2 * x.numel() / ms / 1e6, "flush_mib": flush_mib})
     return out
 
@@ -91,7 +107,7 @@ def gemm(shapes, dtype, accumulate, flush_mib=0):
         b = torch.randn(n, k, device="cuda", dtype=tdtype)
         c = torch.randn(m, n, device="cuda", dtype=tdtype)
         fn = (lambda: c.addmm_(a, b.t())) if accumulate else (lambda: torch.mm(a, b.t()))
-        ms = median_ms(fn, before=before)
+        ms = median_ms(fn, before=before, calls=1 if before is not None else CALLS)
         rows.append({"m": m, "n": n, "k": k, "dtype": dtype, "accumulate": accumulate, "ms": ms,
                      "TFLOP/s": 2 * m * n * k / ms / 1e9, "flush_mib": flush_mib})
     return rows
@@ -106,8 +122,8 @@ def nf4(experts, n, k, rows_list, block):
         per = max(rows // experts, 1)
         xs = [torch.randn(per, k, device="cuda", dtype=torch.bfloat16) for _ in range(experts)]
         gs = [torch.randn(per, n, device="cuda", dtype=torch.bfloat16) for _ in range(experts)]
-        forward = median_ms(lambda: [xs[e] @ w[e].t() for e in range(experts)])
-        backward = median_ms(lambda: [gs[e] @ w[e] for e in range(experts)])
+        forward = median_ms(lambda: [xs[e] @ w[e].t() for e in range(experts)], calls=CALLS)
+        backward = median_ms(lambda: [gs[e] @ w[e] for e in range(experts)], calls=CALLS)
         out.append({"experts": experts, "n": n, "k": k, "rows": per * experts, "block": block,
                     "bf16_dequantized_ms": forward, "bf16_backward_ms": backward, "nf4_floor_bytes": floor_bytes,
                     "nf4_floor_ms": floor_bytes / bw / 1e6, "copy_GB/s": bw})
