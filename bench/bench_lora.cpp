@@ -521,6 +521,7 @@ void add_context() {
       : flags().timer == Timer::kKernel ? "kernel: END of an empty kernel before the call to END of its last event"
                                         : "wall: host clock around enqueue and clFinish";
   benchmark::AddCustomContext("ocltk_timer", timer);
+  benchmark::AddCustomContext("ocltk_flush_mib", std::to_string(flags().flush_mib));
   benchmark::AddCustomContext("ocltk_calls_per_iteration", std::to_string(flags().calls));
   std::ostringstream gbps;
   gbps.precision(4);

@@ -29,6 +29,7 @@ repo=$(dirname "$here")
 # NAME          BINARY           ARGUMENTS (beside device, profile and output)
 BENCHES=(
   "gemm_nt               ocltk_bench      --benchmark_repetitions=3"
+  "gemm_nt_dram          ocltk_bench      --benchmark_repetitions=3 --ocltk_flush=256 --benchmark_filter=^gemm_nt(_accum)?(_bf16)?/lora_(shrink|expand)(_half)?/.*/ours_tuned"
   "nf4_forward_mixtral   ocltk_bench_nf4  --benchmark_filter=^nf4_forward/mixtral_"
   "nf4_backward_mixtral  ocltk_bench_nf4  --benchmark_filter=^nf4_backward/mixtral_"
   "nf4_forward_fine      ocltk_bench_nf4  --benchmark_filter=^nf4_forward/fine_grained_"
@@ -113,6 +114,16 @@ refs() {
   $ref gemm --dtype f16 --shapes 8192x8192x8192 --json "$out/cublas-gemm-f16.json" > /dev/null || s=1
   # And at the bytes the 16-bit LoRA rows move (shrink and expand-accumulate, ranks 16 and 64).
   $ref copy --bytes 33816576,34603008,67371008,68157440 --json "$out/copy.json" > /dev/null || s=1
+  # The LoRA shapes from DRAM, as the gemm_nt_dram benchmark times them: 256 MiB flushed
+  # through the caches before each call (the H200's L2 holds 50 MB).
+  local lora=4096x16x4096,4096x64x4096,4096x4096x16,4096x4096x64 expands=4096x4096x16,4096x4096x64 t
+  for t in f32 bf16; do
+    $ref gemm --dtype "$t" --flush 256 --shapes "$lora" --json "$out/cublas-gemm-$t-dram.json" > /dev/null || s=1
+    $ref gemm --dtype "$t" --flush 256 --accumulate --shapes "$expands" \
+      --json "$out/cublas-gemm-$t-accum-dram.json" > /dev/null || s=1
+  done
+  $ref copy --flush 256 --bytes 33816576,34603008,67371008,68157440,67633152,69206016,134742016,136314880 \
+    --json "$out/copy-dram.json" > /dev/null || s=1
   # The LoRA rows of ocltk_bench_lora (bench/bench_lora.cpp): two matmuls, or a loop over segments.
   python3 "$here/torch_lora_ref.py" --json "$out/torch-lora.json" > /dev/null || s=1
   # The NF4 shapes and rows of ocltk_bench_nf4 (bench/bench_nf4.cpp).

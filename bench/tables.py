@@ -99,6 +99,12 @@ def read_json(path):
         return json.load(f)
 
 
+def is_dram_run(path, context):
+    """A bench run whose calls were each timed after a flush of the caches (--ocltk_flush):
+    reproduce.sh's *_dram benchmarks, or a run whose context records the flush."""
+    return path.endswith("_dram.json") or context.get("ocltk_flush_mib", "0") not in ("", "0")
+
+
 def ms_of(bench):
     return bench["real_time"] * TIME_SCALE_TO_MS.get(bench.get("time_unit", "ns"), 1e-6)
 
@@ -163,7 +169,7 @@ class Device:
     def __init__(self, folder):
         self.folder = folder
         self.name = os.path.basename(os.path.normpath(folder))
-        self.gemm, self.gemm_labels, self.nf4, self.nf4_labels = {}, {}, {}, {}
+        self.gemm, self.gemm_labels, self.nf4, self.nf4_labels, self.gemm_dram = {}, {}, {}, {}, {}
         self.contexts, self.sources, lora_benches = [], [], []
         for path in sorted(glob.glob(os.path.join(folder, "bench-*.json"))):
             data = read_json(path)
@@ -171,6 +177,11 @@ class Device:
             self.contexts.append(context)
             self.sources.append(os.path.basename(path))
             benches = data.get("benchmarks", [])
+            if is_dram_run(path, context):  # each call after a flush of the caches: rows of their own
+                rows, _ = benchjson.collect(benches, gemm_key, cell_of, median_cell)
+                for k, cells in rows.items():
+                    self.gemm_dram.setdefault(k, {}).update(cells)
+                continue
             lora_benches += benches
             for table, labels, key in ((self.gemm, self.gemm_labels, gemm_key), (self.nf4, self.nf4_labels, nf4_key)):
                 rows, names = benchjson.collect(benches, key, cell_of, median_cell)
@@ -184,18 +195,25 @@ class Device:
         copy = sorted(((not s.startswith("bench-nf4"), float(c["copy_gbps"]))
                        for s, c in zip(self.sources, self.contexts) if c.get("copy_gbps")), key=lambda t: t[0])
         self.copy_gbps = copy[0][1] if copy else None
-        self.cublas_gemm, self.cublas_nf4, self.bnb = {}, {}, {}
+        self.cublas_gemm, self.cublas_gemm_dram, self.cublas_nf4, self.bnb = {}, {}, {}, {}
         for path in sorted(glob.glob(os.path.join(folder, "cublas-*.json"))):
             for r in read_json(path).get("results", []):
                 if "m" in r and r.get("dtype", "f32") in GEMM_SUFFIXES_OF_CUBLAS_DTYPE:
+                    refs = self.cublas_gemm_dram if r.get("flush_mib") else self.cublas_gemm
                     for suffix in GEMM_SUFFIXES_OF_CUBLAS_DTYPE[r.get("dtype", "f32")]:
                         op = ("gemm_nt_accum" if r.get("accumulate") else "gemm_nt") + suffix
-                        self.cublas_gemm[(op, f"{r['m']}x{r['n']}x{r['k']}")] = r["ms"]
+                        refs[(op, f"{r['m']}x{r['n']}x{r['k']}")] = r["ms"]
                 elif "experts" in r:
                     dims = (r["experts"], r["n"], r["k"], r["rows"])
                     self.cublas_nf4[("nf4_forward",) + dims] = r["bf16_dequantized_ms"]
                     if "bf16_backward_ms" in r:
                         self.cublas_nf4[("nf4_backward",) + dims] = r["bf16_backward_ms"]
+        self.copies_dram = []  # (bytes, GB/s) of copies timed alone after a flush (cublas_ref.py copy --flush)
+        for path in sorted(glob.glob(os.path.join(folder, "copy*.json"))):
+            results = read_json(path).get("results", {})
+            for r in results.get("sizes", []) if isinstance(results, dict) else []:
+                if r.get("flush_mib"):
+                    self.copies_dram.append((r["bytes"], r["GB/s"]))
         for path in sorted(glob.glob(os.path.join(folder, "bnb-*.json"))):
             for r in read_json(path).get("results", []):
                 dims = (r["experts"], r["n"], r["k"], r["rows"])
@@ -241,6 +259,18 @@ class Device:
         if cublas:
             row["cublas"] = cublas / ours["ms"]
         row["choice"] = choice_of(self.gemm_labels.get(key + ("ours_tuned",), ""))
+        dram = self.gemm_dram.get(key, {}).get("ours_tuned")
+        if isinstance(dram, dict):
+            row["ms_dram"] = dram["ms"]
+            if self.copy_gbps and "GB/s" in dram:
+                row["floor_dram"] = dram["GB/s"] / self.copy_gbps
+                moved = dram["GB/s"] * dram["ms"] * 1e6  # the row's bytes
+                copy = [gbps for b, gbps in self.copies_dram if abs(b - moved) <= 0.01 * moved]
+                if copy:
+                    row["copy_dram"] = copy[0] / self.copy_gbps
+            cublas = self.cublas_gemm_dram.get((key[0], key[2]))
+            if cublas:
+                row["cublas_dram"] = cublas / dram["ms"]
         return row
 
     def nf4_rows(self):
@@ -319,10 +349,14 @@ def target_cell(row, targets):
     for what, value in [targets] if isinstance(targets, tuple) else targets:
         got = row.get("clblast" if what == "clblast_calls" else what)
         text = TARGET_TEXT[what].format(value * 100 if what == "floor" else value)
+        shown = f" ({times(got)})" if what in TARGET_SHOWN else ""
+        if what == "floor" and row.get("floor_dram") is not None:
+            # The floor divides by the DRAM copy bandwidth: where the row was also timed from DRAM
+            # (its operands flushed from the caches), that figure decides, not the warm one.
+            got, shown = row["floor_dram"], f" ({pct(row['floor_dram'])} from DRAM)"
         if got is None:
             cells.append(text + ": not measured")
         else:
-            shown = f" ({times(got)})" if what in TARGET_SHOWN else ""
             cells.append(text + (": met" if got >= value else ": open") + shown)
     return "; ".join(cells)
 
@@ -370,6 +404,19 @@ def gemm_table(dev):
                      f"{num(row.get('gflops'))} | {pct(row.get('floor'))} | {times(row.get('clblast'))} | "
                      f"{times(row.get('cublas'))} | {num(default['ms']) if isinstance(default, dict) else '–'} | "
                      f"{esc(row['choice'])} |")
+    return "\n".join(lines)
+
+
+def gemm_dram_table(dev):
+    lines = ["| op | class | M×N×K | ours ms | % of floor | vs cuBLAS | warm ms | a copy of its bytes, % of floor |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for key in dev.gemm_dram:
+        row = dev.gemm_row(key)
+        if row is None or "ms_dram" not in row:
+            continue
+        lines.append(f"| {key[0]} | {key[1]} | {key[2].replace('x', '×')} | {num(row['ms_dram'])} | "
+                     f"{pct(row.get('floor_dram'))} | {times(row.get('cublas_dram'))} | {num(row['ms'])} | "
+                     f"{pct(row.get('copy_dram'))} |")
     return "\n".join(lines)
 
 
@@ -438,6 +485,10 @@ def device_tables(dev, level):
     out = [f"{h} {dev.device}", "", sources(dev) + ".", ""]
     if dev.gemm:
         out += [f"{h}# gemm_nt (`ocltk_bench`)", "", gemm_table(dev), ""]
+    if dev.gemm_dram:
+        out += [f"{h}# gemm_nt from DRAM (`ocltk_bench --ocltk_flush=256`)", "",
+                "Each call timed alone after 256 MiB of other data went through the caches; cuBLAS and "
+                "the copy the same way (`cublas_ref.py --flush 256`).", "", gemm_dram_table(dev), ""]
     if dev.nf4_rows():
         out += [f"{h}# NF4 (`ocltk_bench_nf4`)", "", nf4_table(dev), ""]
     if dev.lora:
