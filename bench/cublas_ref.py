@@ -25,7 +25,8 @@ microseconds, is not counted as device time: an earlier version started each sin
 idle stream, which added that dispatch to the LoRA-sized rows (12-60 us) and flattered the
 ratios to them. --flush MIB (gemm, copy --bytes) zeroes MIB MiB of scratch memory before each
 timed call, outside its events, and times the calls one at a time: nothing of the operands is
-left in L2, as ocltk_bench --ocltk_flush=MIB times a row (the --bytes copies too). row. Needs a CUDA device and PyTorch.
+left in L2, as ocltk_bench --ocltk_flush=MIB times a row (the --bytes copies too).
+Needs a CUDA device and PyTorch.
 """
 import argparse
 import json
