@@ -405,13 +405,7 @@ void add_context(bool gpu_sizes, const std::vector<std::string>& classes) {
                                 session.tuned().choose_gemm_nt(p, ElementType::bf16).describe());
 
   benchmark::AddCustomContext("ocltk_sizes", gpu_sizes ? "gpu" : "cpu");
-  const char* timer =
-      flags().timer == Timer::kMarker   ? "marker: END of a marker before the call to END of its last event"
-      : flags().timer == Timer::kKernel ? "kernel: END of an empty kernel before the call to END of its last event"
-                                        : "wall: host clock around enqueue and clFinish";
-  benchmark::AddCustomContext("ocltk_timer", timer);
-  benchmark::AddCustomContext("ocltk_flush_mib", std::to_string(flags().flush_mib));
-  benchmark::AddCustomContext("ocltk_calls_per_iteration", std::to_string(flags().calls));
+  add_timing_context();
   benchmark::AddCustomContext("alpha", std::to_string(kAlpha));
 }
 

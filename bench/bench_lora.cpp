@@ -516,13 +516,7 @@ void add_context() {
   for (const ProfileCandidate& c : profiles.candidates)
     used += (used.empty() ? "" : ", ") + c.profile.path + " (" + c.tier + ", match: " + to_string(c.level) + ")";
   benchmark::AddCustomContext("ocltk_profile", used.empty() ? "none: ours_tuned runs the built-in defaults" : used);
-  const char* timer =
-      flags().timer == Timer::kMarker   ? "marker: END of a marker before the call to END of its last event"
-      : flags().timer == Timer::kKernel ? "kernel: END of an empty kernel before the call to END of its last event"
-                                        : "wall: host clock around enqueue and clFinish";
-  benchmark::AddCustomContext("ocltk_timer", timer);
-  benchmark::AddCustomContext("ocltk_flush_mib", std::to_string(flags().flush_mib));
-  benchmark::AddCustomContext("ocltk_calls_per_iteration", std::to_string(flags().calls));
+  add_timing_context();
   std::ostringstream gbps;
   gbps.precision(4);
   gbps << copy_bandwidth().gbps;

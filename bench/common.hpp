@@ -96,6 +96,18 @@ inline bool integer_in(const std::string& v, long lo, long hi, int* out) {
   return true;
 }
 
+// The context lines that say how every row of a run was timed (timer, flush, calls per
+// iteration), the same in each benchmark's JSON.
+inline void add_timing_context() {
+  const char* timer =
+      flags().timer == Timer::kMarker   ? "marker: END of a marker before the call to END of its last event"
+      : flags().timer == Timer::kKernel ? "kernel: END of an empty kernel before the call to END of its last event"
+                                        : "wall: host clock around enqueue and clFinish";
+  benchmark::AddCustomContext("ocltk_timer", timer);
+  benchmark::AddCustomContext("ocltk_flush_mib", std::to_string(flags().flush_mib));
+  benchmark::AddCustomContext("ocltk_calls_per_iteration", std::to_string(flags().calls));
+}
+
 // Removes --ocltk_* flags from argv. Returns false after printing one sentence for a
 // malformed one.
 inline bool take_flags(int* argc, char** argv) {

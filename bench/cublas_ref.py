@@ -84,7 +84,7 @@ def flusher(mib):
     return scratch.zero_
 
 
-def copy_at_sizes(sizes, calls=20, flush_mib=0):
+def copy_at_sizes(sizes, calls=CALLS, flush_mib=0):
     out = []
     before = flusher(flush_mib)
     if before is not None:
