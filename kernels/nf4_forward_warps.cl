@@ -24,15 +24,14 @@
 // so each load of the warp reads 16·CW contiguous bytes of one W row. Per pass a lane
 // loads the x chunk of the TR rows of its tile, its RB code chunks and their scales, then
 // multiplies (codes decoded through the 32 KiB pair table of nf4_rows.clh, one 8-byte
-// lookup per byte, or with RG > 0 partly from registers: below) into RB × TR sums. With
-// PF = 1 the loads of the next pass are issued before the current one is decoded (two
-// register sets, unrolled by two). After the K sweep the warp's 32 partials of each output
-// are summed: with OCLTK_PTX (the runtime defines it on NVIDIA's platform) by warp
-// shuffles, a reduce-scatter that leaves each output's sum in a group of lanes, without
-// barriers; elsewhere through local memory, up to 8 outputs a round, with barriers that
-// every warp of the workgroup passes alike. Segments longer than TR loop over row tiles.
-// Unaligned K, windows or byte offsets take the general decode (nf4_rows_general_chunk) for
-// every chunk, without PF.
+// lookup per byte) into RB × TR sums. With PF = 1 the loads of the next pass are issued
+// before the current one is decoded (two register sets, unrolled by two). After the K
+// sweep the warp's 32 partials of each output are summed: with OCLTK_PTX (the runtime
+// defines it on NVIDIA's platform) by warp shuffles, a reduce-scatter that leaves each
+// output's sum in a group of lanes, without barriers; elsewhere through local memory, up to
+// 8 outputs a round, with barriers that every warp of the workgroup passes alike. Segments
+// longer than TR loop over row tiles. Unaligned K, windows or byte offsets take the general
+// decode (nf4_rows_general_chunk) for every chunk, without PF.
 //
 // With XL > 0 (aligned problems) the workgroup stages the tile's x rows in local memory as
 // f32, XL codes at a time, and the lanes read their x chunks from there. Loading x from
@@ -48,22 +47,6 @@
 // of XL codes, each staged between two barriers of the workgroup. The staged rows hold the
 // codebook until the first staging (the pair table is filled from global memory), so XL
 // 4096 at TR 1 takes 16 KiB beside the 32 KiB table: 48 KiB, NVIDIA's limit.
-//
-// RG > 0 moves part of the decode from local memory to the integer units. At decode sizes
-// (1 row per expert) the sweep on the H200 is bound by L1 / shared-memory bandwidth, most of
-// it the pair lookups, so it may pay to trade some of them for integer work: of every 8
-// groups of 4 codes (2 bytes, half a 32-bit code word) of a chunk, RG are decoded from
-// registers. 16 registers hold the codebook's bytes as planes (built once per work-item from
-// global memory), and byte permutes pick each code's 4 bytes from them (nf4_register_pairs,
-// about 5.6 integer instructions a code instead of half an 8-byte lookup). They give the
-// pairs the table gives, multiplied in the same order, so the sums are bitwise those of RG
-// 0. The register groups are the first RG·CW/32 of each chunk (whole words where there are
-// 2 or 4): the two groups of a word share its selector and mask work, and any placement
-// leaves the order of the products alone. The general decode (unaligned problems) does not
-// use RG.
-//
-//   CW 32 chunk, RG 2:  | word 0: group 0 group 1 | word 1: 2 3 | word 2: 4 5 | word 3: 6 7 |
-//                          registers                 pair table ...
 
 #ifndef WGS
 #define WGS 128  // work-items per workgroup: WGS / 32 warps, each with its own W rows
@@ -89,9 +72,6 @@
 #ifndef XL
 #define XL 0  // x of the tile rows staged in local memory as f32, XL codes at a time (0: loaded by each warp)
 #endif
-#ifndef RG
-#define RG 0  // of every 8 groups of 4 codes, RG decoded from registers by byte permutes (0: all by the pair table)
-#endif
 #ifndef REGS
 #define REGS 0  // register target of NVIDIA's PTX assembler, applied by the runtime (params.hpp); not read here
 #endif
@@ -100,7 +80,6 @@
 #define NOUT (RB * TR)
 #define NF4_ROUND (NOUT < 8 ? NOUT : 8)  // outputs per round of the local-memory reduction
 #define NF4_DECODE_WIDTH CW
-#define NF4_REG_GROUPS (RG * CW / 32)  // groups of 4 codes per chunk decoded from registers (nf4_rows.clh)
 
 #if WGS != 64 && WGS != 128 && WGS != 256
 #error "WGS must be 64, 128 or 256"
@@ -128,12 +107,6 @@
 #endif
 #if XL != 0 && XL != 2048 && XL != 4096
 #error "XL must be 0, 2048 or 4096"
-#endif
-#if RG != 0 && RG != 1 && RG != 2 && RG != 4
-#error "RG must be 0, 1, 2 or 4"
-#endif
-#if RG * CW % 32 != 0
-#error "RG * CW must be a multiple of 32 (whole groups of 4 codes per chunk)"
 #endif
 #define XU (CW / 4)  // 16-byte units of x per chunk
 
@@ -256,8 +229,8 @@ inline void nf4_warps_sweep_aligned(float* acc, const __global uchar* x, const l
                                     const int n, const int live, const int type, const __global uchar* packed,
                                     const __global float* scales, const long row_pos, const int nrows,
                                     const int log2_block, const int row_blocks, const int lane,
-                                    __local const float2* pairs, const uint lane_off, const uint* planes,
-                                    __local const float4* xs, const int staged) {
+                                    __local const float2* pairs, const uint lane_off, __local const float4* xs,
+                                    const int staged) {
   float xa[TR * CW];
   NF4_RUN ra[RB];
   float sa[RB];
@@ -274,13 +247,13 @@ inline void nf4_warps_sweep_aligned(float* acc, const __global uchar* x, const l
       nf4_warps_load(xb, rb, sb, x, x_row, K, c0, c + SG, n, live, type, packed, scales, row_pos, nrows, log2_block,
                      row_blocks, xs, staged);
 #pragma unroll
-    for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, ra[b], xa, sa[b], live, pairs, lane_off, planes);
+    for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, ra[b], xa, sa[b], live, pairs, lane_off);
     if (!has_b) break;
     if (c + 2 * SG < n)
       nf4_warps_load(xa, ra, sa, x, x_row, K, c0, c + 2 * SG, n, live, type, packed, scales, row_pos, nrows, log2_block,
                      row_blocks, xs, staged);
 #pragma unroll
-    for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, rb[b], xb, sb[b], live, pairs, lane_off, planes);
+    for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, rb[b], xb, sb[b], live, pairs, lane_off);
   }
 #else
 #pragma unroll 1
@@ -289,7 +262,7 @@ inline void nf4_warps_sweep_aligned(float* acc, const __global uchar* x, const l
       nf4_warps_load(xa, ra, sa, x, x_row, K, c0, c, n, live, type, packed, scales, row_pos, nrows, log2_block,
                      row_blocks, xs, staged);
 #pragma unroll
-    for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, ra[b], xa, sa[b], live, pairs, lane_off, planes);
+    for (int b = 0; b < RB; ++b) nf4_rows_pair_fma(acc, b, ra[b], xa, sa[b], live, pairs, lane_off);
   }
 #endif
 }
@@ -323,13 +296,6 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
   nf4_fill_pair_table(pairs, codebook, lid, WGS);  // not from cb, which staged x overwrites (XL)
   barrier(CLK_LOCAL_MEM_FENCE);
   const uint lane_off = nf4_pair_lane_off(lid);
-#if RG
-  uint planes[16];  // the codebook's bytes, live for the whole sweep (nf4_codebook_planes)
-  nf4_codebook_planes(planes, codebook);
-#else
-  // Not read: every code goes through the pair table.
-  const uint* planes = 0;
-#endif
 
   packed += packed_offset;
   scales += scales_offset;
@@ -381,17 +347,17 @@ __kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void nf4_forward(
           if (nrows > 0) {
             if (whole)
               nf4_warps_sweep_aligned(acc, x, x_row, K, 0, chunks, live, type, packed, scales, row_pos, nrows,
-                                      log2_block, row_blocks, lane, pairs, lane_off, planes, xs, 1);
+                                      log2_block, row_blocks, lane, pairs, lane_off, xs, 1);
             else
               nf4_warps_sweep_aligned(acc, x, x_row, K, k0 / CW, (k1 - k0) / CW, live, type, packed, scales, row_pos,
-                                      nrows, log2_block, row_blocks, lane, pairs, lane_off, planes, xs, 1);
+                                      nrows, log2_block, row_blocks, lane, pairs, lane_off, xs, 1);
           }
         }
 #endif
       } else if (nrows > 0) {
         if (aligned) {
           nf4_warps_sweep_aligned(acc, x, x_row, K, 0, chunks, live, type, packed, scales, row_pos, nrows, log2_block,
-                                  row_blocks, lane, pairs, lane_off, planes, xs, 0);
+                                  row_blocks, lane, pairs, lane_off, xs, 0);
         } else {
           for (int c = lane; c < chunks; c += SG)
             nf4_rows_general_chunk(acc, x, x_row, K, c * CW, live, type, packed, packed_offset, scales, row_pos, nrows,

@@ -276,61 +276,6 @@ TEST(ParamTables, WarpsStagedXFitsOnlyWithoutLocalPartials) {
   for (const Params& p : warps->search_space(&other)) EXPECT_NE(p.at("XL"), 4096) << ocltk::format_params(p);
 }
 
-// warps' RG (codes decoded from registers) is refined last: the search sees RG 0 alone, and
-// the refinement measures the best point at each other value it may take. RG 1 needs 32-code
-// chunks (whole four-code groups), and RG > 0 only points whose load sets and sums leave room
-// for the codebook's 16 planes (the register estimate); RG 0 points are not held to it.
-TEST(ParamTables, WarpsRegisterLookupIsRefinedLastWithinItsRegisters) {
-  const AlgorithmSpec* warps = ocltk::nf4_forward_family().find_algorithm("warps");
-  ASSERT_NE(warps, nullptr);
-  const ocltk::ParamSpec* rg = warps->find("RG");
-  ASSERT_NE(rg, nullptr);
-  EXPECT_TRUE(rg->refined_last);
-  EXPECT_EQ(rg->default_value, 0);
-  EXPECT_NE(warps->build_options(warps->complete({{"RG", 2}})).find(" -DRG=2"), std::string::npos);
-  ocltk::DeviceLimits gpu;
-  gpu.local_mem_bytes = 48 * 1024;
-  gpu.gpu = true;
-  std::size_t by_rg[5] = {0, 0, 0, 0, 0};
-  for (const Params& p : warps->legal_space(&gpu)) {
-    ++by_rg[p.at("RG")];
-    if (p.at("RG") == 0) continue;
-    EXPECT_EQ(p.at("RG") * p.at("CW") % 32, 0) << ocltk::format_params(p);
-    const int set = p.at("TR") * p.at("CW") + p.at("RB") * p.at("CW") / 8 + p.at("RB");
-    EXPECT_LE((p.at("PF") + 1) * set + p.at("RB") * p.at("TR"), 192) << ocltk::format_params(p);
-  }
-  for (int v : {0, 1, 2, 4}) EXPECT_GT(by_rg[v], 0u) << "RG " << v;
-  EXPECT_GT(by_rg[0], by_rg[2]) << "RG 0 is not held to the register estimate";
-  for (const Params& p : warps->search_space(&gpu)) ASSERT_EQ(p.at("RG"), 0) << ocltk::format_params(p);
-
-  const auto rg_values = [&](const Params& best) {
-    std::vector<int> values;
-    for (const Params& p : warps->refinements(best, &gpu))
-      if (p.at("RG") != best.at("RG")) {
-        Params rest = p, best_rest = best;
-        rest.erase("RG");
-        best_rest.erase("RG");
-        EXPECT_EQ(rest, best_rest) << "a refinement moves one parameter";
-        values.push_back(p.at("RG"));
-      }
-    return values;
-  };
-  EXPECT_EQ(rg_values(warps->defaults()), (std::vector<int>{2, 4})) << "CW 16 takes no RG 1";
-  EXPECT_EQ(rg_values(warps->complete({{"CW", 32}})), (std::vector<int>{1, 2, 4}));
-  EXPECT_EQ(rg_values(warps->complete({{"CW", 32}, {"RG", 2}})), (std::vector<int>{0, 1, 4}));
-  // Two load sets of 4 tile rows of 32-code chunks: 2 · (128 + 16 + 4) + 16 = 312 registers.
-  const Params wide = warps->complete({{"CW", 32}, {"RB", 4}, {"TR", 4}, {"PF", 1}});
-  EXPECT_FALSE(warps->violation(wide, &gpu).has_value());
-  EXPECT_TRUE(rg_values(wide).empty());
-  const std::optional<std::string> bad =
-      warps->violation(warps->complete({{"CW", 32}, {"RB", 4}, {"TR", 4}, {"PF", 1}, {"RG", 1}}), &gpu);
-  ASSERT_TRUE(bad.has_value());
-  EXPECT_NE(bad->find("<= 192"), std::string::npos) << *bad;
-  const std::optional<std::string> odd = warps->violation(warps->complete({{"RG", 1}}), &gpu);
-  ASSERT_TRUE(odd.has_value());
-  EXPECT_NE(odd->find("RG * CW % 32 == 0"), std::string::npos) << *odd;
-}
-
 // XS and FR of the forward tc are read only on its f32 path: a problem with 16-bit input
 // searches them at their defaults alone (a quarter of the points, none lost otherwise), an
 // f32 problem all of them; tables without such parameters are unchanged.
@@ -398,19 +343,12 @@ TEST(ParamTables, RegisterTargetIsLegalOnlyWithPtxBinaries) {
       if (!platform_local_memory) {
         EXPECT_EQ(searched.size(), a.search_space(&gpu).size());
       }
-      // The refinements that move REGS (warps also refines RG).
-      const auto regs_moves = [&](const Params& best, const ocltk::DeviceLimits* limits) {
-        std::vector<Params> moves;
-        for (const Params& p : a.refinements(best, limits))
-          if (ocltk::register_target(p) != ocltk::register_target(best)) moves.push_back(p);
-        return moves;
-      };
-      EXPECT_EQ(regs_moves(a.defaults(), &nvidia).size(), regs->allowed.size() - 1);
-      EXPECT_TRUE(regs_moves(a.defaults(), &gpu).empty());
-      const std::vector<Params> around = regs_moves(a.complete({{"REGS", 168}}), &nvidia);
+      EXPECT_EQ(a.refinements(a.defaults(), &nvidia).size(), regs->allowed.size() - 1);
+      EXPECT_TRUE(a.refinements(a.defaults(), &gpu).empty());
+      const std::vector<Params> around = a.refinements(a.complete({{"REGS", 168}}), &nvidia);
       ASSERT_EQ(around.size(), regs->allowed.size() - 1);
       EXPECT_EQ(around.front(), a.defaults()) << "168's refinements start from 0, in table order";
-      EXPECT_EQ(regs_moves(a.defaults(), &nvidia).front().at("REGS"), 128) << "the H200's winners first";
+      EXPECT_EQ(a.refinements(a.defaults(), &nvidia).front().at("REGS"), 128) << "the H200's winners first";
       const Params capped = a.complete({{"REGS", 168}});
       EXPECT_FALSE(a.violation(capped, &nvidia).has_value());
       EXPECT_FALSE(a.violation(capped, nullptr).has_value()) << "legal in the table; the device decides";

@@ -49,9 +49,7 @@ AlgorithmSpec forward_stream_algorithm() {
 
 // Decode on GPUs without barriers between warps (but those that stage x, XL): each 32-wide
 // warp owns whole W rows, sweeps K by itself and reduces its own sums (warp shuffles where
-// OCLTK_PTX is defined), codes decoded through the pair table, or a share of them (RG) from
-// registers by byte permutes (docs/nf4-kernels.md). RG is refined last: it trades L1 for
-// integer work at a point, bitwise alike, rather than moving where the best point lies.
+// OCLTK_PTX is defined), codes decoded through the pair table (docs/nf4-kernels.md).
 AlgorithmSpec forward_warps_algorithm() {
   AlgorithmSpec a;
   a.name = "warps";
@@ -69,12 +67,6 @@ AlgorithmSpec forward_warps_algorithm() {
        0,
        {0, 2048, 4096},
        "x of the tile rows staged in local memory as f32, XL codes at a time (0: every warp loads x in every pass)"},
-      {"RG",
-       0,
-       {0, 1, 2, 4},
-       "of every 8 four-code groups, RG decoded from registers by byte permutes instead of the pair table (L1 "
-       "traded for ALU)",
-       /*refined_last=*/true},
       register_target_param(),
   };
   a.constraints = {
@@ -82,17 +74,6 @@ AlgorithmSpec forward_warps_algorithm() {
                  [](const Params& p) { return param(p, "RB") * param(p, "TR") <= 32; }),
       constraint("RB * CW <= 256 (code registers)",
                  [](const Params& p) { return param(p, "RB") * param(p, "CW") <= 256; }),
-      constraint("RG * CW % 32 == 0 (whole four-code groups per chunk)",
-                 [](const Params& p) { return param(p, "RG") * param(p, "CW") % 32 == 0; }),
-      // The registers of the x chunks, code words and scales of each of the PF + 1 load sets
-      // and the accumulators, at most 192: the codebook's 16 planes come on top (under 255).
-      constraint("RG == 0 || (PF + 1) * (TR * CW + RB * CW / 8 + RB) + RB * TR <= 192 (registers beside the 16 "
-                 "codebook planes)",
-                 [](const Params& p) {
-                   const int set =
-                       param(p, "TR") * param(p, "CW") + param(p, "RB") * param(p, "CW") / 8 + param(p, "RB");
-                   return param(p, "RG") == 0 || (param(p, "PF") + 1) * set + param(p, "RB") * param(p, "TR") <= 192;
-                 }),
   };
   a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) -> std::uint64_t {
     // Pair table; the staged x (XL codes of each tile row), which holds the codebook too,
