@@ -370,6 +370,40 @@ void run_row(benchmark::State& state, GemmProblem p, bool accumulate, Impl impl,
   if (flags().timer != Timer::kWall) state.counters["last_event/timer"] = timed > 0 ? last / timed : 0;
 }
 
+// The launch floor: a kernel that does nothing, one work-item, timed as every row is (calls
+// back to back, the same timer): what any call of one launch costs at least on this device
+// and driver, beside which the rows of a few microseconds (gemv, LoRA decode) are read.
+void run_launch_floor(benchmark::State& state) {
+  Session& session = Session::get();
+  cl_kernel kernel = session.empty_kernel();
+  const std::size_t one = 1;
+  const EnqueueCall launch = [&](cl_event* event) -> std::string {
+    const cl_int status = clEnqueueNDRangeKernel(session.queue(), kernel, 1, nullptr, &one, &one, 0, nullptr, event);
+    return status == CL_SUCCESS ? ""
+                                : "enqueueing the empty kernel failed with OpenCL status " + std::to_string(status);
+  };
+  // A first launch, untimed, as every row's checked call: the driver's first-use work.
+  std::string error = launch(nullptr);
+  if (error.empty() && clFinish(session.queue()) != CL_SUCCESS) error = "clFinish after the empty kernel failed";
+  if (!error.empty()) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  state.SetLabel("one work-item, no work");
+  double timed = 0, wall = 0;
+  for (auto _ : state) {
+    const IterationTime t = time_calls(session, flags().calls, launch);
+    if (!t.error.empty()) {
+      state.SkipWithError(t.error.c_str());
+      break;
+    }
+    state.SetIterationTime(t.seconds);
+    timed += t.seconds;
+    wall += t.wall_seconds;
+  }
+  if (!state.error_occurred()) state.counters["timer/wall"] = wall > 0 ? timed / wall : 0;
+}
+
 void add_context(bool gpu_sizes, const std::vector<std::string>& classes) {
   Session& session = Session::get();
   const DeviceInfo& d = session.device();
@@ -456,6 +490,9 @@ int main(int argc, char** argv) {
                             ->Unit(benchmark::kMillisecond));
     }
   }
+  per_call_min_time(benchmark::RegisterBenchmark("launch/empty_kernel/1x1x1/floor", run_launch_floor)
+                        ->UseManualTime()
+                        ->Unit(benchmark::kMillisecond));
   add_context(gpu_sizes, classes);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

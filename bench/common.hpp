@@ -204,7 +204,22 @@ class Session {
   const DeviceInfo& device() const { return defaults_->device(); }
   cl_context context() const { return defaults_->context().get(); }
   cl_command_queue queue() { return defaults_->queue().get(); }
-  cl_kernel stamp_kernel() const { return stamp_; }
+  // The kernel that does nothing (built on first use): the kernel timer's start, and the
+  // launch-floor row of ocltk_bench. Exits with a sentence when it cannot be built.
+  cl_kernel empty_kernel() {
+    if (stamp_ != nullptr) return stamp_;
+    const char* source = "__kernel void stamp(void) {}";
+    cl_int status = CL_SUCCESS;
+    cl_device_id id = defaults_->device().handle.id();
+    stamp_program_ = clCreateProgramWithSource(context(), 1, &source, nullptr, &status);
+    if (status == CL_SUCCESS) status = clBuildProgram(stamp_program_, 1, &id, "", nullptr, nullptr);
+    if (status == CL_SUCCESS) stamp_ = clCreateKernel(stamp_program_, "stamp", &status);
+    if (status != CL_SUCCESS) {
+      std::fprintf(stderr, "ocltk_bench: cannot build the empty kernel (OpenCL status %d)\n", status);
+      std::exit(1);
+    }
+    return stamp_;
+  }
 
   // Fills the --ocltk_flush scratch buffer (created on first use); "" or why it failed.
   std::string enqueue_flush() {
@@ -239,18 +254,7 @@ class Session {
     tuned_.emplace(open_or_exit(Runtime::wrap(d.context().get(), d.device().handle.id(), d.queue().get(), tuned),
                                 flags().profile.empty() ? "the profiles" : "--ocltk_profile"));
 
-    if (flags().timer == Timer::kKernel) {
-      const char* source = "__kernel void stamp(void) {}";
-      cl_int status = CL_SUCCESS;
-      cl_device_id id = d.device().handle.id();
-      stamp_program_ = clCreateProgramWithSource(context(), 1, &source, nullptr, &status);
-      if (status == CL_SUCCESS) status = clBuildProgram(stamp_program_, 1, &id, "", nullptr, nullptr);
-      if (status == CL_SUCCESS) stamp_ = clCreateKernel(stamp_program_, "stamp", &status);
-      if (status != CL_SUCCESS) {
-        std::fprintf(stderr, "ocltk_bench: cannot build the empty timing kernel (OpenCL status %d)\n", status);
-        std::exit(1);
-      }
-    }
+    if (flags().timer == Timer::kKernel) empty_kernel();  // built before any row is timed
   }
 
   static Runtime open_or_exit(Result<Runtime> opened, const char* what) {
@@ -307,7 +311,7 @@ inline IterationTime time_calls(Session& session, int calls, const EnqueueCall& 
       status = clEnqueueMarkerWithWaitList(queue, 0, nullptr, &starts[s]);
     } else if (timer == Timer::kKernel) {
       const std::size_t one = 1;
-      status = clEnqueueNDRangeKernel(queue, session.stamp_kernel(), 1, nullptr, &one, &one, 0, nullptr, &starts[s]);
+      status = clEnqueueNDRangeKernel(queue, session.empty_kernel(), 1, nullptr, &one, &one, 0, nullptr, &starts[s]);
     }
     if (status != CL_SUCCESS)
       result.error = "enqueueing the start " + std::string(to_string(timer)) + " failed with OpenCL status " +

@@ -130,6 +130,15 @@ def nf4_key(bench):
     return parts[0], parts[1], int(parts[2][4:]), parts[3], parts[4]
 
 
+def launch_ms(benches):
+    """The time of a call of ocltk_bench's launch-floor row (launch/empty_kernel/...): its
+    median aggregate, else the median of its runs; None where the run has no such row."""
+    rows = [b for b in benches if run_parts(b)[:2] == ["launch", "empty_kernel"] and not b.get("error_occurred")]
+    medians = [ms_of(b) for b in rows if b.get("aggregate_name") == "median"]
+    runs = [ms_of(b) for b in rows if b.get("run_type") != "aggregate"]
+    return medians[0] if medians else (statistics.median(runs) if runs else None)
+
+
 def cell_of(bench):
     cell = {"ms": ms_of(bench)}
     for counter in ("GFLOP/s", "GB/s", "floor_fraction", "active_experts"):
@@ -170,6 +179,7 @@ class Device:
         self.folder = folder
         self.name = os.path.basename(os.path.normpath(folder))
         self.gemm, self.gemm_labels, self.nf4, self.nf4_labels, self.gemm_dram = {}, {}, {}, {}, {}
+        self.launch_ms = None  # ocltk_bench's empty kernel, a call, from the warm runs (launch_ms)
         self.contexts, self.sources, lora_benches = [], [], []
         for path in sorted(glob.glob(os.path.join(folder, "bench-*.json"))):
             data = read_json(path)
@@ -183,6 +193,7 @@ class Device:
                     self.gemm_dram.setdefault(k, {}).update(cells)
                 continue
             lora_benches += benches
+            self.launch_ms = launch_ms(benches) or self.launch_ms
             for table, labels, key in ((self.gemm, self.gemm_labels, gemm_key), (self.nf4, self.nf4_labels, nf4_key)):
                 rows, names = benchjson.collect(benches, key, cell_of, median_cell)
                 for k, cells in rows.items():
@@ -387,7 +398,8 @@ def sources(dev):
     interim = any(r.get("interim") for r in dev.runs)
     when = (f"interim copies of the runs recorded in {dev.commits()}, {dev.dates()}: its README says which"
             if interim else f"measured at commit {dev.commits()}, {dev.dates()}")
-    return f"`results/{dev.name}/` ({esc(dev.device)}; {when}; copy bandwidth {num(dev.copy_gbps)} GB/s)"
+    launch = f"; an empty kernel {num(dev.launch_ms * 1000)} µs a call" if dev.launch_ms else ""
+    return f"`results/{dev.name}/` ({esc(dev.device)}; {when}; copy bandwidth {num(dev.copy_gbps)} GB/s{launch})"
 
 
 def gemm_table(dev):

@@ -136,3 +136,17 @@ def test_the_dram_table_only_where_dram_rows_exist(dram_folder):
     assert rows == [f"| gemm_nt | lora_shrink | 4096×16×4096 | 0.03 | 56 % | {cublas} | 0.018 | {copy} |"]
     warm = tables.device_tables(tables.Device(str(warm_folder(dram_folder.parent / "warm"))), 3)
     assert "#### gemm_nt (`ocltk_bench`)" in warm and "from DRAM" not in warm
+
+
+def test_the_launch_floor_is_named_beside_the_copy_bandwidth(tmp_path):
+    """ocltk_bench's empty-kernel row (a time of its own, no gemm_nt row) is read from its
+    median and named in the device's source line; without it the line names none."""
+    folder = warm_folder(tmp_path / "h200")
+    assert "empty kernel" not in tables.sources(tables.Device(str(folder)))
+    data = json.loads((folder / "bench-gemm_nt.json").read_text())
+    data["benchmarks"] += bench_rows(("launch", "empty_kernel", "1x1x1"), "floor", 0.0047, 0)
+    write(folder, "bench-gemm_nt.json", data)
+    dev = tables.Device(str(folder))
+    assert dev.launch_ms == pytest.approx(0.0047)
+    assert "an empty kernel 4.7 µs a call" in tables.sources(dev)
+    assert ("launch", "empty_kernel", "1x1x1") not in {k[:3] for k in dev.gemm}
