@@ -1735,11 +1735,11 @@ TEST_F(TunerEngine, TheNearestKnownDevicesBestPointsAreMeasuredFirst) {
   }
 }
 
-// The profile entry a known device ships for the class is its current answer: at distance 0
-// it is measured first, right after the built-in default, then the recordings' best, even
-// where older recordings timed other points faster (the shipped choice was once crowded out
-// of the first tune); a sibling's choice is among its four points even where its recorded
-// time ranks it lower. Each point is measured once.
+// The profile entry a known device ships for the class is its current answer: it is measured
+// first, right after the built-in default, then the recordings' best, even where older
+// recordings timed other points faster (the shipped choice was once crowded out of the first
+// tune), at distance 0 and from another device alike (whose recorded time ranks its choice
+// last here). Each point is measured once.
 TEST_F(TunerEngine, TheShippedChoiceIsMeasuredFirst) {
   const std::string me = rt_->device().name;
   auto choose = [](PriorDevice& d, int x, int y, double ms) {
@@ -1773,10 +1773,10 @@ TEST_F(TunerEngine, TheShippedChoiceIsMeasuredFirst) {
       EXPECT_EQ(at(2), std::make_pair(6, 4)) << "then the recordings' best";
       EXPECT_DOUBLE_EQ(r.classes[0].best.time_ms, 1.0);
     } else {
-      EXPECT_EQ(at(1), std::make_pair(8, 4));
-      EXPECT_EQ(at(2), std::make_pair(8, 1));
-      EXPECT_EQ(at(3), std::make_pair(1, 4));
-      EXPECT_EQ(at(4), std::make_pair(2, 2)) << "the sibling's choice among its seeds";
+      EXPECT_EQ(at(1), std::make_pair(2, 2)) << "the other device's choice first";
+      EXPECT_EQ(at(2), std::make_pair(8, 4)) << "then its recordings' best";
+      EXPECT_EQ(at(3), std::make_pair(8, 1));
+      EXPECT_EQ(at(4), std::make_pair(1, 4));
     }
   }
 }

@@ -675,41 +675,29 @@ std::optional<Point> legal_point(const KernelFamily& family, const std::string& 
 }
 
 // The nearest known devices' points a class measures first, legal here, in this problem's
-// names (at_input_bits). From the device itself two: its profile's choice (the answer it
-// ships today, which its recordings' older times may rank below other points), then its
-// recordings' best. From other devices four, their best points interleaved (their order may
-// differ here), one of them a profile's choice: the last gives way to the first choice where
-// none of the four is one. Algorithms OCLTK_EXCLUDE_ALGORITHMS names are skipped, as in the
+// names (at_input_bits): a profile's choice first (the nearest device's where it has one),
+// then their recordings' best points interleaved, two in all from the device itself, four
+// from others. A shipped entry is a long tune's answer, checked beside the entry before it
+// in a benchmark run; a recording's best is one figure of a run that may predate it, and
+// another device's order may differ here. On the EPYC, the Xeon profile's choices were the
+// 20-minute tune's best point in 9 of 33 classes, the Xeon recordings' best in 1 (a first
+// tune that measured the recordings' best first missed two of those 9 by 13 % and 38 %:
+// results/first-tune/). Algorithms OCLTK_EXCLUDE_ALGORITHMS names are skipped, as in the
 // search space.
 std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily& family, const DeviceLimits& limits,
                                     const AlgorithmExclusions& excluded, int input_bits) {
   const std::size_t count = prior.distance == 0 ? 2 : 4;
   std::vector<Point> out;
   std::set<std::string> keys;
-  auto legal = [&](const Evaluation& e) {
-    return legal_point(family, e.algorithm, e.params, input_bits, limits, excluded);
-  };
-  auto take = [&](const std::vector<Evaluation>& points) {
+  auto take = [&](const std::vector<Evaluation>& points, std::size_t most) {
     for (const Evaluation& e : points) {
-      if (out.size() >= count) return;
-      std::optional<Point> p = legal(e);
+      if (out.size() >= most) return;
+      std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded);
       if (p && keys.insert(p->key()).second) out.push_back(std::move(*p));
     }
   };
-  if (prior.distance == 0) take(prior.chosen);
-  take(prior.points);
-  if (prior.distance == 0) return out;
-  std::optional<Point> choice;
-  for (const Evaluation& e : prior.chosen) {
-    std::optional<Point> p = legal(e);
-    if (!p) continue;
-    if (keys.count(p->key())) return out;  // a choice is among them already
-    if (!choice) choice = std::move(p);
-  }
-  if (choice) {
-    if (out.size() >= count) out.pop_back();
-    out.push_back(std::move(*choice));
-  }
+  take(prior.chosen, 1);
+  take(prior.points, count);
   return out;
 }
 
