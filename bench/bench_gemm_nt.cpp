@@ -339,21 +339,10 @@ void run_row(benchmark::State& state, GemmProblem p, bool accumulate, Impl impl,
     state.SetLabel(choice_label(rt.last_choice()));
   }
 
-  const int calls = flags().calls;
-  double timed = 0, wall = 0, last = 0;
-  for (auto _ : state) {
-    const IterationTime t = time_calls(
-        session, calls, [&](cl_event* event) { return enqueue_call(impl, accumulate, storage, *ops, event); });
-    if (!t.error.empty()) {
-      state.SkipWithError(t.error.c_str());
-      break;
-    }
-    state.SetIterationTime(t.seconds);
-    timed += t.seconds;
-    wall += t.wall_seconds;
-    last += t.last_seconds;
-  }
+  const IterationTime sums = time_iterations(
+      state, session, [&](cl_event* event) { return enqueue_call(impl, accumulate, storage, *ops, event); });
   if (state.error_occurred()) return;
+  const double timed = sums.seconds, wall = sums.wall_seconds, last = sums.last_seconds;
   const double iterations = double(state.iterations());
   using benchmark::Counter;
   state.counters["GFLOP/s"] = Counter(p.flops() * iterations * 1e-9, Counter::kIsRate);
@@ -390,18 +379,9 @@ void run_launch_floor(benchmark::State& state) {
     return;
   }
   state.SetLabel("one work-item, no work");
-  double timed = 0, wall = 0;
-  for (auto _ : state) {
-    const IterationTime t = time_calls(session, flags().calls, launch);
-    if (!t.error.empty()) {
-      state.SkipWithError(t.error.c_str());
-      break;
-    }
-    state.SetIterationTime(t.seconds);
-    timed += t.seconds;
-    wall += t.wall_seconds;
-  }
-  if (!state.error_occurred()) state.counters["timer/wall"] = wall > 0 ? timed / wall : 0;
+  const IterationTime sums = time_iterations(state, session, launch);
+  if (!state.error_occurred())
+    state.counters["timer/wall"] = sums.wall_seconds > 0 ? sums.seconds / sums.wall_seconds : 0;
 }
 
 void add_context(bool gpu_sizes, const std::vector<std::string>& classes) {

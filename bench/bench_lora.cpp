@@ -474,20 +474,10 @@ void run_row(benchmark::State& state, Case c, Impl impl) {
   } else {
     state.SetLabel(choice_label((impl == Impl::kOursDefault ? session.defaults() : session.tuned()).last_choice()));
   }
-  const int calls = flags().calls;
-  double timed = 0, wall = 0;
-  for (auto _ : state) {
-    const IterationTime t =
-        time_calls(session, calls, [&](cl_event* event) { return enqueue_call(impl, *ops, false, event); });
-    if (!t.error.empty()) {
-      state.SkipWithError(t.error.c_str());
-      break;
-    }
-    state.SetIterationTime(t.seconds);
-    timed += t.seconds;
-    wall += t.wall_seconds;
-  }
+  const IterationTime sums =
+      time_iterations(state, session, [&](cl_event* event) { return enqueue_call(impl, *ops, false, event); });
   if (state.error_occurred()) return;
+  const double timed = sums.seconds, wall = sums.wall_seconds;
   const double iterations = double(state.iterations()), bytes = needed_bytes(c);
   using benchmark::Counter;
   state.counters["GFLOP/s"] = Counter(flops_of(c) * iterations * 1e-9, Counter::kIsRate);

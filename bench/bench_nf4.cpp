@@ -800,21 +800,10 @@ void run_row(benchmark::State& state, Case c, Impl impl) {
   // The timed calls skip the offsets read-back (validate_offsets = false), as an engine's
   // hot path does, and give the experts with rows instead; the checked call above validated
   // them.
-  const int calls = flags().calls;
-  double timed = 0, wall = 0, last = 0;
-  for (auto _ : state) {
-    const IterationTime t =
-        time_calls(session, calls, [&](cl_event* event) { return enqueue_call(impl, c, *w, *a, false, event); });
-    if (!t.error.empty()) {
-      state.SkipWithError(t.error.c_str());
-      break;
-    }
-    state.SetIterationTime(t.seconds);
-    timed += t.seconds;
-    wall += t.wall_seconds;
-    last += t.last_seconds;
-  }
+  const IterationTime sums =
+      time_iterations(state, session, [&](cl_event* event) { return enqueue_call(impl, c, *w, *a, false, event); });
   if (state.error_occurred()) return;
+  const double timed = sums.seconds, wall = sums.wall_seconds, last = sums.last_seconds;
   const double iterations = double(state.iterations());
   const bool bf16_in = impl == Impl::kOursBf16;
   const double bytes = needed_bytes(c.shape, c.rows, active, c.forward, bf16_in ? 2 : 4, bf16_in && c.forward ? 2 : 4);

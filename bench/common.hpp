@@ -371,6 +371,26 @@ inline IterationTime time_calls(Session& session, int calls, const EnqueueCall& 
   return result;
 }
 
+// Runs a case's timed iterations, each `--ocltk_calls` calls (time_calls) reported as the
+// time of one (manual time). Returns the sums over the iterations of the per-call seconds,
+// wall seconds and last-command seconds; an unusable iteration skips the case with its
+// sentence (the caller checks state.error_occurred()).
+inline IterationTime time_iterations(benchmark::State& state, Session& session, const EnqueueCall& enqueue) {
+  IterationTime sums;
+  for (auto _ : state) {
+    const IterationTime t = time_calls(session, flags().calls, enqueue);
+    if (!t.error.empty()) {
+      state.SkipWithError(t.error.c_str());
+      break;
+    }
+    state.SetIterationTime(t.seconds);
+    sums.seconds += t.seconds;
+    sums.wall_seconds += t.wall_seconds;
+    sums.last_seconds += t.last_seconds;
+  }
+  return sums;
+}
+
 // Uniform in [-1, 1], reproducible from the seed.
 inline std::vector<float> random_matrix(std::size_t count, std::uint32_t seed) {
   std::mt19937 gen(seed);
