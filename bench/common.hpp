@@ -207,18 +207,18 @@ class Session {
   // The kernel that does nothing (built on first use): the kernel timer's start, and the
   // launch-floor row of ocltk_bench. Exits with a sentence when it cannot be built.
   cl_kernel empty_kernel() {
-    if (stamp_ != nullptr) return stamp_;
-    const char* source = "__kernel void stamp(void) {}";
+    if (empty_kernel_ != nullptr) return empty_kernel_;
+    const char* source = "__kernel void empty(void) {}";
     cl_int status = CL_SUCCESS;
     cl_device_id id = defaults_->device().handle.id();
-    stamp_program_ = clCreateProgramWithSource(context(), 1, &source, nullptr, &status);
-    if (status == CL_SUCCESS) status = clBuildProgram(stamp_program_, 1, &id, "", nullptr, nullptr);
-    if (status == CL_SUCCESS) stamp_ = clCreateKernel(stamp_program_, "stamp", &status);
+    empty_program_ = clCreateProgramWithSource(context(), 1, &source, nullptr, &status);
+    if (status == CL_SUCCESS) status = clBuildProgram(empty_program_, 1, &id, "", nullptr, nullptr);
+    if (status == CL_SUCCESS) empty_kernel_ = clCreateKernel(empty_program_, "empty", &status);
     if (status != CL_SUCCESS) {
       std::fprintf(stderr, "ocltk_bench: cannot build the empty kernel (OpenCL status %d)\n", status);
       std::exit(1);
     }
-    return stamp_;
+    return empty_kernel_;
   }
 
   // Fills the --ocltk_flush scratch buffer (created on first use); "" or why it failed.
@@ -235,8 +235,8 @@ class Session {
 
   ~Session() {
     if (flush_ != nullptr) clReleaseMemObject(flush_);
-    if (stamp_ != nullptr) clReleaseKernel(stamp_);
-    if (stamp_program_ != nullptr) clReleaseProgram(stamp_program_);
+    if (empty_kernel_ != nullptr) clReleaseKernel(empty_kernel_);
+    if (empty_program_ != nullptr) clReleaseProgram(empty_program_);
   }
 
  private:
@@ -266,8 +266,8 @@ class Session {
   }
 
   std::optional<Runtime> defaults_, tuned_;
-  cl_program stamp_program_ = nullptr;
-  cl_kernel stamp_ = nullptr;
+  cl_program empty_program_ = nullptr;
+  cl_kernel empty_kernel_ = nullptr;
   cl_mem flush_ = nullptr;
   cl_uint flushes_ = 0;
 };
