@@ -313,6 +313,37 @@ TEST(Strategies, AShortBudgetShrinksTheOpening) {
   }
 }
 
+// A short budget's opening still measures one point of each algorithm: six algorithms and 12
+// evaluations expected open with six points, one of each, the prefix of the full opening.
+TEST(Strategies, AShortOpeningMeasuresEveryAlgorithm) {
+  std::vector<AlgorithmSpec> algorithms(6);
+  for (std::size_t a = 0; a < algorithms.size(); ++a) {
+    algorithms[a].name = "a" + std::to_string(a);
+    algorithms[a].params = {{"P", 1, {1, 2, 3, 4, 5, 6, 7, 8}, ""}};
+  }
+  Landscape l;
+  for (const AlgorithmSpec& a : algorithms)
+    for (const std::int64_t p : a.params[0].allowed) {
+      Point point{&a, {{"P", p}}};
+      l.evals[point.key()] = Evaluation{a.name, point.params, true, "", double(p) + double(a.name[1] - '0'), false};
+      l.points.push_back(point);
+    }
+  l.optimum = 1;
+  std::mt19937_64 probe(5);
+  const std::vector<const Point*> opening = opening_points(Strategy::kGuided, l.points, probe, 24);
+  FirstTuneMeasure m(l, 12);
+  m.expected = 12;
+  std::mt19937_64 rng(5);
+  run_strategy(Strategy::kGuided, l.points, m, rng);
+  ASSERT_EQ(m.first_hint, 6u);
+  std::set<std::string> opened;
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(m.order[i], opening[i]->key());
+    opened.insert(opening[i]->algorithm->name);
+  }
+  EXPECT_EQ(opened.size(), 6u) << "an algorithm left out of the opening";
+}
+
 // Points measured before the strategy (the built-in default, warm and prior points) are data
 // from the start: never asked for again.
 TEST(Strategies, GuidedCountsWhatWasMeasuredBefore) {
@@ -530,16 +561,17 @@ TEST(Priors, DistanceFollowsNameArchitectureVendorPlatformAndKind) {
   EXPECT_EQ(prior_distance(header_of(device_named("GPU U", "", "", "")), gpu), -1) << "a header without a kind";
   // PoCL's target is the architecture whoever made the CPU; another target is the same platform.
   const std::string skx = "pocl:pthread-x86_64-pc-linux-gnu-skylake-avx512";
-  const DeviceInfo epyc = device_named("pthread-skylake-avx512-AMD EPYC", "AuthenticAMD", "cpu",
-                                       "Portable Computing Language", skx);
+  const DeviceInfo epyc =
+      device_named("pthread-skylake-avx512-AMD EPYC", "AuthenticAMD", "cpu", "Portable Computing Language", skx);
   EXPECT_EQ(prior_distance(header_of(device_named("pthread-skylake-avx512-Intel(R) Xeon(R) Processor", "GenuineIntel",
                                                   "cpu", "Portable Computing Language", skx)),
                            epyc),
             1);
-  EXPECT_EQ(prior_distance(header_of(device_named("pthread-znver4-Intel", "GenuineIntel", "cpu",
-                                                  "Portable Computing Language", "pocl:pthread-x86_64-pc-linux-gnu-znver4")),
-                           epyc),
-            3);
+  EXPECT_EQ(
+      prior_distance(header_of(device_named("pthread-znver4-Intel", "GenuineIntel", "cpu",
+                                            "Portable Computing Language", "pocl:pthread-x86_64-pc-linux-gnu-znver4")),
+                     epyc),
+      3);
 }
 
 // One gemm_nt/gemv point of a recording line.
@@ -1875,6 +1907,65 @@ TEST_F(TunerEngine, AClassNobodyMeasuredStartsFromItsSiblingClassesBest) {
       EXPECT_NE(h[1].params, c2);
       EXPECT_TRUE(r.classes[2].seed_classes.empty());
       EXPECT_EQ(summary.str().find("seeded from classes"), std::string::npos) << summary.str();
+    }
+  }
+}
+
+// An algorithm that runs another kernel's tiles (AlgorithmSpec::tiles_like: nf4's tc_tiled on
+// gemm_nt's tc) starts, in a class this device never measured, from the fastest point of that
+// algorithm the run's classes of the other kernel found: its shared parameters (X, Y) from
+// there, its own (Z) at their defaults, right after the built-in default; the summary names
+// the class. Where the device knows the class (its recordings) or under --cold, nothing.
+TEST_F(TunerEngine, AnAlgorithmStartsFromTheTilesItsKinFoundInTheRun) {
+  static const KernelFamily source = [] {
+    KernelFamily k = mock_family();
+    k.name = "kin_source";
+    return k;
+  }();
+  static const KernelFamily kin = [] {
+    KernelFamily k = mock_family();
+    k.name = "kin";
+    k.algorithms[0].name = "tiles";
+    k.algorithms[0].tiles_like = "kin_source/mock";
+    k.algorithms[0].params.push_back({"Z", 0, {0, 1, 2}, "z"});
+    k.builtin = {{"tiles", {}}};
+    return k;
+  }();
+  FamilyTuning first = families_[0], second = families_[0];
+  first.family = &source;  // problem n = 10: its optimum at X = 6, Y = 3
+  second.family = &kin;
+  second.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, 80));  // its optimum at X = 8
+  };
+  families_ = {first, second};
+  std::vector<PriorDevice> mine = {mock_known(rt_->device(), rt_->device().name, {{1, 4, 30.0}}, 40)};
+  mine[0].classes[0].kernel = "kin";
+  for (Evaluation& e : mine[0].classes[0].points) {
+    e.algorithm = "tiles";
+    e.params["Z"] = 1;
+  }
+  const std::vector<PriorDevice> none;
+  for (const int c : {0, 1, 2}) {
+    SCOPED_TRACE(c == 0 ? "nothing known" : c == 1 ? "own recordings" : "cold");
+    TuneOptions o = seeded(0, c == 1 ? mine : none);
+    o.warm_start = c != 2;
+    const TuneResult r = tune(*rt_, o);
+    ASSERT_EQ(r.classes.size(), 2u);
+    ASSERT_EQ(r.classes[1].kernel, "kin");
+    ASSERT_EQ(r.classes[0].best.params, (Params{{"X", 6}, {"Y", 3}}));
+    const std::vector<Evaluation>& h = r.classes[1].history;
+    ASSERT_GE(h.size(), 2u);
+    const Params seed = {{"X", 6}, {"Y", 3}, {"Z", 0}};
+    std::ostringstream summary;
+    print_summary(summary, r);
+    if (c == 0) {
+      EXPECT_EQ(h[1].algorithm, "tiles");
+      EXPECT_EQ(h[1].params, seed) << "the kin's best tile right after the built-in default";
+      EXPECT_EQ(r.classes[1].seed_classes, std::vector<std::string>{"kin_source/c1"});
+      EXPECT_NE(summary.str().find("kin: c1 (from kin_source/c1)"), std::string::npos) << summary.str();
+    } else {
+      EXPECT_NE(h[1].params, seed);
+      EXPECT_TRUE(r.classes[1].seed_classes.empty());
     }
   }
 }

@@ -789,6 +789,63 @@ SiblingSeeds sibling_seeds(const std::vector<RunClass>& run, const KernelFamily&
   return out;
 }
 
+// `from`'s values of the parameters `to` has too (the same name, a value `to` allows), `to`'s
+// defaults for the others: a point of a kin algorithm (AlgorithmSpec::tiles_like) in `to`'s terms.
+Params kin_params(const AlgorithmSpec& to, const Params& from) {
+  Params out = to.defaults();
+  for (const ParamSpec& spec : to.params)
+    if (const auto it = from.find(spec.name); it != from.end())
+      if (std::find(spec.allowed.begin(), spec.allowed.end(), it->second) != spec.allowed.end())
+        out[spec.name] = it->second;
+  return out;
+}
+
+// What the run's classes of other kernels found for the algorithms a class's algorithms run the
+// tiles of (AlgorithmSpec::tiles_like), for a class this device never measured: per such
+// algorithm searched here, the fastest point of that algorithm in the nearest classes that
+// measured one (the same input width first, then the class tuned last), mapped by kin_params,
+// kSiblingSeeds of them at most. On the H200 nobody-tuned run, NF4 prefill measured one tc_tiled
+// point (rejected) in 20 evaluations and kept tc at 1.97x the shipped tc_tiled entry, whose tile
+// is gemm_nt large_tf32x3's.
+struct KinSeeds {
+  std::vector<Point> points;
+  std::vector<std::string> from;  // "KERNEL/CLASS" of each
+};
+
+KinSeeds kin_seeds(const std::vector<RunClass>& run, const KernelFamily& family, int input_bits,
+                   const DeviceLimits& limits, const AlgorithmExclusions& excluded,
+                   const std::set<const AlgorithmSpec*>& searched, std::set<std::string>& skip) {
+  KinSeeds out;
+  for (const AlgorithmSpec& a : family.algorithms) {
+    const std::size_t slash = a.tiles_like.find('/');
+    if (slash == std::string::npos || !searched.count(&a)) continue;
+    const std::string kernel = a.tiles_like.substr(0, slash), algorithm = a.tiles_like.substr(slash + 1);
+    std::vector<std::pair<int, std::size_t>> order;  // (other input width, classes after it), index
+    std::vector<const Evaluation*> fastest(run.size(), nullptr);
+    for (std::size_t i = 0; i < run.size(); ++i) {
+      if (run[i].kernel != kernel) continue;
+      for (const Evaluation& e : run[i].points)
+        if (e.algorithm == algorithm && (fastest[i] == nullptr || e.time_ms < fastest[i]->time_ms)) fastest[i] = &e;
+      if (fastest[i] != nullptr)
+        order.push_back({input_bits_of(run[i].problem) == input_bits ? 0 : 1, run.size() - 1 - i});
+    }
+    std::sort(order.begin(), order.end());
+    std::size_t taken = 0;
+    for (const auto& [other_width, after] : order) {
+      if (taken >= kSiblingSeeds) break;
+      const std::size_t i = run.size() - 1 - after;
+      std::optional<Point> p =
+          legal_point(family, a.name, kin_params(a, fastest[i]->params), input_bits, limits, excluded);
+      if (p && skip.insert(p->key()).second) {
+        out.points.push_back(std::move(*p));
+        out.from.push_back(kernel + "/" + run[i].shape_class);
+        ++taken;
+      }
+    }
+  }
+  return out;
+}
+
 // The builders `auto` stands for, and how many threads build.
 Builders resolve_builders(const TuneOptions& options, const DeviceInfo& device, const DeviceLimits& limits) {
   const bool processes_possible = !options.worker_command.empty() && device.index >= 0;
@@ -1197,8 +1254,13 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       std::set<const AlgorithmSpec*> searched;
       for (const Point& p : space) searched.insert(p.algorithm);
       SiblingSeeds siblings = sibling_seeds(run_classes, family, shape_class, cr.problem, variants, input_bits, limits,
-                                            excluded, searched, std::move(skip));
+                                            excluded, searched, skip);
+      for (const Point& p : siblings.points) skip.insert(p.key());
+      // Then the tiles other kernels' classes found for the algorithms these run (kin_seeds).
+      KinSeeds kin = kin_seeds(run_classes, family, input_bits, limits, excluded, searched, skip);
+      siblings.points.insert(siblings.points.end(), kin.points.begin(), kin.points.end());
       cr.seed_classes = siblings.from;
+      cr.seed_classes.insert(cr.seed_classes.end(), kin.from.begin(), kin.from.end());
       if (!first_prior_point && !siblings.points.empty()) first_prior_point = siblings.points.front();
       warm.insert(warm.begin() + std::ptrdiff_t(sibling_at), siblings.points.begin(), siblings.points.end());
       // In the known devices' times where they have some (the model shifts all of them by one
@@ -1390,7 +1452,8 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
         << ", \"rejected\": " << c.rejected << ", \"cached\": " << c.cached << ", \"seconds\": " << std::setprecision(6)
         << c.seconds << ", \"speedup\": " << c.speedup() << ", \"weight\": " << c.weight
         << ", \"prior_distance\": " << c.prior_distance << ", \"prior_devices\": " << json_strings(c.prior_devices)
-        << ", \"seed_classes\": " << json_strings(c.seed_classes) << ",\n     \"default\": " << json_choice(c.builtin) << ",\n     \"best\": " << json_choice(c.best) << "}";
+        << ", \"seed_classes\": " << json_strings(c.seed_classes) << ",\n     \"default\": " << json_choice(c.builtin)
+        << ",\n     \"best\": " << json_choice(c.best) << "}";
   }
   out << "\n  ],\n  \"tuned_once\": " << json_strings(result.repeated) << "\n}\n";
 }

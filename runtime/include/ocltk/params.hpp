@@ -101,6 +101,11 @@ struct AlgorithmSpec {
   // The tuner searches this algorithm only where DeviceLimits::tensor_mma holds: elsewhere
   // it still runs (an emulation of the product), slowly, or does not build.
   bool search_needs_tensor_mma = false;
+  // "KERNEL/ALGORITHM" where this algorithm runs that algorithm's tile pipeline (the same
+  // kernel code, e.g. nf4's tc_tiled on gemm_nt's tc, kernels/tc_mma.clh): its parameters of
+  // the same names mean the same, so on a device nobody tuned the tuner measures that
+  // algorithm's best tiles of the run here too (docs/tuning.md, "Kin algorithms"). Empty: none.
+  std::string tiles_like;
   // An nf4 segment kernel that takes `compact` after `expert_base` and finds its expert with
   // nf4_slot_expert (kernels/nf4_common.clh): the runtime may then launch a grid slot per
   // expert with rows instead of per expert. The tensor-core kernels do not: built with the
