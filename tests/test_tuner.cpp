@@ -775,6 +775,50 @@ TEST(Priors, TheNearestDevicesThatKnowAClassSeedIt) {
       << "a GPU's points seeded a CPU";
 }
 
+// A profile's choice whose algorithm its own device's recording timed over kOutrunRatio behind
+// its best (one of another algorithm) is no choice to measure first; one within it, or of an
+// algorithm the recording never timed, stays the choice.
+TEST(Priors, AChoiceItsOwnRecordingOutranIsNotMeasuredFirst) {
+  const DeviceInfo me = device_named("Me", "V", "cpu", "P");
+  const Problem gemv{{"k", 4096}, {"m", 1}, {"n", 4096}};
+  auto known_device = [&](double tiled_ms, const std::string& chosen_algorithm) {
+    PriorDevice d;
+    d.device.name = "Sibling";
+    d.device.vendor = "V";
+    d.device.type = "cpu";
+    d.device.platform = "P";
+    PriorClass c{"gemm_nt", "gemv", gemv, {}, 10.0};
+    c.points.push_back({"reduce", reduce_point(8, 1, 1), true, "", 1.0, true});
+    c.points.push_back({"reduce", reduce_point(16, 1, 1), true, "", 1.2, true});
+    c.points.push_back({"tiled", reduce_point(32, 1, 1), true, "", tiled_ms, true});
+    d.classes.push_back(c);
+    ProfileEntry e;
+    e.kernel = "gemm_nt";
+    e.shape_class = "gemv";
+    e.algorithm = chosen_algorithm;
+    e.params = reduce_point(64, 2, 1);
+    e.problem = gemv;
+    e.time_ms = 3.0;
+    d.chosen.entries.push_back(e);
+    return d;
+  };
+  struct Case {
+    double tiled_ms;
+    const char* chosen;
+    bool kept;
+  };
+  for (const Case& c :
+       {Case{1.6, "tiled", false}, Case{1.4, "tiled", true}, Case{1.6, "xgemm", true}, Case{1.6, "reduce", true}}) {
+    SCOPED_TRACE(std::string(c.chosen) + " at " + std::to_string(c.tiled_ms));
+    const std::optional<ClassPrior> p =
+        class_prior({known_device(c.tiled_ms, c.chosen)}, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->chosen.size(), c.kept ? 1u : 0u);
+    ASSERT_EQ(p->points.size(), 3u) << "the recording's points stay";
+    EXPECT_EQ(p->points.front().algorithm, "reduce");
+  }
+}
+
 // Another device's best point of another algorithm, within kContenderMargin of its best, is a
 // contender: per device, its fastest of each algorithm that close (a slower point of the same
 // algorithm, or one past the margin, is none). This device's own recordings rank their

@@ -261,6 +261,19 @@ const std::vector<PriorDevice>& embedded_priors() {
   return known;
 }
 
+namespace {
+
+// Whether the device's recorded class `c` timed `chosen`'s algorithm over kOutrunRatio behind
+// its best point, one of another algorithm (an algorithm the recording never timed: no).
+bool outrun_by_recording(const PriorClass* c, const Evaluation& chosen) {
+  if (c == nullptr || c->points.empty() || c->points.front().algorithm == chosen.algorithm) return false;
+  for (const Evaluation& e : c->points)  // fastest first
+    if (e.algorithm == chosen.algorithm) return e.time_ms > kOutrunRatio * c->points.front().time_ms;
+  return false;
+}
+
+}  // namespace
+
 std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, const DeviceInfo& device, PriorUse use,
                                       const std::string& kernel, const std::string& shape_class,
                                       const Problem* problem) {
@@ -300,7 +313,7 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
   for (const Found& f : found)
     if (f.distance == out.distance) {
       if (f.c != nullptr) nearest.push_back(f.c);
-      if (f.chosen) out.chosen.push_back(*f.chosen);
+      if (f.chosen && !outrun_by_recording(f.c, *f.chosen)) out.chosen.push_back(*f.chosen);
       out.devices.push_back(*f.device);
     }
   std::set<std::string> taken;

@@ -71,7 +71,8 @@ struct ClassPrior {
   // problem of each device nearest to the run's (problem_distance).
   std::vector<Evaluation> points;
   // Their profiles' choices for the problem (the entry the runtime picks there,
-  // Profile::find), nearest devices first; time_ms 0 for an entry pinned without one.
+  // Profile::find), nearest devices first; time_ms 0 for an entry pinned without one. Not a
+  // choice its own device's recording outran (kOutrunRatio).
   std::vector<Evaluation> chosen;
   // Best over built-in default, the share of its time their search saved: the geometric mean
   // over the devices that know both; 0 where none does.
@@ -92,6 +93,15 @@ struct ClassPrior {
 // (ClassPrior::contenders): the spread of one point's figures between runs, up to about 10 %
 // on the 2-core PoCL hosts (results/first-tune/README.md).
 constexpr double kContenderMargin = 1.1;
+
+// Where a device's recording of a class timed the algorithm of its profile's choice, in one run
+// beside the others, over this ratio behind its best point (of another algorithm), that choice
+// is not measured first (ClassPrior::chosen leaves it out): the recording's comparison, made in
+// one run, says more about which algorithm wins there than an entry of another run. Well past
+// the spread of one point between runs (up to about a quarter on the 2-core PoCL hosts): the
+// Xeon's shipped nf4_backward small_batch entry (tiled, from a 3-minute tune) against its
+// recording's stream at 1.59x less; the EPYC's 20-minute tune kept stream too.
+constexpr double kOutrunRatio = 1.5;
 
 // The known devices nearest to `device` under `use` (all at the smallest distance), and
 // what they say about `kernel`/`shape_class` (on the problem nearest to `problem` where
