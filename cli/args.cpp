@@ -13,12 +13,13 @@ namespace ocltk::cli {
 const CommandSyntax kDevicesSyntax{"ocltk devices", {}, {}};
 const CommandSyntax kTuneSyntax{
     "ocltk tune",
-    {"--device", "--out", "--budget", "--strategy", "--max-evals", "--kernels", "--classes", "--repeats", "--seed",
-     "--record", "--replay", "--seeds", "--jobs", "--timeout", "--cache", "--report", "--shapes", "--priors",
-     "--builders", "--derive-priors", "--top"},
+    {"--device",  "--out",    "--budget", "--strategy", "--max-evals", "--kernels",       "--classes",
+     "--repeats", "--seed",   "--record", "--replay",   "--seeds",     "--jobs",          "--timeout",
+     "--cache",   "--report", "--shapes", "--priors",   "--builders",  "--derive-priors", "--top"},
     {"--quiet", "--cold", "--json", "--no-resume", "--build-worker"}};
-const CommandSyntax kRunGemmNtSyntax{
-    "ocltk run gemm-nt", {"--lhs", "--rhs", "--out", "--alpha", "--device", "--profile", "--precision"}, {"--accumulate"}};
+const CommandSyntax kRunGemmNtSyntax{"ocltk run gemm-nt",
+                                     {"--lhs", "--rhs", "--out", "--alpha", "--device", "--profile", "--precision"},
+                                     {"--accumulate"}};
 
 Args::Args(const std::vector<std::string>& tokens, const CommandSyntax& syntax) : command_(syntax.command) {
   for (std::size_t i = 0; i < tokens.size(); ++i) {

@@ -450,8 +450,7 @@ int cmd_tune(const std::vector<std::string>& tokens) {
   const bool json = args.flag("--json");
   std::ostream& log = json ? std::cerr : std::cout;  // with --json, stdout holds only the JSON
   log << "Tuning on " << rt.device().name << " (" << rt.device().platform << ", driver " << rt.device().driver
-      << "), strategy " << ocltk::tuner::to_string(options.strategy) << ", budget " << options.budget_seconds
-      << " s\n"
+      << "), strategy " << ocltk::tuner::to_string(options.strategy) << ", budget " << options.budget_seconds << " s\n"
       << std::flush;
   // Ctrl-C stops after the current candidate; what was measured stays in the cache.
   g_stop_tuning.store(false);

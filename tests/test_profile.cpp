@@ -452,7 +452,8 @@ TEST_F(ProfileTest, PoclTargetMatchesAcrossVendors) {
   if (here.platform == "Portable Computing Language") {
     const std::size_t h = here.version.find("HSTR: ");
     ASSERT_NE(h, std::string::npos) << here.version;
-    EXPECT_EQ(here.architecture, std::string("pocl:") + here.version.substr(h + 6, here.version.find(' ', h + 6) - h - 6));
+    EXPECT_EQ(here.architecture,
+              std::string("pocl:") + here.version.substr(h + 6, here.version.find(' ', h + 6) - h - 6));
   }
   ocltk::DeviceInfo epyc;
   epyc.name = "pthread-skylake-avx512-AMD EPYC";

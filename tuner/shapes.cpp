@@ -33,7 +33,8 @@ struct Reader {
     } catch (const YAML::Exception&) {
       fail(n.Mark(), what + " must be an integer");
     }
-    if (v < 1 || v > most) fail(n.Mark(), what + " = " + std::to_string(v) + " must be from 1 to " + std::to_string(most));
+    if (v < 1 || v > most)
+      fail(n.Mark(), what + " = " + std::to_string(v) + " must be from 1 to " + std::to_string(most));
     return v;
   }
   // A mapping key or a name: a scalar, else a fault at its position.
@@ -114,9 +115,9 @@ std::vector<UserShape> parse_shapes(const std::string& text, const std::string& 
     if (m.hidden == 0) r.fail(model.Mark(), "model needs 'hidden'");
     for (const std::int64_t t : m.tokens)
       if (m.experts > 0 && t * std::min(m.top_k, m.experts) > kMaxRows)
-        r.fail(model.Mark(), "model.tokens entry " + std::to_string(t) + " routed to top_k = " +
-                                 std::to_string(std::min(m.top_k, m.experts)) + " experts makes more than " +
-                                 std::to_string(kMaxRows) + " rows");
+        r.fail(model.Mark(), "model.tokens entry " + std::to_string(t) +
+                                 " routed to top_k = " + std::to_string(std::min(m.top_k, m.experts)) +
+                                 " experts makes more than " + std::to_string(kMaxRows) + " rows");
     std::size_t derived = 0;
     for (const FamilyTuning& f : families) {
       if (!f.derive) continue;
@@ -152,7 +153,9 @@ std::vector<UserShape> parse_shapes(const std::string& text, const std::string& 
                  "kernel " + kernel + " has no problem dimension '" + key + "' (expected " + keys + ")");
         }
         p[key] = r.positive(kv.second, origin + "." + key,
-                            key == "experts" || key == "top_k" ? kMaxExperts : key == "rows" ? kMaxRows : kMaxDimension);
+                            key == "experts" || key == "top_k" ? kMaxExperts
+                            : key == "rows"                    ? kMaxRows
+                                                               : kMaxDimension);
         if (key == "block_size") check_block_size(r, kv.second, p[key]);
         if (key == "input_bits") {
           if (p[key] != 16 && p[key] != 32)

@@ -40,7 +40,8 @@ std::string architecture_of(const boost::compute::device& d, const std::string& 
   // PoCL names the target its compiler builds kernels for in CL_DEVICE_VERSION ("OpenCL 3.0
   // PoCL HSTR: pthread-x86_64-pc-linux-gnu-skylake-avx512"): the same code on an Intel or an
   // AMD CPU, so this architecture is not tied to the vendor (same_architecture, profile.hpp).
-  if (const std::size_t h = version.find("HSTR: "); h != std::string::npos && version.find("PoCL") != std::string::npos) {
+  if (const std::size_t h = version.find("HSTR: ");
+      h != std::string::npos && version.find("PoCL") != std::string::npos) {
     const std::size_t from = h + 6;
     const std::size_t to = version.find_first_of(" \t", from);
     const std::string target = version.substr(from, to == std::string::npos ? std::string::npos : to - from);

@@ -21,12 +21,12 @@ struct DeviceInfo {
   std::string platform_version;
   std::string name;
   std::string vendor;
-  std::string driver;        // CL_DRIVER_VERSION
-  std::string version;       // CL_DEVICE_VERSION
+  std::string driver;   // CL_DRIVER_VERSION
+  std::string version;  // CL_DEVICE_VERSION
   // e.g. "sm_90" (NVIDIA), "gfx90a" (AMD), "pocl:pthread-x86_64-pc-linux-gnu-skylake-avx512"
   // (PoCL: its compiler's target, kPoclArchitecturePrefix); empty where unknown
   std::string architecture;
-  std::string type;          // "gpu", "cpu", "accelerator" or "other"
+  std::string type;  // "gpu", "cpu", "accelerator" or "other"
   std::uint32_t compute_units = 0;
   std::size_t max_work_group_size = 0;
   std::vector<std::size_t> max_work_item_sizes;
