@@ -316,13 +316,13 @@ TEST(Strategies, AShortBudgetShrinksTheOpening) {
 // A short budget's opening still measures one point of each algorithm: six algorithms and 12
 // evaluations expected open with six points, one of each, the prefix of the full opening.
 TEST(Strategies, AShortOpeningMeasuresEveryAlgorithm) {
-  std::vector<AlgorithmSpec> algorithms(6);
-  for (std::size_t a = 0; a < algorithms.size(); ++a) {
-    algorithms[a].name = "a" + std::to_string(a);
-    algorithms[a].params = {{"P", 1, {1, 2, 3, 4, 5, 6, 7, 8}, ""}};
-  }
   Landscape l;
-  for (const AlgorithmSpec& a : algorithms)
+  for (int a = 0; a < 6; ++a) {
+    l.algorithms.emplace_back();
+    l.algorithms.back().name = "a" + std::to_string(a);
+    l.algorithms.back().params = {{"P", 1, {1, 2, 3, 4, 5, 6, 7, 8}, ""}};
+  }
+  for (const AlgorithmSpec& a : l.algorithms)
     for (const std::int64_t p : a.params[0].allowed) {
       Point point{&a, {{"P", p}}};
       l.evals[point.key()] = Evaluation{a.name, point.params, true, "", double(p) + double(a.name[1] - '0'), false};

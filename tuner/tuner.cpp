@@ -747,13 +747,13 @@ constexpr std::size_t kSiblingPoints = 24;  // points of each, at most (a prior 
 // Nearest first: problem_distance, plus 4 (a 16-fold size) where the classes launch other
 // build variants, so a class of the same input type and precision comes before one of the
 // same sizes; among equals the class tuned last. Each class gives its first point (the best
-// it kept) that is legal here, searched in this class (`searched`) and not in `skip`, until
-// kSiblingSeeds; the nearest kSiblingClasses with a legal point enter the model, each class's
+// it kept) that is legal here, searched in this class (`searched`) and not in `skip` (where it
+// is added), until kSiblingSeeds; the nearest kSiblingClasses with a legal point enter the model, each class's
 // times relative to its own best (the guided model shifts them to this class's times).
 SiblingSeeds sibling_seeds(const std::vector<RunClass>& run, const KernelFamily& family, const std::string& shape_class,
                            const Problem& problem, const std::string& variants, int input_bits,
                            const DeviceLimits& limits, const AlgorithmExclusions& excluded,
-                           const std::set<const AlgorithmSpec*>& searched, std::set<std::string> skip) {
+                           const std::set<const AlgorithmSpec*>& searched, std::set<std::string>& skip) {
   std::vector<std::pair<double, std::size_t>> order;
   for (std::size_t i = 0; i < run.size(); ++i)
     if (run[i].kernel == family.name && run[i].shape_class != shape_class && !run[i].points.empty())
@@ -1256,7 +1256,6 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       for (const Point& p : space) searched.insert(p.algorithm);
       SiblingSeeds siblings = sibling_seeds(run_classes, family, shape_class, cr.problem, variants, input_bits, limits,
                                             excluded, searched, skip);
-      for (const Point& p : siblings.points) skip.insert(p.key());
       // Then the tiles other kernels' classes found for the algorithms these run (kin_seeds).
       KinSeeds kin = kin_seeds(run_classes, family, input_bits, limits, excluded, searched, skip);
       siblings.points.insert(siblings.points.end(), kin.points.begin(), kin.points.end());
