@@ -299,6 +299,46 @@ TEST(ParamTables, InputWidthParametersAreSearchedOnlyForTheirWidth) {
     for (const AlgorithmSpec& a : family->algorithms) EXPECT_EQ(a.search_space(&gpu, 16), a.search_space(&gpu));
 }
 
+// The LoRA kernels' accumulators follow the device: a CPU searches vector ones only (VA 1),
+// a GPU scalar ones only (VA 0), any other kind both; the points left out stay legal and
+// launchable (a profile or an engine may ask for them), and nothing but VA is cut on a CPU.
+TEST(ParamTables, LoraAccumulatorsAreSearchedAsTheDeviceWantsThem) {
+  ocltk::DeviceInfo info;
+  for (const char* type : {"cpu", "gpu", "accelerator", "other"}) {
+    info.type = type;
+    const ocltk::DeviceLimits of = ocltk::DeviceLimits::of(info);
+    EXPECT_EQ(of.cpu, info.type == "cpu") << type;
+    EXPECT_EQ(of.gpu, info.type == "gpu") << type;
+  }
+  ocltk::DeviceLimits other;  // the same limits but for the kind of device
+  other.local_mem_bytes = 48 * 1024;
+  ocltk::DeviceLimits cpu = other, gpu = other;
+  cpu.cpu = true;
+  gpu.gpu = true;
+  std::size_t algorithms = 0;
+  for (const ocltk::KernelFamily* f :
+       {&ocltk::lora_shrink_family(), &ocltk::lora_expand_family(), &ocltk::lora_apply_family()}) {
+    for (const AlgorithmSpec& a : f->algorithms) {
+      SCOPED_TRACE(f->name + "/" + a.name);
+      ++algorithms;
+      const std::vector<Params> legal = a.legal_space(&cpu), on_cpu = a.search_space(&cpu),
+                                on_gpu = a.search_space(&gpu), on_other = a.search_space(&other);
+      ASSERT_FALSE(on_cpu.empty());
+      ASSERT_FALSE(on_gpu.empty());
+      std::size_t legal_vector = 0;
+      for (const Params& p : legal) legal_vector += p.at("VA") == 1;
+      EXPECT_EQ(on_cpu.size(), legal_vector) << "a CPU keeps every legal point with VA 1";
+      EXPECT_LT(on_cpu.size(), on_other.size());
+      for (const Params& p : on_cpu) ASSERT_EQ(p.at("VA"), 1) << ocltk::format_params(p);
+      for (const Params& p : on_gpu) ASSERT_EQ(p.at("VA"), 0) << ocltk::format_params(p);
+      EXPECT_EQ(on_other.size(), legal.size()) << "a device of another kind searches both";
+      const Params scalar = a.complete({{"VA", 0}});
+      EXPECT_FALSE(a.violation(scalar, &cpu).has_value()) << "VA 0 stays legal on a CPU";
+    }
+  }
+  EXPECT_EQ(algorithms, 4u);  // shrink's tiled, expand's tiled, apply's fused and split
+}
+
 // REGS, the register target, is legal other than 0 only where binaries are PTX (NVIDIA):
 // elsewhere the legal space holds the compiler's choice alone, and a profile that asks for
 // a target is refused by name.

@@ -15,6 +15,7 @@ DeviceLimits DeviceLimits::of(const DeviceInfo& device) {
   limits.max_work_item_sizes = device.max_work_item_sizes;
   limits.local_mem_bytes = device.local_mem_bytes;
   limits.gpu = device.type == "gpu";
+  limits.cpu = device.type == "cpu";
   // "sm_XY" from architecture_of (device.cpp); the platform test matches device_build_options.
   int sm = 0;
   if (device.architecture.rfind("sm_", 0) == 0) sm = std::atoi(device.architecture.c_str() + 3);
@@ -144,7 +145,9 @@ std::vector<Params> AlgorithmSpec::search_space(const DeviceLimits* limits) cons
                                  if (spec.refined_last && p.at(spec.name) != spec.default_value) return true;
                                return std::any_of(search_pruning.begin(), search_pruning.end(), pruned) ||
                                       (limits != nullptr && limits->gpu &&
-                                       std::any_of(gpu_search_pruning.begin(), gpu_search_pruning.end(), pruned));
+                                       std::any_of(gpu_search_pruning.begin(), gpu_search_pruning.end(), pruned)) ||
+                                      (limits != nullptr && limits->cpu &&
+                                       std::any_of(cpu_search_pruning.begin(), cpu_search_pruning.end(), pruned));
                              }),
               space.end());
   return space;

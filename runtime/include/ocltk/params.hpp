@@ -46,6 +46,7 @@ struct DeviceLimits {
   std::vector<std::size_t> max_work_item_sizes{1024, 1024, 64};
   std::uint64_t local_mem_bytes = 32768;
   bool gpu = false;  // CL_DEVICE_TYPE_GPU: the tuner's search also drops gpu_search_pruning regions
+  bool cpu = false;  // CL_DEVICE_TYPE_CPU: the tuner's search also drops cpu_search_pruning regions
   // NVIDIA's platform at sm_80 or newer: the runtime builds with OCLTK_PTX and mma.sync
   // m16n8k16 exists (AlgorithmSpec::search_needs_tensor_mma).
   bool tensor_mma = false;
@@ -98,6 +99,8 @@ struct AlgorithmSpec {
   std::vector<Constraint> search_pruning;
   // The same, on GPUs only (e.g. workgroups narrower than a warp or wavefront).
   std::vector<Constraint> gpu_search_pruning;
+  // The same, on CPUs only (e.g. LoRA's scalar accumulators, which SIMD lanes do not want).
+  std::vector<Constraint> cpu_search_pruning;
   // The tuner searches this algorithm only where DeviceLimits::tensor_mma holds: elsewhere
   // it still runs (an emulation of the product), slowly, or does not build.
   bool search_needs_tensor_mma = false;
