@@ -1310,27 +1310,51 @@ class ColdAfterVerifyWorkload : public MockWorkload {
   bool cold_ = false;
 };
 
-// A MockWorkload under a burst of load while one point is evaluated: every run between
-// `slow`'s verification and the next candidate's takes `factor` times as long.
+// A MockWorkload under a burst of load that only one point feels: every run of `slow` from
+// its verification to the end of the next candidate's evaluation (where it is the best so far
+// timed beside that candidate) takes `factor` times as long, and none after. Timing beside
+// the best cannot see such a load (DriftingWorkload is the load it can); re-timing can.
 class LoadedWhileEvaluatedWorkload : public MockWorkload {
  public:
   LoadedWhileEvaluatedWorkload(MockState& s, Params slow, double factor)
       : MockWorkload(s), slow_(std::move(slow)), factor_(factor) {}
   void poison() override {
+    if (burst_ > 0) --burst_;
     opening_ = true;
     MockWorkload::poison();
   }
   double run(const Choice& c) override {
-    if (opening_) loaded_ = c.params == slow_;
+    if (opening_ && c.params == slow_) burst_ = 2;  // this evaluation and the next
     opening_ = false;
     const double ms = MockWorkload::run(c);
-    return loaded_ ? factor_ * ms : ms;
+    return burst_ > 0 && c.params == slow_ ? factor_ * ms : ms;
   }
 
  private:
   Params slow_;
   double factor_;
-  bool opening_ = false, loaded_ = false;
+  bool opening_ = false;
+  int burst_ = 0;
+};
+
+// A MockWorkload on a machine whose speed drifts: every run of one evaluation (from its
+// verification to the next candidate's) takes `factor` times as long in every other
+// evaluation, the first at full speed.
+class DriftingWorkload : public MockWorkload {
+ public:
+  DriftingWorkload(MockState& s, double factor) : MockWorkload(s), factor_(factor) {}
+  void poison() override {
+    slow_ = !slow_ && evaluations_++ > 0;
+    slow_evaluations_ += slow_;
+    MockWorkload::poison();
+  }
+  double run(const Choice& c) override { return (slow_ ? factor_ : 1.0) * MockWorkload::run(c); }
+  static inline int slow_evaluations_ = 0;
+
+ private:
+  double factor_;
+  int evaluations_ = 0;
+  bool slow_ = false;
 };
 
 class TunerEngine : public ::testing::Test {
@@ -2124,22 +2148,56 @@ TEST_F(TunerEngine, TheFirstRunAfterVerifyingIsNotTimed) {
   EXPECT_GE(timed, 8);
 }
 
+// Every candidate is timed beside the best so far, in turns: on a machine whose speed halves
+// and comes back between evaluations (2.5x, every other one), each figure is what the point
+// takes at the speed of the first evaluation, so the search ranks the points as they are and
+// keeps the fastest. Timed alone, every other figure would be 2.5x its point's.
+TEST_F(TunerEngine, CandidatesAreTimedBesideTheBestSoFar) {
+  DriftingWorkload::slow_evaluations_ = 0;
+  families_[0].make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new DriftingWorkload(state_, 2.5));
+  };
+  TuneOptions o = options(0);
+  o.cache_dir = "-";
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  const ClassResult& c = r.classes[0];
+  EXPECT_GE(DriftingWorkload::slow_evaluations_, 10) << "the drift reached the candidates";
+  int timed = 0;
+  for (const Evaluation& e : c.history) {
+    if (!e.ok) continue;
+    ++timed;
+    const int x = e.params.at("X"), y = e.params.at("Y");
+    EXPECT_NEAR(e.time_ms, (x - 6) * (x - 6) + (y - 3) * (y - 3) + 1.0, 1e-9) << "X=" << x << " Y=" << y;
+  }
+  EXPECT_GE(timed, 20);
+  EXPECT_EQ(c.best.params, (Params{{"X", 6}, {"Y", 3}}));
+  EXPECT_NEAR(c.best.time_ms, 1.0, 1e-9);
+}
+
 // Re-timing at the end: the shipped point (6, 3), 1 ms, measured under a burst of load
-// (2.5 ms) and a point of 2 ms measured after it are timed again together; the truly faster
-// is kept, with its figure from then. A point out of the margin is left alone.
+// (2.5 ms) and a point of 2 ms measured after it, beside it, under the same load, are timed
+// again together; the truly faster is kept, with its figure from then. A point out of the
+// margin is left alone.
 TEST_F(TunerEngine, TimingTheClosestPointsAgainKeepsTheTrulyFaster) {
   families_[0].make = [this](Runtime&, const std::string&, std::mt19937_64&) {
     return std::unique_ptr<Workload>(new LoadedWhileEvaluatedWorkload(state_, {{"X", 6}, {"Y", 3}}, 2.5));
   };
   const std::string me = rt_->device().name;
   std::vector<PriorDevice> known = {mock_known(rt_->device(), me, {{6, 3, 1.0}, {6, 4, 2.0}}, 30)};
-  TuneOptions o = seeded(3, known);
+  TuneOptions o = seeded(4, known);
   const TuneResult r = tune(*rt_, o);
   ASSERT_EQ(r.classes.size(), 1u);
   const ClassResult& c = r.classes[0];
-  ASSERT_EQ(c.history.size(), 3u);
+  ASSERT_EQ(c.history.size(), 4u);
   EXPECT_DOUBLE_EQ(c.history[1].time_ms, 2.5) << "measured under load";
-  ASSERT_EQ(c.retimed.size(), 2u) << "the built-in default (30 ms) is out of the margin";
+  EXPECT_DOUBLE_EQ(c.history[2].time_ms, 2.0) << "beside the loaded best, as it takes";
+  ASSERT_GE(c.retimed.size(), 2u);
+  std::set<Params> retimed;
+  for (const Evaluation& e : c.retimed) retimed.insert(e.params);
+  EXPECT_TRUE(retimed.count({{"X", 6}, {"Y", 3}}));
+  EXPECT_TRUE(retimed.count({{"X", 6}, {"Y", 4}}));
+  EXPECT_FALSE(retimed.count(c.history[0].params)) << "the built-in default (30 ms) is out of the margin";
   EXPECT_EQ(c.best.params, (Params{{"X", 6}, {"Y", 3}}));
   EXPECT_DOUBLE_EQ(c.best.time_ms, 1.0);
   EXPECT_GE(c.retime_seconds, 0.0);

@@ -41,14 +41,25 @@ int job_input_bits(const std::optional<Problem>& problem) { return problem ? int
 // the shared machine that one run, alone, crossed the early stop's bar: the first tune timed
 // nf4_forward/decode's shipped point at 7.07 ms from one run (3.7x the best so far; ~2.0 ms
 // warm) and kept another.
+//
+// Beside the incumbent: with `incumbent` (the class's best so far, measured in this run at
+// `best_ms`), each timed run of the candidate is followed by one of the incumbent (after a
+// warm-up run of it too), and the candidate's time is the median of the pairs' ratios times
+// `best_ms`: what the candidate takes where the incumbent takes its figure. The speed of the
+// 2-core PoCL machine drifts by up to 1.8x over seconds (one point's 6-run means read 1.69 to
+// 3.11 ms in a row of 40), so figures taken an evaluation apart ranked points wrongly: a
+// first tune kept an nf4_backward decode point the benchmark then timed 1.25x slower than
+// one it had measured, and 1.24x the best known, while runs taken in turn ranked the same
+// points as the benchmark does. A failed run of the incumbent (it ran before) leaves the
+// candidate's own median; a hang is the candidate's evaluation's.
 double median(std::vector<double> times) {
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
 
 template <typename Quiet>
-Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, double best_ms, bool& hang, Quiet&& quiet,
-                              double& run_ms) {
+Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, double best_ms, const Choice* incumbent,
+                              bool& hang, Quiet&& quiet, double& run_ms) {
   Evaluation e;
   e.algorithm = choice.algorithm;
   e.params = choice.params;
@@ -61,15 +72,44 @@ Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, do
       e.rejected = why;
       return e;
     }
-    std::vector<double> times;
+    std::vector<double> times, ratios;
     const auto rest = quiet();
     run_ms += w.run(choice);  // the warm-up
+    // The incumbent's run beside the candidate's; false where it failed (pairing ends).
+    const auto beside = [&](double candidate_ms) {
+      if (incumbent == nullptr || !(best_ms > 0)) return false;
+      try {
+        const double ms = w.run(*incumbent);
+        run_ms += ms;
+        if (ms > 0) ratios.push_back(candidate_ms / ms);
+        return ms > 0;
+      } catch (const CandidateHang&) {
+        throw;
+      } catch (const std::exception&) {
+        return false;
+      }
+    };
+    bool paired = incumbent != nullptr && best_ms > 0;
+    if (paired) {
+      try {
+        run_ms += w.run(*incumbent);  // its warm-up
+      } catch (const CandidateHang&) {
+        throw;
+      } catch (const std::exception&) {
+        paired = false;
+      }
+    }
     for (int r = 0; r < std::max(1, repeats); ++r) {
       times.push_back(w.run(choice));
       run_ms += times.back();
-      if (r == 0 && best_ms > 0 && times[0] > 3 * best_ms) break;
+      if (paired && !beside(times.back())) {
+        paired = false;
+        ratios.clear();
+      }
+      const double slow = paired ? ratios.front() * best_ms : times[0];
+      if (r == 0 && best_ms > 0 && slow > 3 * best_ms) break;
     }
-    e.time_ms = median(std::move(times));
+    e.time_ms = paired && !ratios.empty() ? median(std::move(ratios)) * best_ms : median(std::move(times));
     e.ok = true;
   } catch (const CandidateHang& err) {
     e.rejected = err.what();
@@ -512,9 +552,17 @@ class DeviceMeasure : public Measure {
       const bool warm = worker_build.has_value() || costs_->built(key);
       const auto started = Clock::now();
       double run_ms = 0;
+      // The best so far is timed beside the candidate where this run measured it (its
+      // program is built; a figure recalled from the cache names no program of this run).
+      std::optional<Choice> incumbent;
+      if (best_.ok && !best_.cached) {
+        incumbent = choice;
+        incumbent->algorithm = best_.algorithm;
+        incumbent->params = best_.params;
+      }
       e = evaluate_candidate(
-          s_.workload, choice, s_.options.repeats, best_.ok ? best_.time_ms : 0, hang,
-          [this] { return s_.prefetcher.quiet(); }, run_ms);
+          s_.workload, choice, s_.options.repeats, best_.ok ? best_.time_ms : 0, incumbent ? &*incumbent : nullptr,
+          hang, [this] { return s_.prefetcher.quiet(); }, run_ms);
       costs_->measured(point.algorithm->name, key, warm, seconds_since(started) - run_ms * 1e-3, worker_build);
       // Into the cache first: should waiting for the hung candidate never end, the next
       // run still knows to skip it.
