@@ -1357,6 +1357,20 @@ class DriftingWorkload : public MockWorkload {
   bool slow_ = false;
 };
 
+// A MockWorkload of microseconds whose single runs wobble: each takes 0.2x, the next 1.8x
+// its point's time (a tenth of a thousandth of MockWorkload's), in turn, run after run.
+class WobblyWorkload : public MockWorkload {
+ public:
+  using MockWorkload::MockWorkload;
+  double run(const Choice& c) override {
+    fast_ = !fast_;
+    return MockWorkload::run(c) * 1e-3 * (fast_ ? 0.2 : 1.8);
+  }
+
+ private:
+  bool fast_ = false;
+};
+
 class TunerEngine : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -2173,6 +2187,31 @@ TEST_F(TunerEngine, CandidatesAreTimedBesideTheBestSoFar) {
   EXPECT_GE(timed, 20);
   EXPECT_EQ(c.best.params, (Params{{"X", 6}, {"Y", 3}}));
   EXPECT_NEAR(c.best.time_ms, 1.0, 1e-9);
+}
+
+// A kernel of microseconds is timed in blocks of back-to-back runs (1 ms of them, 64 at most),
+// their mean: runs that wobble from 0.2x to 1.8x and back, run after run, still give each
+// point its time within a tenth (timed run by run beside the best, every figure would be off
+// by 9x one way or the other), and the fastest point is kept.
+TEST_F(TunerEngine, KernelsOfMicrosecondsAreTimedInBlocks) {
+  families_[0].make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new WobblyWorkload(state_));
+  };
+  TuneOptions o = options(0);
+  o.cache_dir = "-";
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  const ClassResult& c = r.classes[0];
+  int timed = 0;
+  for (const Evaluation& e : c.history) {
+    if (!e.ok) continue;
+    ++timed;
+    const int x = e.params.at("X"), y = e.params.at("Y");
+    const double truth = ((x - 6) * (x - 6) + (y - 3) * (y - 3) + 1.0) * 1e-3;
+    EXPECT_NEAR(e.time_ms / truth, 1.0, 0.1) << "X=" << x << " Y=" << y;
+  }
+  EXPECT_GE(timed, 20);
+  EXPECT_EQ(c.best.params, (Params{{"X", 6}, {"Y", 3}}));
 }
 
 // Re-timing at the end: the shipped point (6, 3), 1 ms, measured under a burst of load

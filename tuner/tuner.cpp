@@ -49,13 +49,24 @@ int job_input_bits(const std::optional<Problem>& problem) { return problem ? int
 // 2-core PoCL machine drifts by up to 1.8x over seconds (one point's 6-run means read 1.69 to
 // 3.11 ms in a row of 40), so figures taken an evaluation apart ranked points wrongly: a
 // first tune kept an nf4_backward decode point the benchmark then timed 1.25x slower than
-// one it had measured, and 1.24x the best known, while runs taken in turn ranked the same
-// points as the benchmark does. A failed run of the incumbent (it ran before) leaves the
-// candidate's own median; a hang is the candidate's evaluation's.
+// one it had measured. A failed run of the incumbent (it ran before) leaves the candidate's
+// own median; a hang is the candidate's evaluation's.
+//
+// In blocks: a timed run of a kernel shorter than kBlockMs is the mean of a block of
+// back-to-back runs (kBlockMs of them by the warm-up's time, kMaxBlock at most). Single runs of
+// tens of microseconds on PoCL varied by more than the points did: timed beside the incumbent
+// run by run, a first tune's lora_expand figures read 0.24-2.4x what its re-timing read of
+// the same points, and its five lora_expand classes all missed the best known by 11-63 %; in
+// blocks, the tuner's figures read 0.99-1.26x the benchmark's, and two runs of the
+// lora_expand classes alone each came within 10 % in all five (2 and 4 of 5 in blocks
+// without the incumbent).
 double median(std::vector<double> times) {
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
+
+constexpr double kBlockMs = 1.0;
+constexpr int kMaxBlock = 64;
 
 template <typename Quiet>
 Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, double best_ms, const Choice* incumbent,
@@ -74,13 +85,22 @@ Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, do
     }
     std::vector<double> times, ratios;
     const auto rest = quiet();
-    run_ms += w.run(choice);  // the warm-up
+    const double warm_ms = w.run(choice);  // the warm-up
+    run_ms += warm_ms;
+    // A timed run of a kernel under kBlockMs is a block of back-to-back runs that long, their
+    // mean (the incumbent's runs beside it take the same count).
+    const int block = std::clamp(int(std::ceil(kBlockMs / std::max(warm_ms, 1e-6))), 1, kMaxBlock);
+    const auto timed = [&](const Choice& c) {
+      double sum = 0;
+      for (int i = 0; i < block; ++i) sum += w.run(c);
+      run_ms += sum;
+      return sum / block;
+    };
     // The incumbent's run beside the candidate's; false where it failed (pairing ends).
     const auto beside = [&](double candidate_ms) {
       if (incumbent == nullptr || !(best_ms > 0)) return false;
       try {
-        const double ms = w.run(*incumbent);
-        run_ms += ms;
+        const double ms = timed(*incumbent);
         if (ms > 0) ratios.push_back(candidate_ms / ms);
         return ms > 0;
       } catch (const CandidateHang&) {
@@ -100,8 +120,7 @@ Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, do
       }
     }
     for (int r = 0; r < std::max(1, repeats); ++r) {
-      times.push_back(w.run(choice));
-      run_ms += times.back();
+      times.push_back(timed(choice));
       if (paired && !beside(times.back())) {
         paired = false;
         ratios.clear();
@@ -124,17 +143,23 @@ Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, do
 
 // Times verified candidates again, their runs interleaved (a warm-up round, then `repeats`
 // timed rounds), so that the load of the moment weighs on each alike: the median of each.
-// Their programs are built and their results were verified when they were evaluated.
+// Their programs are built and their results were verified when they were evaluated, at
+// `expected_ms`, which sets their blocks.
 template <typename Quiet>
-std::vector<double> retime_candidates(Workload& w, const std::vector<Choice>& choices, int repeats, Quiet&& quiet,
+std::vector<double> retime_candidates(Workload& w, const std::vector<Choice>& choices,
+                                      const std::vector<double>& expected_ms, int repeats, Quiet&& quiet,
                                       double& run_ms) {
   std::vector<std::vector<double>> times(choices.size());
   const auto rest = quiet();
   for (int round = 0; round <= std::max(1, repeats); ++round)
     for (std::size_t i = 0; i < choices.size(); ++i) {
-      const double ms = w.run(choices[i]);
-      run_ms += ms;
-      if (round > 0) times[i].push_back(ms);
+      // In blocks as they were evaluated (evaluate_candidate), by the figure they had then.
+      const int block =
+          round == 0 ? 1 : std::clamp(int(std::ceil(kBlockMs / std::max(expected_ms[i], 1e-6))), 1, kMaxBlock);
+      double sum = 0;
+      for (int b = 0; b < block; ++b) sum += w.run(choices[i]);
+      run_ms += sum;
+      if (round > 0) times[i].push_back(sum / block);
     }
   std::vector<double> medians;
   for (std::vector<double>& t : times) medians.push_back(median(std::move(t)));
@@ -630,7 +655,11 @@ class DeviceMeasure : public Measure {
     if (close.size() < 2) return;
     const int repeats = std::max(1, s_.options.repeats);
     double expected_ms = 0;
-    for (const Evaluation* e : close) expected_ms += (1 + repeats) * e->time_ms;
+    std::vector<double> figures;
+    for (const Evaluation* e : close) {
+      expected_ms += e->time_ms + repeats * std::max(e->time_ms, kBlockMs);
+      figures.push_back(e->time_ms);
+    }
     if (expected_ms * 1e-3 > kRetimeShare * s_.budget_seconds) return;
     std::vector<Choice> choices;
     for (const Evaluation* e : close) {
@@ -646,7 +675,7 @@ class DeviceMeasure : public Measure {
     std::vector<double> medians;
     try {
       medians = retime_candidates(
-          s_.workload, choices, repeats, [this] { return s_.prefetcher.quiet(); }, run_ms);
+          s_.workload, choices, figures, repeats, [this] { return s_.prefetcher.quiet(); }, run_ms);
     } catch (const CandidateHang& err) {
       // They ran within the limit before: their figures stand, once the device is idle again.
       drain_after_hang(s_.rt, std::max(30.0, 10 * s_.workload.timeout_seconds),
