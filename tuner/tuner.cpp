@@ -43,8 +43,9 @@ int job_input_bits(const std::optional<Problem>& problem) { return problem ? int
 // warm) and kept another.
 //
 // Beside the incumbent: with `incumbent` (the class's best so far, measured in this run at
-// `best_ms`), each timed run of the candidate is followed by one of the incumbent (after a
-// warm-up run of it too), and the candidate's time is the median of the pairs' ratios times
+// `best_ms`), where the candidate's warm-up run took within kPairedRange of `best_ms` either
+// way, each timed run of the candidate is followed by one of the incumbent (after a warm-up
+// run of it too), and the candidate's time is the median of the pairs' ratios times
 // `best_ms`: what the candidate takes where the incumbent takes its figure. The speed of the
 // 2-core PoCL machine drifts by up to 1.8x over seconds (one point's 6-run means read 1.69 to
 // 3.11 ms in a row of 40), so figures taken an evaluation apart ranked points wrongly: a
@@ -67,6 +68,7 @@ double median(std::vector<double> times) {
 
 constexpr double kBlockMs = 1.0;
 constexpr int kMaxBlock = 64;
+constexpr double kPairedRange = 3;
 
 template <typename Quiet>
 Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, double best_ms, const Choice* incumbent,
@@ -109,7 +111,11 @@ Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, do
         return false;
       }
     };
-    bool paired = incumbent != nullptr && best_ms > 0;
+    // Only a close call needs the incumbent: a warm-up kPairedRange times faster or slower
+    // than its figure ranks the candidate by itself, and a slow built-in default beside every
+    // candidate cost a second a class.
+    bool paired =
+        incumbent != nullptr && best_ms > 0 && warm_ms < kPairedRange * best_ms && warm_ms * kPairedRange > best_ms;
     if (paired) {
       try {
         run_ms += w.run(*incumbent);  // its warm-up
