@@ -42,25 +42,11 @@ int job_input_bits(const std::optional<Problem>& problem) { return problem ? int
 // nf4_forward/decode's shipped point at 7.07 ms from one run (3.7x the best so far; ~2.0 ms
 // warm) and kept another.
 //
-// Beside the incumbent: with `incumbent` (the class's best so far, measured in this run at
-// `best_ms`), where the candidate's warm-up run took within kPairedRange of `best_ms` either
-// way, each timed run of the candidate is followed by one of the incumbent (after a warm-up
-// run of it too), and the candidate's time is the median of the pairs' ratios times
-// `best_ms`: what the candidate takes where the incumbent takes its figure. The speed of the
-// 2-core PoCL machine drifts by up to 1.8x over seconds (one point's 6-run means read 1.69 to
-// 3.11 ms in a row of 40), so figures taken an evaluation apart ranked points wrongly: a
-// first tune kept an nf4_backward decode point the benchmark then timed 1.25x slower than
-// one it had measured. A failed run of the incumbent (it ran before) leaves the candidate's
-// own median; a hang is the candidate's evaluation's.
-//
 // In blocks: a timed run of a kernel shorter than kBlockMs is the mean of a block of
-// back-to-back runs (kBlockMs of them by the warm-up's time, kMaxBlock at most). Single runs of
-// tens of microseconds on PoCL varied by more than the points did: timed beside the incumbent
-// run by run, a first tune's lora_expand figures read 0.24-2.4x what its re-timing read of
-// the same points, and its five lora_expand classes all missed the best known by 11-63 %; in
-// blocks, the tuner's figures read 0.99-1.26x the benchmark's, and two runs of the
-// lora_expand classes alone each came within 10 % in all five (2 and 4 of 5 in blocks
-// without the incumbent).
+// back-to-back runs (kBlockMs of them by the warm-up's time, kMaxBlock at most), as the
+// benchmark of bench/first_tune.sh times a point (over 0.5 s). Single runs of tens of
+// microseconds on the 2-core PoCL machine read 1.5-3x what the benchmark then read of the
+// same lora_expand points; in blocks, 0.97-1.04x in most evaluations.
 double median(std::vector<double> times) {
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
@@ -68,11 +54,10 @@ double median(std::vector<double> times) {
 
 constexpr double kBlockMs = 1.0;
 constexpr int kMaxBlock = 64;
-constexpr double kPairedRange = 3;
 
 template <typename Quiet>
-Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, double best_ms, const Choice* incumbent,
-                              bool& hang, Quiet&& quiet, double& run_ms) {
+Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, double best_ms, bool& hang, Quiet&& quiet,
+                              double& run_ms) {
   Evaluation e;
   e.algorithm = choice.algorithm;
   e.params = choice.params;
@@ -85,56 +70,19 @@ Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, do
       e.rejected = why;
       return e;
     }
-    std::vector<double> times, ratios;
+    std::vector<double> times;
     const auto rest = quiet();
     const double warm_ms = w.run(choice);  // the warm-up
     run_ms += warm_ms;
-    // A timed run of a kernel under kBlockMs is a block of back-to-back runs that long, their
-    // mean (the incumbent's runs beside it take the same count).
     const int block = std::clamp(int(std::ceil(kBlockMs / std::max(warm_ms, 1e-6))), 1, kMaxBlock);
-    const auto timed = [&](const Choice& c) {
-      double sum = 0;
-      for (int i = 0; i < block; ++i) sum += w.run(c);
-      run_ms += sum;
-      return sum / block;
-    };
-    // The incumbent's run beside the candidate's; false where it failed (pairing ends).
-    const auto beside = [&](double candidate_ms) {
-      if (incumbent == nullptr || !(best_ms > 0)) return false;
-      try {
-        const double ms = timed(*incumbent);
-        if (ms > 0) ratios.push_back(candidate_ms / ms);
-        return ms > 0;
-      } catch (const CandidateHang&) {
-        throw;
-      } catch (const std::exception&) {
-        return false;
-      }
-    };
-    // Only a close call needs the incumbent: a warm-up kPairedRange times faster or slower
-    // than its figure ranks the candidate by itself, and a slow built-in default beside every
-    // candidate cost a second a class.
-    bool paired =
-        incumbent != nullptr && best_ms > 0 && warm_ms < kPairedRange * best_ms && warm_ms * kPairedRange > best_ms;
-    if (paired) {
-      try {
-        run_ms += w.run(*incumbent);  // its warm-up
-      } catch (const CandidateHang&) {
-        throw;
-      } catch (const std::exception&) {
-        paired = false;
-      }
-    }
     for (int r = 0; r < std::max(1, repeats); ++r) {
-      times.push_back(timed(choice));
-      if (paired && !beside(times.back())) {
-        paired = false;
-        ratios.clear();
-      }
-      const double slow = paired ? ratios.front() * best_ms : times[0];
-      if (r == 0 && best_ms > 0 && slow > 3 * best_ms) break;
+      double sum = 0;
+      for (int i = 0; i < block; ++i) sum += w.run(choice);
+      run_ms += sum;
+      times.push_back(sum / block);
+      if (r == 0 && best_ms > 0 && times[0] > 3 * best_ms) break;
     }
-    e.time_ms = paired && !ratios.empty() ? median(std::move(ratios)) * best_ms : median(std::move(times));
+    e.time_ms = median(std::move(times));
     e.ok = true;
   } catch (const CandidateHang& err) {
     e.rejected = err.what();
@@ -583,17 +531,9 @@ class DeviceMeasure : public Measure {
       const bool warm = worker_build.has_value() || costs_->built(key);
       const auto started = Clock::now();
       double run_ms = 0;
-      // The best so far is timed beside the candidate where this run measured it (its
-      // program is built; a figure recalled from the cache names no program of this run).
-      std::optional<Choice> incumbent;
-      if (best_.ok && !best_.cached) {
-        incumbent = choice;
-        incumbent->algorithm = best_.algorithm;
-        incumbent->params = best_.params;
-      }
       e = evaluate_candidate(
-          s_.workload, choice, s_.options.repeats, best_.ok ? best_.time_ms : 0, incumbent ? &*incumbent : nullptr,
-          hang, [this] { return s_.prefetcher.quiet(); }, run_ms);
+          s_.workload, choice, s_.options.repeats, best_.ok ? best_.time_ms : 0, hang,
+          [this] { return s_.prefetcher.quiet(); }, run_ms);
       costs_->measured(point.algorithm->name, key, warm, seconds_since(started) - run_ms * 1e-3, worker_build);
       // Into the cache first: should waiting for the hung candidate never end, the next
       // run still knows to skip it.
