@@ -44,9 +44,9 @@ int job_input_bits(const std::optional<Problem>& problem) { return problem ? int
 //
 // In blocks: a timed run of a kernel shorter than kBlockMs is the mean of a block of
 // back-to-back runs (kBlockMs of them by the warm-up's time, kMaxBlock at most), as the
-// benchmark of bench/first_tune.sh times a point (over 0.5 s). Single runs of tens of
-// microseconds on the 2-core PoCL machine read 1.5-3x what the benchmark then read of the
-// same lora_expand points; in blocks, 0.97-1.04x in most evaluations.
+// benchmark of bench/first_tune.sh times a point (over 0.5 s). On the 2-core PoCL machine the
+// LoRA figures a first tune kept read 1.01-3.31x the benchmark's of the same points when timed
+// run by run, 0.92-1.05x in blocks (results/first-tune/pocl-epyc/).
 double median(std::vector<double> times) {
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
