@@ -55,6 +55,17 @@ double median(std::vector<double> times) {
 constexpr double kBlockMs = 1.0;
 constexpr int kMaxBlock = 64;
 
+// The runs of a block of a kernel that takes `ms` a run: kBlockMs of them, 1 to kMaxBlock.
+int block_runs(double ms) { return std::clamp(int(std::ceil(kBlockMs / std::max(ms, 1e-6))), 1, kMaxBlock); }
+
+// `runs` back-to-back runs of `choice`: their mean; their device time is added to `run_ms`.
+double block_mean(Workload& w, const Choice& choice, int runs, double& run_ms) {
+  double sum = 0;
+  for (int i = 0; i < runs; ++i) sum += w.run(choice);
+  run_ms += sum;
+  return sum / runs;
+}
+
 template <typename Quiet>
 Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, double best_ms, bool& hang, Quiet&& quiet,
                               double& run_ms) {
@@ -74,12 +85,9 @@ Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, do
     const auto rest = quiet();
     const double warm_ms = w.run(choice);  // the warm-up
     run_ms += warm_ms;
-    const int block = std::clamp(int(std::ceil(kBlockMs / std::max(warm_ms, 1e-6))), 1, kMaxBlock);
+    const int block = block_runs(warm_ms);
     for (int r = 0; r < std::max(1, repeats); ++r) {
-      double sum = 0;
-      for (int i = 0; i < block; ++i) sum += w.run(choice);
-      run_ms += sum;
-      times.push_back(sum / block);
+      times.push_back(block_mean(w, choice, block, run_ms));
       if (r == 0 && best_ms > 0 && times[0] > 3 * best_ms) break;
     }
     e.time_ms = median(std::move(times));
@@ -97,23 +105,17 @@ Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, do
 
 // Times verified candidates again, their runs interleaved (a warm-up round, then `repeats`
 // timed rounds), so that the load of the moment weighs on each alike: the median of each.
-// Their programs are built and their results were verified when they were evaluated, at
-// `expected_ms`, which sets their blocks.
+// Their programs are built and their results were verified when they were evaluated; each
+// timed round runs `blocks[i]` of choice i back to back (block_runs of its figure then).
 template <typename Quiet>
-std::vector<double> retime_candidates(Workload& w, const std::vector<Choice>& choices,
-                                      const std::vector<double>& expected_ms, int repeats, Quiet&& quiet,
-                                      double& run_ms) {
+std::vector<double> retime_candidates(Workload& w, const std::vector<Choice>& choices, const std::vector<int>& blocks,
+                                      int repeats, Quiet&& quiet, double& run_ms) {
   std::vector<std::vector<double>> times(choices.size());
   const auto rest = quiet();
   for (int round = 0; round <= std::max(1, repeats); ++round)
     for (std::size_t i = 0; i < choices.size(); ++i) {
-      // In blocks as they were evaluated (evaluate_candidate), by the figure they had then.
-      const int block =
-          round == 0 ? 1 : std::clamp(int(std::ceil(kBlockMs / std::max(expected_ms[i], 1e-6))), 1, kMaxBlock);
-      double sum = 0;
-      for (int b = 0; b < block; ++b) sum += w.run(choices[i]);
-      run_ms += sum;
-      if (round > 0) times[i].push_back(sum / block);
+      const double ms = block_mean(w, choices[i], round == 0 ? 1 : blocks[i], run_ms);
+      if (round > 0) times[i].push_back(ms);
     }
   std::vector<double> medians;
   for (std::vector<double>& t : times) medians.push_back(median(std::move(t)));
@@ -601,10 +603,10 @@ class DeviceMeasure : public Measure {
     if (close.size() < 2) return;
     const int repeats = std::max(1, s_.options.repeats);
     double expected_ms = 0;
-    std::vector<double> figures;
+    std::vector<int> blocks;
     for (const Evaluation* e : close) {
-      expected_ms += e->time_ms + repeats * std::max(e->time_ms, kBlockMs);
-      figures.push_back(e->time_ms);
+      blocks.push_back(block_runs(e->time_ms));
+      expected_ms += (1 + repeats * blocks.back()) * e->time_ms;
     }
     if (expected_ms * 1e-3 > kRetimeShare * s_.budget_seconds) return;
     std::vector<Choice> choices;
@@ -621,7 +623,7 @@ class DeviceMeasure : public Measure {
     std::vector<double> medians;
     try {
       medians = retime_candidates(
-          s_.workload, choices, figures, repeats, [this] { return s_.prefetcher.quiet(); }, run_ms);
+          s_.workload, choices, blocks, repeats, [this] { return s_.prefetcher.quiet(); }, run_ms);
     } catch (const CandidateHang& err) {
       // They ran within the limit before: their figures stand, once the device is idle again.
       drain_after_hang(s_.rt, std::max(30.0, 10 * s_.workload.timeout_seconds),
@@ -771,8 +773,9 @@ constexpr std::size_t kSiblingPoints = 24;  // points of each, at most (a prior 
 // build variants, so a class of the same input type and precision comes before one of the
 // same sizes; among equals the class tuned last. Each class gives its first point (the best
 // it kept) that is legal here, searched in this class (`searched`) and not in `skip` (where it
-// is added), until kSiblingSeeds; the nearest kSiblingClasses with a legal point enter the model, each class's
-// times relative to its own best (the guided model shifts them to this class's times).
+// is added), until kSiblingSeeds; the nearest kSiblingClasses with a legal point enter the
+// model, each class's times relative to its own best (the guided model shifts them to this
+// class's times).
 SiblingSeeds sibling_seeds(const std::vector<RunClass>& run, const KernelFamily& family, const std::string& shape_class,
                            const Problem& problem, const std::string& variants, int input_bits,
                            const DeviceLimits& limits, const AlgorithmExclusions& excluded,
