@@ -2219,6 +2219,22 @@ TEST_F(TunerEngine, TheNearestDevicesBestIsMeasuredPastASpentShare) {
   EXPECT_EQ(r.classes[1].history[0].params, (Params{{"X", 6}, {"Y", 3}}));
   EXPECT_FALSE(r.classes[1].builtin.ok);
   EXPECT_DOUBLE_EQ(r.classes[1].best.time_ms, 1.0);
+  // The summary says so: "-" where the default and the speed-up would be, not 0, and why.
+  std::ostringstream summary;
+  print_summary(summary, r);
+  const std::string text = summary.str();
+  const std::size_t c2 = text.find("\nmock          c2 ");
+  ASSERT_NE(c2, std::string::npos) << text;
+  const std::string row = text.substr(c2 + 1, text.find('\n', c2 + 1) - c2 - 1);
+  EXPECT_NE(row.find(" - "), std::string::npos) << row;
+  EXPECT_NE(row.find(" -  "), std::string::npos) << row;
+  EXPECT_EQ(row.find("0.000"), std::string::npos) << row;
+  EXPECT_EQ(row.find("0.00x"), std::string::npos) << row;
+  EXPECT_NE(text.find("built-in default not measured in 1 class: it started past the run's budget"), std::string::npos)
+      << text;
+  const std::size_t c1 = text.find("\nmock          c1 ");
+  ASSERT_NE(c1, std::string::npos) << text;
+  EXPECT_NE(text.substr(c1, text.find('\n', c1 + 1) - c1).find("x"), std::string::npos) << "c1's speed-up is shown";
 }
 
 // Where the nearest device found two algorithms about as fast (kContenderMargin), the best point

@@ -60,8 +60,12 @@ std::string class_svg(const ClassResult& c) {
       << "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   std::ostringstream title;
   title << c.kernel << " / " << c.shape_class << " (" << format_problem(c.problem) << "): " << c.evaluations
-        << " evaluations of " << c.space_size << ", best " << std::setprecision(4) << (c.best.ok ? c.best.time_ms : 0.0)
-        << " ms, " << std::setprecision(2) << c.speedup() << "x the default";
+        << " evaluations of " << c.space_size;
+  if (c.best.ok) title << ", best " << std::setprecision(4) << c.best.time_ms << " ms";
+  if (c.speedup() > 0)
+    title << ", " << std::setprecision(2) << c.speedup() << "x the default";
+  else if (c.builtin.algorithm.empty())
+    title << ", the default not measured";
   svg << "<text x=\"" << kLeft << "\" y=\"20\" font-size=\"14\">" << xml_escape(title.str()) << "</text>\n";
   svg << "<text x=\"" << kLeft << "\" y=\"38\" fill=\"#555\">"
       << xml_escape(c.best.ok ? c.best.algorithm + " " + format_params(c.best.params) : "nothing verified")

@@ -1421,16 +1421,33 @@ void print_summary(std::ostream& out, const TuneResult& result) {
       << "best ms" << std::setw(10) << "GFLOP/s" << std::setw(10) << "speed-up" << std::setw(8) << "evals"
       << std::setw(8) << "space" << std::setw(8) << "secs"
       << "  best choice\n";
+  // A figure not measured reads "-", not 0: the built-in default of a class that started past
+  // the run's budget (the nearest device's point was measured alone), or a class with no
+  // verified point.
+  const auto cell = [](bool measured, double value, int precision, int width, const char* unit = "") {
+    std::ostringstream s;
+    if (measured)
+      s << std::fixed << std::setprecision(precision) << value << unit;
+    else
+      s << "-" << (*unit ? " " : "");
+    std::string text = s.str();
+    return std::string(std::size_t(std::max(0, width - int(text.size()))), ' ') + text;
+  };
+  int unmeasured_defaults = 0;
   for (const ClassResult& c : result.classes) {
+    unmeasured_defaults += c.builtin.algorithm.empty() ? 1 : 0;  // measured: named, ok or rejected
     out << std::left << std::setw(14) << c.kernel << std::setw(int(class_width)) << c.shape_class
-        << std::setw(int(problem_width)) << format_problem(c.problem) << std::right << std::fixed
-        << std::setprecision(3) << std::setw(12) << (c.builtin.ok ? c.builtin.time_ms : 0.0) << std::setw(12)
-        << (c.best.ok ? c.best.time_ms : 0.0) << std::setprecision(1) << std::setw(10)
-        << (c.best.ok ? c.flops / c.best.time_ms * 1e-6 : 0.0) << std::setprecision(2) << std::setw(9) << c.speedup()
-        << "x" << std::setw(8) << c.evaluations << std::setw(8) << c.space_size << std::setprecision(0) << std::setw(8)
-        << c.seconds << "  " << (c.best.ok ? c.best.algorithm + " " + format_params(c.best.params) : "none verified")
-        << "\n";
+        << std::setw(int(problem_width)) << format_problem(c.problem) << std::right
+        << cell(c.builtin.ok, c.builtin.time_ms, 3, 12) << cell(c.best.ok, c.best.time_ms, 3, 12)
+        << cell(c.best.ok, c.best.ok ? c.flops / c.best.time_ms * 1e-6 : 0, 1, 10)
+        << cell(c.speedup() > 0, c.speedup(), 2, 10, "x") << std::setw(8) << c.evaluations << std::setw(8)
+        << c.space_size << std::fixed << std::setprecision(0) << std::setw(8) << c.seconds << "  "
+        << (c.best.ok ? c.best.algorithm + " " + format_params(c.best.params) : "none verified") << "\n";
   }
+  if (unmeasured_defaults > 0)
+    out << "built-in default not measured in " << unmeasured_defaults
+        << (unmeasured_defaults == 1 ? " class" : " classes")
+        << ": it started past the run's budget and measured the nearest device's point alone (--budget for more)\n";
   for (const std::string& r : result.repeated) out << "tuned once: " << r << " (named again in the shapes)\n";
   // Which known devices seeded the classes (priors.hpp), grouped.
   std::map<std::string, int> seeded;
