@@ -158,11 +158,15 @@ def choice_of(label):
 
 
 def display_name(context):
-    """The device as a reader knows it: PoCL's CPU devices are named pthread-ARCH-CPU."""
+    """The device as a reader knows it: PoCL's CPU devices are named pthread-ARCH-CPU, where
+    ARCH is the LLVM target its version string ends with ("HSTR: pthread-x86_64-pc-linux-gnu-
+    haswell"), with or without a hyphen of its own (skylake-avx512, haswell)."""
     name = context["device"]
-    parts = name.split("-", 3)
-    if context.get("device_platform", "").startswith("Portable Computing Language") and len(parts) == 4:
-        name = f"PoCL, {parts[3]} ({parts[1]}-{parts[2]})"
+    if context.get("device_platform", "").startswith("Portable Computing Language"):
+        m = re.search(r"HSTR: \S*-gnu-(\S+)", context.get("device_version", ""))
+        arch = m.group(1) if m else "-".join(name.split("-", 3)[1:3])
+        if name.startswith(f"pthread-{arch}-"):
+            name = f"PoCL, {name[len(f'pthread-{arch}-'):]} ({arch})"
     return name.replace("(R)", "").replace("(TM)", "")
 
 

@@ -150,3 +150,24 @@ def test_the_launch_floor_is_named_beside_the_copy_bandwidth(tmp_path):
     assert dev.launch_ms == pytest.approx(0.0047)
     assert "an empty kernel 4.7 µs a call" in tables.sources(dev)
     assert ("launch", "empty_kernel", "1x1x1") not in {k[:3] for k in dev.gemm}
+
+
+POCL_PLATFORM = "Portable Computing Language (OpenCL 3.0 PoCL 3.1+debian  Linux, None+Asserts, RELOC, SPIR, LLVM 15.0.6)"
+
+
+@pytest.mark.parametrize("device, target, shown", [
+    ("pthread-skylake-avx512-Intel(R) Xeon(R) Processor", "skylake-avx512", "PoCL, Intel Xeon Processor (skylake-avx512)"),
+    ("pthread-haswell-AMD EPYC", "haswell", "PoCL, AMD EPYC (haswell)"),
+    ("pthread-znver2-AMD Ryzen 7 3700X 8-Core Processor", "znver2", "PoCL, AMD Ryzen 7 3700X 8-Core Processor (znver2)"),
+])
+def test_pocl_devices_are_named_by_their_cpu_and_target(device, target, shown):
+    context = {"device": device, "device_platform": POCL_PLATFORM,
+               "device_version": f"OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-{target}"}
+    assert tables.display_name(context) == shown
+
+
+def test_other_devices_keep_their_names():
+    assert tables.display_name({"device": "NVIDIA H200", "device_platform": "NVIDIA CUDA"}) == "NVIDIA H200"
+    # A PoCL device whose version names no target: the two parts after pthread- are taken as it.
+    old = {"device": "pthread-skylake-avx512-AMD EPYC", "device_platform": POCL_PLATFORM, "device_version": "OpenCL 3.0"}
+    assert tables.display_name(old) == "PoCL, AMD EPYC (skylake-avx512)"
