@@ -2234,7 +2234,11 @@ TEST_F(TunerEngine, TheNearestDevicesBestIsMeasuredPastASpentShare) {
       << text;
   const std::size_t c1 = text.find("\nmock          c1 ");
   ASSERT_NE(c1, std::string::npos) << text;
-  EXPECT_NE(text.substr(c1, text.find('\n', c1 + 1) - c1).find("x"), std::string::npos) << "c1's speed-up is shown";
+  const std::string row1 = text.substr(c1 + 1, text.find('\n', c1 + 1) - c1 - 1);
+  EXPECT_NE(row1.find("x"), std::string::npos) << "c1's speed-up is shown: " << row1;
+  EXPECT_EQ(row1.find(" - "), std::string::npos) << "c1's default was measured: " << row1;
+  EXPECT_TRUE(r.classes[0].builtin_measured());
+  EXPECT_FALSE(r.classes[1].builtin_measured());
 }
 
 // Where the nearest device found two algorithms about as fast (kContenderMargin), the best point

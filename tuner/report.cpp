@@ -64,7 +64,7 @@ std::string class_svg(const ClassResult& c) {
   if (c.best.ok) title << ", best " << std::setprecision(4) << c.best.time_ms << " ms";
   if (c.speedup() > 0)
     title << ", " << std::setprecision(2) << c.speedup() << "x the default";
-  else if (c.builtin.algorithm.empty())
+  else if (!c.builtin_measured())
     title << ", the default not measured";
   svg << "<text x=\"" << kLeft << "\" y=\"20\" font-size=\"14\">" << xml_escape(title.str()) << "</text>\n";
   svg << "<text x=\"" << kLeft << "\" y=\"38\" fill=\"#555\">"

@@ -1435,7 +1435,7 @@ void print_summary(std::ostream& out, const TuneResult& result) {
   };
   int unmeasured_defaults = 0;
   for (const ClassResult& c : result.classes) {
-    unmeasured_defaults += c.builtin.algorithm.empty() ? 1 : 0;  // measured: named, ok or rejected
+    unmeasured_defaults += c.builtin_measured() ? 0 : 1;
     out << std::left << std::setw(14) << c.kernel << std::setw(int(class_width)) << c.shape_class
         << std::setw(int(problem_width)) << format_problem(c.problem) << std::right
         << cell(c.builtin.ok, c.builtin.time_ms, 3, 12) << cell(c.best.ok, c.best.time_ms, 3, 12)

@@ -102,6 +102,9 @@ struct ClassResult {
   std::vector<Evaluation> retimed;
   double retime_seconds = 0;
   double speedup() const { return best.ok && builtin.ok ? builtin.time_ms / best.time_ms : 0; }
+  // Whether the built-in default was measured (verified or rejected): not where the class
+  // started past the run's budget and measured the nearest device's point alone.
+  bool builtin_measured() const { return !builtin.algorithm.empty(); }
 };
 
 struct TuneResult {
