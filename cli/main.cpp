@@ -125,8 +125,8 @@ Options:
                       nor from the best points of the run's earlier problems of a class (by default
                       these are measured first, so running tune again refines its last answer)
   --jobs N            build workers compiling candidates while others are measured (default: one
-                      per core on a CPU device, where they rest while a candidate is timed; one
-                      per spare core on a GPU, at most 4 worker processes)
+                      per core on a CPU device, where they are paused while a candidate is timed;
+                      one per spare core on a GPU, at most 4 worker processes)
   --timeout SECONDS   a candidate still running after this long is recorded as a hang and skipped
                       (default: max(2 s, 100 x the class's built-in default time)); counted from
                       when it starts running, so a compile at its first launch (PoCL) is not
@@ -151,9 +151,10 @@ Options:
                       a device nobody tuned, where somebody did), none. Per class the nearest
                       devices' best points are measured after the warm start's, steer the guided
                       model, and say how near the class is, which sets its share of the budget
-  --builders KIND     where candidates are built ahead: auto (default: own contexts on a CPU
-                      device, worker processes on NVIDIA, else threads sharing the measuring
-                      context), shared, contexts, processes
+  --builders KIND     where candidates are built ahead: auto (default: worker processes on a CPU
+                      device, paused while a candidate is timed, and on NVIDIA; else threads
+                      sharing the measuring context), shared, contexts (threads with contexts of
+                      their own; on a CPU the timing waits for the builds they run), processes
   --json              print the summary as JSON on stdout (progress and messages go to stderr)
   --quiet             no progress output
 

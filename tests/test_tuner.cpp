@@ -1117,6 +1117,29 @@ TEST(CompilePoolTest, HoldWaitsForRunningBuildsAndStartsNoneUntilReleased) {
   }
 }
 
+// hold(false) returns while a build runs (its owner pauses it) and, like hold(), keeps every
+// other build from starting until release().
+TEST(CompilePoolTest, HoldWithoutWaitingReturnsAtOnceAndStartsNoneUntilReleased) {
+  BuildLog log;
+  {
+    CompilePool<int> pool(2, 2, holding_job_0(log));
+    OpenGateOnExit guard{log};
+    pool.add(0, "j0", true);
+    ASSERT_TRUE(log.wait([&] { return !log.started.empty(); }));
+    pool.hold(false);  // returns although job 0 is still running
+    pool.add(1, "j1", true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    {
+      std::lock_guard<std::mutex> lock(log.m);
+      EXPECT_EQ(log.started, (std::vector<int>{0})) << "a build started while the pool was held";
+    }
+    pool.release();
+    ASSERT_TRUE(log.wait([&] { return log.started.size() == 2; }));
+    log.open_gate();
+    ASSERT_TRUE(log.wait([&] { return log.finished.size() == 2; }));
+  }
+}
+
 // Rewriting a profile keeps the entries this run did not tune, and drops those it did, also
 // where the old entry says input_bits 32 and the new one (the tuner's, f32) none.
 TEST(KeepUntunedEntries, KeepsOtherProblemsAndDropsTunedOnes) {
@@ -2370,6 +2393,41 @@ TEST(WorkerProcessTest, AnswersFailuresAndDeathsAreReported) {
   for (std::string line; std::getline(starts, line);) ++lines;
   EXPECT_EQ(lines, 2) << "the worker was not started again";
   fs::remove(count);
+}
+
+// A paused worker process answers nothing until resumed, nor does a process it started (the
+// pause reaches its process group: PoCL runs a linker), nor one started while paused; what
+// was asked meanwhile is answered after resume().
+TEST(WorkerProcessTest, APausedProcessAndItsChildrenAnswerOnlyAfterResume) {
+  // Each answer comes from a child of the shell, after 0.2 s.
+  WorkerProcess worker({"/bin/sh", "-c", "while read l; do (sleep 0.2; echo ok); done"}, {});
+  EXPECT_NO_THROW(worker.build("first\n"));  // started, and answering
+  const auto answered_while_paused = [](WorkerProcess& w, bool pause_before) {
+    if (pause_before) w.pause();
+    std::atomic<bool> answered{false};
+    std::thread asker([&] {
+      try {
+        w.build("next\n");
+      } catch (...) {
+      }
+      answered = true;
+    });
+    if (!pause_before) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the child is sleeping
+      w.pause();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    const bool early = answered.load();
+    w.resume();
+    asker.join();
+    EXPECT_TRUE(answered.load());
+    return early;
+  };
+  EXPECT_FALSE(answered_while_paused(worker, false)) << "the process group was not stopped";
+  EXPECT_FALSE(answered_while_paused(worker, true)) << "a request to a paused process was answered";
+  WorkerProcess unstarted({"/bin/sh", "-c", "while read l; do echo ok; done"}, {});
+  EXPECT_FALSE(answered_while_paused(unstarted, true)) << "a process started while paused ran";
+  EXPECT_NO_THROW(worker.build("after\n"));
 }
 
 // A real class tuned with workers in contexts of their own and in processes: every

@@ -159,30 +159,63 @@ void WorkerProcess::start() {
   argv.push_back(nullptr);
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
+  // A process group of its own, so that pause() and kill() reach the processes it starts
+  // (PoCL links each kernel with a linker it runs).
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
   pid_t pid = -1;
-  const int status = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  const int status = posix_spawn(&pid, argv[0], &actions, &attributes, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   ::close(fds[1]);
   if (status != 0) {
     ::close(fds[0]);
     throw Error(ErrorCode::kIo, "cannot start build worker " + command_[0] + ": " + std::strerror(status));
   }
-  pid_ = pid;
   socket_ = fds[0];
   pending_.clear();
+  std::lock_guard<std::mutex> lock(pause_mutex_);
+  pid_ = pid;
+  if (paused_) ::kill(-pid, SIGSTOP);
 }
 
 void WorkerProcess::stop() {
   if (socket_ >= 0) ::close(socket_);  // its input ends: the worker exits
   socket_ = -1;
-  if (const pid_t pid = pid_.exchange(-1); pid > 0) {
+  std::unique_lock<std::mutex> lock(pause_mutex_);
+  const pid_t pid = pid_.exchange(-1);
+  if (pid > 0 && paused_) ::kill(-pid, SIGCONT);  // a stopped process would never see its input end
+  lock.unlock();
+  if (pid > 0) {
     int status = 0;
     ::waitpid(pid, &status, 0);
   }
 }
 
 void WorkerProcess::kill() {
-  if (const pid_t pid = pid_.load(); pid > 0) ::kill(pid, SIGKILL);
+  if (const pid_t pid = pid_.load(); pid > 0) ::kill(-pid, SIGKILL);
+}
+
+void WorkerProcess::pause() {
+  pid_t pid = -1;
+  {
+    std::lock_guard<std::mutex> lock(pause_mutex_);
+    paused_ = true;
+    pid = pid_.load();
+    if (pid <= 0 || ::kill(-pid, SIGSTOP) != 0) return;
+  }
+  // Until it has stopped or ended; WNOWAIT leaves its state to stop()'s waitpid.
+  siginfo_t info{};
+  while (::waitid(P_PID, id_t(pid), &info, WSTOPPED | WEXITED | WNOWAIT) != 0 && errno == EINTR) {
+  }
+}
+
+void WorkerProcess::resume() {
+  std::lock_guard<std::mutex> lock(pause_mutex_);
+  paused_ = false;
+  if (const pid_t pid = pid_.load(); pid > 0) ::kill(-pid, SIGCONT);
 }
 
 void WorkerProcess::build(const std::string& request) {

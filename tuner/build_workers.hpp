@@ -20,6 +20,7 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -87,6 +88,12 @@ class WorkerProcess {
   // Ends the process now, from any thread: a build() waiting on it returns (throwing), so
   // that a run that is over does not wait for a build nobody needs.
   void kill();
+  // Stops the process (SIGSTOP: it keeps its state, and a build() waiting on it goes on
+  // waiting) until resume(), from any thread: the build it runs leaves the CPU to a
+  // candidate being timed. pause() returns once the process has stopped (or ended); one
+  // started while paused is stopped as it starts.
+  void pause();
+  void resume();
 
  private:
   void start();
@@ -94,6 +101,8 @@ class WorkerProcess {
   std::vector<std::string> command_;
   std::vector<std::pair<std::string, std::string>> environment_;
   std::atomic<pid_t> pid_{-1};
+  std::mutex pause_mutex_;  // orders pause() and resume() with a start()
+  bool paused_ = false;
   int socket_ = -1;
   std::string pending_;  // bytes read past the last answer
 };

@@ -19,7 +19,8 @@
 // process of their own, which leaves the program in a cache on disk): before it needs a
 // program, the measuring thread claim()s it, waiting while a worker builds it and taking it
 // back when none has started it. hold() keeps every worker idle while the device times a
-// candidate, where building and measuring share one CPU.
+// candidate, where building and measuring share one CPU (or only keeps new builds from
+// starting, where the running ones can be paused).
 //
 // The build function is called once per distinct `options` string, with the index of the
 // worker thread that runs it; its errors are left for the measuring thread to meet and
@@ -90,11 +91,13 @@ class CompilePool {
     return finished_.count(options) != 0;
   }
 
-  // No job starts until release(); returns once the running ones have ended.
-  void hold() {
+  // No job starts until release(); returns once the running ones have ended, or at once with
+  // `wait_for_running` false (where their owner stops them another way: Prefetcher pauses
+  // the build processes).
+  void hold(bool wait_for_running = true) {
     std::unique_lock<std::mutex> lock(mutex_);
     held_ = true;
-    wake_.wait(lock, [&] { return running_.empty(); });
+    if (wait_for_running) wake_.wait(lock, [&] { return running_.empty(); });
   }
   void release() {
     {

@@ -33,8 +33,8 @@ int job_input_bits(const std::optional<Problem>& problem) { return problem ? int
 // Runs, verifies, then times a candidate after a warm-up run; stops timing early when the
 // first timed run is already three times slower than the best so far. `hang` is set when a
 // run outlived the workload's time limit (the device may still be busy with it). `quiet` is
-// entered for the warm-up and the timed runs (the build workers rest while the CPU they
-// share with the device times); `run_ms` receives the device time of every run.
+// entered for the warm-up and the timed runs (no build runs while the CPU the workers share
+// with the device times); `run_ms` receives the device time of every run.
 //
 // The warm-up: the first run after verifying (the host compares results, the workers take
 // the cores meanwhile) ran 1.05-2.7x slower than the next ones on PoCL, and with the load of
@@ -154,9 +154,13 @@ std::string now_iso8601() {
 // or through contexts or processes of the workers' own, whose builds reach the measuring
 // context through caches on disk. A quarter of the threads (at least one) may run
 // speculative builds at once (compile_pool.hpp says why). Where building and measuring share
-// the CPU, the workers rest while a candidate is timed, and build only what is about to be
-// measured: the measuring thread waits for the builds running when it times a candidate,
-// and on the loaded 2-core development machine a speculative one held it up to 20 s.
+// the CPU, no build runs while a candidate is timed: build processes are paused (SIGSTOP)
+// and go on after it; threads cannot be, so the measuring thread waits for the builds they
+// run and they build only what is about to be measured (on the loaded 2-core development
+// machine a speculative one held a timing up to 20 s). Processes are the CPU's default:
+// PoCL builds one program at a time in a process, however many contexts ask. A first tune
+// on that machine kept 1.1 of its 2 cores busy and made 111 evaluations with threads, 1.9
+// and 246 with paused processes.
 class Prefetcher {
  public:
   struct Setup {
@@ -170,8 +174,9 @@ class Prefetcher {
       : rt_(s.rt),
         builders_(s.builders),
         rest_while_timing_(s.rest_while_timing),
+        pauses_builds_(s.rest_while_timing && s.builders == Builders::kProcesses),
         slots_(make_slots(s)),
-        pool_(s.threads, s.rest_while_timing ? 0 : std::max(1, s.threads / 4),
+        pool_(s.threads, s.rest_while_timing && !pauses_builds_ ? 0 : std::max(1, s.threads / 4),
               [this](const Build& b, int worker) { build(b, worker); }) {}
 
   // The workload whose problem the next builds serve (its input type picks the variant of
@@ -209,14 +214,18 @@ class Prefetcher {
   // While the returned guard lives, no build runs (where building and measuring share the CPU).
   auto quiet() {
     struct Rest {
-      CompilePool<Build>* pool;
+      Prefetcher* prefetcher;
       ~Rest() {
-        if (pool) pool->release();
+        if (prefetcher->pauses_builds_)
+          for (Slot& slot : prefetcher->slots_) slot.process->resume();
+        prefetcher->pool_.release();
       }
     };
     if (!rest_while_timing_ || !pool_.enabled()) return std::unique_ptr<Rest>();
-    pool_.hold();
-    return std::make_unique<Rest>(Rest{&pool_});
+    pool_.hold(!pauses_builds_);
+    if (pauses_builds_)
+      for (Slot& slot : slots_) slot.process->pause();
+    return std::make_unique<Rest>(Rest{this});
   }
 
   // A class is over: what it still wanted built waits as speculative builds, behind the
@@ -291,6 +300,7 @@ class Prefetcher {
   Runtime& rt_;
   Builders builders_;
   bool rest_while_timing_;
+  bool pauses_builds_;  // builds run in processes, paused while a candidate is timed
   const Workload* workload_ = nullptr;
   const FamilyTuning* tuning_ = nullptr;
   int input_bits_ = 32;
@@ -880,13 +890,13 @@ Builders resolve_builders(const TuneOptions& options, const DeviceInfo& device, 
                 "build workers in processes need the worker command (the ocltk executable) and a device opened by "
                 "its index");
   if (options.builders != Builders::kAuto) return options.builders;
-  if (device.type == "cpu") return Builders::kContexts;
+  if (device.type == "cpu") return processes_possible ? Builders::kProcesses : Builders::kContexts;
   return limits.ptx_binaries && processes_possible ? Builders::kProcesses : Builders::kShared;
 }
 
 int default_compile_threads(const DeviceInfo& device, Builders builders) {
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  // A CPU device: every core builds while the device is not timing (the workers rest then).
+  // A CPU device: every core builds while the device is not timing (no build runs then).
   if (device.type == "cpu") return int(std::min(hw, 16u));
   // Four processes overlapped on the H200 (2.3x one process's builds); eight made fewer
   // evaluations in a first tune (44 against 62, results/h200-dropped-ideas/build-workers/).

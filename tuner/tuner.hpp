@@ -42,7 +42,8 @@ struct TuneOptions {
   std::vector<std::string> kernels;  // empty: every tunable family
   std::vector<std::string> classes;  // empty: every class; else only these (where a family has them)
   // Threads compiling candidates ahead of the measurement; -1: on a CPU device one per core
-  // (they rest while a candidate is timed), on a GPU one per spare core (at most 4 processes).
+  // (no build runs while a candidate is timed), on a GPU one per spare core (at most 4
+  // processes).
   int compile_threads = -1;
   // A candidate still running after this many seconds is recorded as a hang and skipped;
   // 0: max(2 s, 100 x the class's built-in default time).
