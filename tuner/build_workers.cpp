@@ -199,17 +199,12 @@ void WorkerProcess::kill() {
 }
 
 void WorkerProcess::pause() {
-  pid_t pid = -1;
-  {
-    std::lock_guard<std::mutex> lock(pause_mutex_);
-    paused_ = true;
-    pid = pid_.load();
-    if (pid <= 0 || ::kill(-pid, SIGSTOP) != 0) return;
-  }
-  // Until it has stopped or ended; WNOWAIT leaves its state to stop()'s waitpid.
-  siginfo_t info{};
-  while (::waitid(P_PID, id_t(pid), &info, WSTOPPED | WEXITED | WNOWAIT) != 0 && errno == EINTR) {
-  }
+  // Not waited for: a thread of the worker starting the linker (vfork) does not stop until
+  // the linker, stopped too, goes on (waiting for the whole process to stop never ended
+  // then); the worker's other threads stop at once.
+  std::lock_guard<std::mutex> lock(pause_mutex_);
+  paused_ = true;
+  if (const pid_t pid = pid_.load(); pid > 0) ::kill(-pid, SIGSTOP);
 }
 
 void WorkerProcess::resume() {

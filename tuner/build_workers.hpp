@@ -90,8 +90,7 @@ class WorkerProcess {
   void kill();
   // Stops the process (SIGSTOP: it keeps its state, and a build() waiting on it goes on
   // waiting) until resume(), from any thread: the build it runs leaves the CPU to a
-  // candidate being timed. pause() returns once the process has stopped (or ended); one
-  // started while paused is stopped as it starts.
+  // candidate being timed. One started while paused is stopped as it starts.
   void pause();
   void resume();
 

@@ -211,21 +211,30 @@ class Prefetcher {
     return pool_.enabled() && pool_.finished(key_of(point, variant_of(point, true)));
   }
 
-  // While the returned guard lives, no build runs (where building and measuring share the CPU).
-  auto quiet() {
-    struct Rest {
-      Prefetcher* prefetcher;
-      ~Rest() {
-        if (prefetcher->pauses_builds_)
-          for (Slot& slot : prefetcher->slots_) slot.process->resume();
-        prefetcher->pool_.release();
-      }
-    };
-    if (!rest_while_timing_ || !pool_.enabled()) return std::unique_ptr<Rest>();
-    pool_.hold(!pauses_builds_);
-    if (pauses_builds_)
-      for (Slot& slot : slots_) slot.process->pause();
-    return std::make_unique<Rest>(Rest{this});
+  // While a Rest lives, no build runs (quiet(): where building and measuring share the CPU).
+  // Not copyable: a copy's end would end the rest (make_unique from a temporary Rest once
+  // released the pool as the rest began, so builds started while candidates were timed).
+  class Rest {
+   public:
+    explicit Rest(Prefetcher& p) : p_(p) {
+      p_.pool_.hold(!p_.pauses_builds_);
+      if (p_.pauses_builds_)
+        for (Slot& slot : p_.slots_) slot.process->pause();
+    }
+    Rest(const Rest&) = delete;
+    Rest& operator=(const Rest&) = delete;
+    ~Rest() {
+      if (p_.pauses_builds_)
+        for (Slot& slot : p_.slots_) slot.process->resume();
+      p_.pool_.release();
+    }
+
+   private:
+    Prefetcher& p_;
+  };
+  std::unique_ptr<Rest> quiet() {
+    if (!rest_while_timing_ || !pool_.enabled()) return nullptr;
+    return std::make_unique<Rest>(*this);
   }
 
   // A class is over: what it still wanted built waits as speculative builds, behind the
