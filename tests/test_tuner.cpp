@@ -313,9 +313,8 @@ TEST(Strategies, AShortBudgetShrinksTheOpening) {
   }
 }
 
-// A short budget's opening still measures one point of each algorithm: six algorithms and 12
-// evaluations expected open with six points, one of each, the prefix of the full opening.
-TEST(Strategies, AShortOpeningMeasuresEveryAlgorithm) {
+// Six algorithms of one parameter P (1-8) each: algorithm aN at P runs P + N ms.
+Landscape six_algorithms() {
   Landscape l;
   for (int a = 0; a < 6; ++a) {
     l.algorithms.emplace_back();
@@ -329,6 +328,13 @@ TEST(Strategies, AShortOpeningMeasuresEveryAlgorithm) {
       l.points.push_back(point);
     }
   l.optimum = 1;
+  return l;
+}
+
+// A short budget's opening still measures one point of each algorithm: six algorithms and 12
+// evaluations expected open with six points, one of each, the prefix of the full opening.
+TEST(Strategies, AShortOpeningMeasuresEveryAlgorithm) {
+  const Landscape l = six_algorithms();
   std::mt19937_64 probe(5);
   const std::vector<const Point*> opening = opening_points(Strategy::kGuided, l.points, probe, 24);
   FirstTuneMeasure m(l, 12);
@@ -342,6 +348,36 @@ TEST(Strategies, AShortOpeningMeasuresEveryAlgorithm) {
     opened.insert(opening[i]->algorithm->name);
   }
   EXPECT_EQ(opened.size(), 6u) << "an algorithm left out of the opening";
+}
+
+// With a prior and a short budget, the opening keeps only a point of each algorithm that no
+// prior point covers (in the opening's order); with time for the whole opening it stays.
+TEST(Strategies, APriorAndAShortBudgetOpenOnlyUncoveredAlgorithms) {
+  const Landscape l = six_algorithms();
+  SearchPrior prior;  // a0-a3 at P 2, 3.5 ms and up
+  for (std::size_t a = 0; a < 4; ++a)
+    prior.log_ms[Point{&l.algorithms[a], {{"P", 2}}}.key()] = std::log(3.5 + double(a));
+  std::mt19937_64 probe(5);
+  const std::vector<const Point*> opening = opening_points(Strategy::kGuided, l.points, probe, 24);
+  std::vector<std::string> uncovered;
+  for (const Point* p : opening)
+    if (p->algorithm->name >= "a4" && std::find_if(uncovered.begin(), uncovered.end(), [&](const std::string& k) {
+                                        return k.substr(0, 2) == p->algorithm->name;
+                                      }) == uncovered.end())
+      uncovered.push_back(p->key());
+  ASSERT_EQ(uncovered.size(), 2u);
+  for (const std::int64_t expected : {std::int64_t(12), std::int64_t(40)}) {
+    FirstTuneMeasure m(l, 20);
+    m.expected = expected;
+    std::mt19937_64 rng(5);
+    run_strategy(Strategy::kGuided, l.points, m, rng, &prior);
+    if (expected == 40) {
+      EXPECT_EQ(m.first_hint, 8u) << "the whole opening (8 points), where it fits";
+      continue;
+    }
+    ASSERT_EQ(m.first_hint, 2u);
+    EXPECT_EQ(std::vector<std::string>(m.order.begin(), m.order.begin() + 2), uncovered);
+  }
 }
 
 // Points measured before the strategy (the built-in default, warm and prior points) are data
