@@ -158,9 +158,9 @@ std::string now_iso8601() {
 // and go on after it; threads cannot be, so the measuring thread waits for the builds they
 // run and they build only what is about to be measured (on the loaded 2-core development
 // machine a speculative one held a timing up to 20 s). Processes are the CPU's default:
-// PoCL builds one program at a time in a process, however many contexts ask. A first tune
-// on that machine kept 1.1 of its 2 cores busy and made 111 evaluations with threads, 1.9
-// and 246 with paused processes.
+// PoCL builds one program at a time in a process, however many contexts ask: a first tune
+// on that machine kept 1.1 of its 2 cores busy and made 95 evaluations with threads, 183
+// with paused processes (results/first-tune/pocl-zen2/).
 class Prefetcher {
  public:
   struct Setup {
