@@ -177,7 +177,7 @@ class GuidedSearch {
     // random opening keeps only a point of each algorithm that nothing covers: on the 2-core
     // PoCL machine the LoRA classes of a first tune expect 6-8 evaluations, and the opening's
     // 4 random points (most 5-20x their best) took half of them from the model's proposals.
-    if (!prior_.empty() && expected > 0 && std::size_t(expected) < 2 * full_opening(space_.size())) {
+    if (!prior_.empty() && short_budget(space_.size(), expected)) {
       std::vector<bool> covered(algorithms_.size(), false);
       for (const auto& [i, y] : prior_) covered[algorithm_of_[i]] = true;
       for (std::size_t i = 0; i < space_.size(); ++i)
@@ -203,6 +203,10 @@ class GuidedSearch {
   // average point: on the H200, gemm_nt lora_shrink_half (seven algorithms, 27 evaluations in
   // a first tune, an opening of 4) never measured tcs, its best at a third of the time kept.
   static std::size_t full_opening(std::size_t n) { return std::min(n, std::clamp<std::size_t>(n / 50, 8, 24)); }
+  // Whether the full opening would take over half the evaluations expected (0: unknown).
+  static bool short_budget(std::size_t n, std::int64_t expected) {
+    return expected > 0 && std::size_t(expected) < 2 * full_opening(n);
+  }
 
   static std::vector<std::size_t> initial_design(const std::vector<Point>& space, std::mt19937_64& rng,
                                                  std::int64_t expected_evaluations = 0) {
@@ -211,7 +215,7 @@ class GuidedSearch {
     std::vector<std::size_t> algorithm_of;
     number_algorithms(space, algorithms, algorithm_of);
     std::size_t initial = full_opening(n);
-    if (expected_evaluations > 0 && std::size_t(expected_evaluations) < 2 * initial)
+    if (short_budget(n, expected_evaluations))
       initial = std::min(initial, std::max({std::size_t(4), algorithms.size(), std::size_t(expected_evaluations) / 4}));
     std::vector<std::vector<std::size_t>> by_algorithm(algorithms.size());
     for (std::size_t i : shuffled_indices(n, rng)) by_algorithm[algorithm_of[i]].push_back(i);

@@ -174,9 +174,8 @@ class Prefetcher {
       : rt_(s.rt),
         builders_(s.builders),
         rest_while_timing_(s.rest_while_timing),
-        pauses_builds_(s.rest_while_timing && s.builders == Builders::kProcesses),
         slots_(make_slots(s)),
-        pool_(s.threads, s.rest_while_timing && !pauses_builds_ ? 0 : std::max(1, s.threads / 4),
+        pool_(s.threads, s.rest_while_timing && !pauses_builds() ? 0 : std::max(1, s.threads / 4),
               [this](const Build& b, int worker) { build(b, worker); }) {}
 
   // The workload whose problem the next builds serve (its input type picks the variant of
@@ -217,14 +216,14 @@ class Prefetcher {
   class Rest {
    public:
     explicit Rest(Prefetcher& p) : p_(p) {
-      p_.pool_.hold(!p_.pauses_builds_);
-      if (p_.pauses_builds_)
+      p_.pool_.hold(!p_.pauses_builds());
+      if (p_.pauses_builds())
         for (Slot& slot : p_.slots_) slot.process->pause();
     }
     Rest(const Rest&) = delete;
     Rest& operator=(const Rest&) = delete;
     ~Rest() {
-      if (p_.pauses_builds_)
+      if (p_.pauses_builds())
         for (Slot& slot : p_.slots_) slot.process->resume();
       p_.pool_.release();
     }
@@ -263,6 +262,8 @@ class Prefetcher {
     std::unique_ptr<WorkerProcess> process;
   };
 
+  // Builds run in processes, paused while a candidate is timed.
+  bool pauses_builds() const { return rest_while_timing_ && builders_ == Builders::kProcesses; }
   std::string variant_of(const Point& p, bool served) const {
     return served && workload_ ? workload_->variant(*p.algorithm) : p.algorithm->tuned_variant;
   }
@@ -309,7 +310,6 @@ class Prefetcher {
   Runtime& rt_;
   Builders builders_;
   bool rest_while_timing_;
-  bool pauses_builds_;  // builds run in processes, paused while a candidate is timed
   const Workload* workload_ = nullptr;
   const FamilyTuning* tuning_ = nullptr;
   int input_bits_ = 32;
@@ -591,8 +591,8 @@ class DeviceMeasure : public Measure {
   // Hints queue builds only while the class has budget: past it they would only take
   // threads from the next class's builds.
   // Where the workers share the CPU with the device, only as many as the class's time is
-  // expected to measure: a build still running when the class ends holds up the next class's
-  // first timed candidate.
+  // expected to measure: a build still running when the class ends takes a core from the next
+  // class's builds (and, in a thread, which cannot be paused, holds up its first timing).
   void will_evaluate(const std::vector<const Point*>& points) override {
     if (out_of_budget()) return;
     std::vector<const Point*> wanted = points;
