@@ -1232,6 +1232,20 @@ TEST(ClassShareTest, EvenSplitOfWhatIsLeftWithABoundedFloor) {
   EXPECT_DOUBLE_EQ(class_share(100, 0, 4, 0), 0);
 }
 
+// The evaluations a class's time left allows: its pace so far, a fifth of the time held
+// back for the refinement, but no faster than the least pace (a build over the workers).
+TEST(EvaluationsLeftTest, ThePaceSoFarNoFasterThanTheLeastPace) {
+  EXPECT_EQ(evaluations_left(10, 1, 0, 0), 0);  // nothing measured: unknown
+  // 4 evaluations in 0.5 s (built ahead), 10 s left: 8 s at 0.125 s each.
+  EXPECT_EQ(evaluations_left(10, 0.5, 4, 0), 64);
+  // Builds of 0.5 s each bound it...
+  EXPECT_EQ(evaluations_left(10, 0.5, 4, 0.5), 16);
+  // ...but not a pace slower than theirs.
+  EXPECT_EQ(evaluations_left(10, 8, 4, 0.5), 4);
+  // Past the share, still one.
+  EXPECT_EQ(evaluations_left(-1, 0.5, 4, 0.5), 1);
+}
+
 // A class near what is known (weight 0.4) takes less than an even share of what is left,
 // one far from it (1.5) more; the classes after it count at weight 1. The floor shrinks
 // with a weight below 1, so a near class cannot keep half an even share by it.

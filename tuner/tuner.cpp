@@ -240,6 +240,8 @@ class Prefetcher {
   // next class's urgent ones.
   void class_done() { pool_.demote(); }
   bool rests_while_timing() const { return rest_while_timing_ && pool_.enabled(); }
+  // How many programs build at once in the background (0: each is built as measured).
+  int builders() const { return pool_.enabled() ? pool_.threads() : 0; }
 
   // The run is over: worker processes end now rather than finish builds nobody needs (a
   // build on NVIDIA took up to 8 s), so that the run ends within its budget.
@@ -359,30 +361,33 @@ class Progress {
 
 // What an evaluation costs on this device, learnt over the run (programs serve every class
 // of their family): the seconds an evaluation takes besides its runs, with the program built
-// (verification, the host's work) and without (its build added), per algorithm.
+// (verification, the host's work) and without (its build added), per kernel and algorithm.
 class EvaluationCosts {
  public:
-  // One evaluation: `seconds` besides its runs; `warm` where its program was built before
-  // (by a worker, whose own time is `worker_build`, or by an earlier evaluation).
-  void measured(const std::string& algorithm, const std::string& key, bool warm, double seconds,
-                std::optional<double> worker_build) {
+  // One evaluation of `kernel`'s `algorithm`: `seconds` besides its runs; `warm` where its
+  // program was built before (by a worker, whose own time is `worker_build`, or by an
+  // earlier evaluation). Builds are counted per kernel and algorithm: kernels share
+  // algorithm names (`tiled`) whose programs differ in cost by 10x (NF4's against LoRA's on PoCL).
+  void measured(const std::string& kernel, const std::string& algorithm, const std::string& key, bool warm,
+                double seconds, std::optional<double> worker_build) {
     seconds = std::max(0.0, seconds);
+    Mean& builds = builds_[kernel + "/" + algorithm];
     if (warm) {
       warm_.add(seconds);
     } else {
-      builds_[algorithm].add(std::max(0.0, seconds - overhead()));
+      builds.add(std::max(0.0, seconds - overhead()));
       all_builds_.add(std::max(0.0, seconds - overhead()));
     }
     if (worker_build) {
-      builds_[algorithm].add(*worker_build);
+      builds.add(*worker_build);
       all_builds_.add(*worker_build);
     }
     built_.insert(key);
   }
   bool built(const std::string& key) const { return built_.count(key) != 0; }
   double overhead() const { return warm_.count ? warm_.mean() : 0.05; }
-  double build_seconds(const std::string& algorithm) const {
-    const auto it = builds_.find(algorithm);
+  double build_seconds(const std::string& kernel, const std::string& algorithm) const {
+    const auto it = builds_.find(kernel + "/" + algorithm);
     if (it != builds_.end() && it->second.count) return it->second.mean();
     return all_builds_.count ? all_builds_.mean() : 1.0;
   }
@@ -398,8 +403,8 @@ class EvaluationCosts {
     double mean() const { return sum / count; }
   };
   Mean warm_, all_builds_;
-  std::map<std::string, Mean> builds_;
-  std::set<std::string> built_;  // point keys measured in this run
+  std::map<std::string, Mean> builds_;  // by kernel/algorithm
+  std::set<std::string> built_;         // point keys measured in this run
 };
 
 // The most of a class's time (and of its --max-evals) the search leaves to the refinement
@@ -457,12 +462,20 @@ class DeviceMeasure : public Measure {
   }
 
   // The pace of the evaluations so far over the time left (the refinement's share held back).
+  // The search's points are mostly not built yet, where the warm start's were built ahead:
+  // where builds share the CPU with measuring, a pace no faster than a build of the best
+  // point's algorithm over the build workers (evaluations_left). On the 2-core PoCL machine
+  // the lora_shrink classes of a first tune measured their first three in 0.05 s each and the
+  // next in 0.3 s each: that pace promised 24-46 evaluations where they made 8-11, and the
+  // guided opening of 8 random points (that promise said the budget was not short) took most.
   std::int64_t expected_evaluations() const override {
-    const int done = s_.cr.evaluations;
-    const double elapsed = seconds_since(measuring_since_);
-    if (done == 0 || elapsed <= 0) return 0;
-    const double left = s_.budget_seconds - seconds_since(s_.class_start);
-    return std::max<std::int64_t>(1, std::int64_t(left * (1 - kRefinementShare) / (elapsed / done)));
+    double least_pace = 0;
+    const Evaluation& typical = best_.ok ? best_ : s_.cr.builtin;
+    if (s_.prefetcher.rests_while_timing() && !typical.algorithm.empty())
+      least_pace = costs_->build_seconds(s_.kernel, typical.algorithm) / double(std::max(1, s_.prefetcher.builders())) +
+                   costs_->overhead();
+    return evaluations_left(s_.budget_seconds - seconds_since(s_.class_start), seconds_since(measuring_since_),
+                            s_.cr.evaluations, least_pace);
   }
 
   // A program not built yet costs its algorithm's build time as measured so far in this run
@@ -470,7 +483,7 @@ class DeviceMeasure : public Measure {
   double cost_seconds(const Point& point, double predicted_ms) const override {
     const double runs = (1 + std::max(1, s_.options.repeats)) * predicted_ms * 1e-3 + costs_->overhead();
     if (costs_->built(point.key()) || s_.prefetcher.built(point)) return runs;
-    return runs + costs_->build_seconds(point.algorithm->name);
+    return runs + costs_->build_seconds(s_.kernel, point.algorithm->name);
   }
 
   // Until start_refining, the search stops early enough to leave the refinement of the
@@ -555,7 +568,8 @@ class DeviceMeasure : public Measure {
       e = evaluate_candidate(
           s_.workload, choice, s_.options.repeats, best_.ok ? best_.time_ms : 0, hang,
           [this] { return s_.prefetcher.quiet(); }, run_ms);
-      costs_->measured(point.algorithm->name, key, warm, seconds_since(started) - run_ms * 1e-3, worker_build);
+      costs_->measured(s_.kernel, point.algorithm->name, key, warm, seconds_since(started) - run_ms * 1e-3,
+                       worker_build);
       // Into the cache first: should waiting for the hung candidate never end, the next
       // run still knows to skip it.
       if (s_.cache != nullptr) s_.cache->append(s_.cr.shape_class, s_.cr.problem, e);
@@ -976,6 +990,12 @@ double copy_bandwidth(Runtime& rt) {
 
 }  // namespace
 
+std::int64_t evaluations_left(double left_seconds, double elapsed_seconds, int done, double least_pace) {
+  if (done <= 0 || elapsed_seconds <= 0) return 0;
+  const double pace = std::max(elapsed_seconds / done, least_pace);
+  return std::max<std::int64_t>(1, std::int64_t(left_seconds * (1 - kRefinementShare) / pace));
+}
+
 double class_share(double budget_seconds, double elapsed_seconds, int classes, int classes_left, double weight) {
   if (classes_left <= 0) return 0;
   // This class at `weight`, those after it at 1 each (their weights are not known yet).
@@ -1161,6 +1181,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
   // points, then its strategy's opening (fewer of them on a CPU device, whose builds take the
   // measuring CPU's time, and where a short budget cuts the opening: GuidedSearch).
   std::vector<std::vector<Point>> first_points(jobs.size());
+  std::vector<bool> prior_known(jobs.size(), false);  // the nearest devices know the class
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     const KernelFamily& family = *jobs[ji].tuning->family;
     const BuiltinChoice builtin = family.builtin_for(jobs[ji].shape_class, excluded, &limits);
@@ -1170,6 +1191,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
         prior_of(family.name, jobs[ji].shape_class, jobs[ji].problem ? &*jobs[ji].problem : nullptr);
     const int bits = job_input_bits(jobs[ji].problem);
     if (p) {
+      prior_known[ji] = true;
       for (const Point& point : prior_candidates(*p, family, limits, excluded, bits)) first_points[ji].push_back(point);
       for (const Point& point : contender_points(*p, family, limits, excluded, bits, {}))
         first_points[ji].push_back(point);
@@ -1180,9 +1202,20 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     for (const Point& p : first_points[ji]) hint.push_back(&p);
     prefetcher.prefetch(hint, false, jobs[ji].tuning, job_input_bits(jobs[ji].problem));
   }
-  for (std::size_t ji = 0; ji < jobs.size(); ++ji)
-    prefetcher.prefetch(opening_points(options.strategy, spaces[ji], search_rngs[ji], device.type == "cpu" ? 8 : 24),
-                        false, jobs[ji].tuning, job_input_bits(jobs[ji].problem));
+  // On a CPU device, not the opening's points of an algorithm a first point covers where the
+  // nearest devices know the class: there a class's budget is short, and the guided opening
+  // keeps only algorithms nothing measured or known covers (GuidedSearch::run), so those
+  // builds would only take the measuring CPU's time (on the 2-core PoCL machine a first tune
+  // queued 8 a class, of 0.3-5 s each, behind the first points).
+  for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
+    std::set<const AlgorithmSpec*> covered;
+    if (device.type == "cpu" && options.strategy == Strategy::kGuided && prior_known[ji])
+      for (const Point& p : first_points[ji]) covered.insert(p.algorithm);
+    std::vector<const Point*> opening;
+    for (const Point* p : opening_points(options.strategy, spaces[ji], search_rngs[ji], device.type == "cpu" ? 8 : 24))
+      if (!covered.count(p->algorithm)) opening.push_back(p);
+    prefetcher.prefetch(opening, false, jobs[ji].tuning, job_input_bits(jobs[ji].problem));
+  }
 
   // The best point of each problem tuned so far, by (kernel, class): with warm_start the
   // later problems of that class measure them first (a user's shapes of one class are
@@ -1358,14 +1391,14 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     };
     // The nearest devices' best point is measured even where the built-in default took the
     // class's time (a slow default on a slow device): it is the evaluation most likely to pay.
-    // Not once the run's whole budget is spent (with 31 classes in 165 s, two evaluations a
-    // class overran it by a minute on the loaded development machine), unless it replaced the
-    // built-in default.
+    // Also where the default's measurement took the run past its budget: a class past it
+    // measures that point alone (builtin_skipped), and the one the budget ends in measures
+    // two. Keeping the default there kept 20x the Xeon's point (PoCL's lora_apply
+    // multi_decode, 9.5 against 0.47 ms, in a first tune on the 2-core Zen 2).
     // So are their contenders, which their order between algorithms says nothing about
     // (contender_points), but only while the run's budget is not spent.
     for (const Point& p : warm)
-      if (first_prior != nullptr && p.key() == first_prior->key() &&
-          (builtin_skipped || seconds_since(start) < options.budget_seconds))
+      if (first_prior != nullptr && p.key() == first_prior->key())
         measure.evaluate_past_time(p);
       else if (contender_keys.count(p.key()) && seconds_since(start) < options.budget_seconds)
         measure.evaluate_past_time(p);

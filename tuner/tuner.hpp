@@ -157,6 +157,13 @@ constexpr double kMinClassShare = 0.5;
 // below 1.
 double class_share(double budget_seconds, double elapsed_seconds, int classes, int classes_left, double weight = 1);
 
+// How many evaluations `left_seconds` of a class allow: at the pace of the `done` so far
+// (`elapsed_seconds` over them), but no faster than `least_pace` seconds each (0: no bound).
+// A class's first evaluations are of programs built ahead, the search's mostly not: where
+// builds share the CPU with measuring, the least pace is a build of the class's algorithm
+// over the build workers (DeviceMeasure::expected_evaluations). 0 before any evaluation.
+std::int64_t evaluations_left(double left_seconds, double elapsed_seconds, int done, double least_pace);
+
 // The default profile location for a device: <user profile folder>/<device>.yaml. Throws
 // Error(kInvalidArgument) where there is no user profile folder (no XDG_CONFIG_HOME, HOME or
 // home folder in the password database), rather than a folder the runtime never reads.
