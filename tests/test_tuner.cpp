@@ -1418,6 +1418,25 @@ class WobblyWorkload : public MockWorkload {
   bool fast_ = false;
 };
 
+// A MockWorkload whose runs read twice their time until 30 ms have passed since its last
+// verification (on the 2-core PoCL virtual machine a kernel ran about 2x slow in its first
+// tenth of a second of back-to-back launches).
+class SlowToSettleWorkload : public MockWorkload {
+ public:
+  using MockWorkload::MockWorkload;
+  double run(const Choice& c) override {
+    const double ms = MockWorkload::run(c);
+    return std::chrono::steady_clock::now() < settled_ ? 2 * ms : ms;
+  }
+  std::string verify() override {
+    settled_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+    return MockWorkload::verify();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point settled_;
+};
+
 class TunerEngine : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -1478,6 +1497,7 @@ class TunerEngine : public ::testing::Test {
     o.cache_dir = (dir_ / "cache").string();
     o.compile_threads = 0;
     o.strategy = Strategy::kExhaustive;
+    o.settle_ms = 0;  // the mock's runs take no time: a settle would only slow the tests
     return o;
   }
 
@@ -2188,6 +2208,30 @@ TEST_F(TunerEngine, ALaunchNotYetRunningIsNoHangWithinItsAllowance) {
     EXPECT_LT(waited, 0.05 + start_seconds + 1.0);
     clSetUserEventStatus(stuck, CL_COMPLETE);
     clReleaseEvent(stuck);
+  }
+}
+
+// A candidate runs back to back for settle_ms before it is timed: its figure is its settled
+// time, not the slow first launches'.
+TEST_F(TunerEngine, ACandidateIsTimedOnceItsRunsSettled) {
+  families_[0].make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new SlowToSettleWorkload(state_));
+  };
+  for (const double settle : {0.0, 50.0}) {
+    TuneOptions o = options(6);
+    o.cache_dir = "-";
+    o.settle_ms = settle;
+    const TuneResult r = tune(*rt_, o);
+    ASSERT_EQ(r.classes.size(), 1u);
+    int timed = 0;
+    for (const Evaluation& e : r.classes[0].history) {
+      if (!e.ok) continue;
+      ++timed;
+      const int x = e.params.at("X"), y = e.params.at("Y");
+      const double settled = (x - 6) * (x - 6) + (y - 3) * (y - 3) + 1.0;
+      EXPECT_DOUBLE_EQ(e.time_ms, settle > 0 ? settled : 2 * settled) << "settle " << settle << " ms";
+    }
+    EXPECT_GE(timed, 3);
   }
 }
 

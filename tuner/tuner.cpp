@@ -42,6 +42,14 @@ int job_input_bits(const std::optional<Problem>& problem) { return problem ? int
 // nf4_forward/decode's shipped point at 7.07 ms from one run (3.7x the best so far; ~2.0 ms
 // warm) and kept another.
 //
+// Settled: where `settle_ms` > 0 (a CPU device: kSettleMs), the warm-up goes on, run after run,
+// until that long has passed since it began. On the 2-core PoCL virtual machine a
+// sub-millisecond kernel ran about 2x slower in its first tenth of a second of back-to-back
+// launches than after (lora_shrink small_batch's Xeon point: 0.31-0.56 ms timed after one
+// warm-up run, 0.17-0.19 after 50 ms of runs, 0.167 in the benchmark's 400 iterations; 10 ms
+// did not settle it, 25 ms once in two; keeping the CPU busy without launches did not), and
+// the tune timed a point whose program its process had just compiled at the faster figure.
+//
 // In blocks: a timed run of a kernel shorter than kBlockMs is the mean of a block of
 // back-to-back runs (kBlockMs of them by the warm-up's time, kMaxBlock at most), as the
 // benchmark of bench/first_tune.sh times a point (over 0.5 s). On the 2-core PoCL machine the
@@ -67,8 +75,8 @@ double block_mean(Workload& w, const Choice& choice, int runs, double& run_ms) {
 }
 
 template <typename Quiet>
-Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, double best_ms, bool& hang, Quiet&& quiet,
-                              double& run_ms) {
+Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, double best_ms, double settle_ms,
+                              bool& hang, Quiet&& quiet, double& run_ms) {
   Evaluation e;
   e.algorithm = choice.algorithm;
   e.params = choice.params;
@@ -83,8 +91,13 @@ Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, do
     }
     std::vector<double> times;
     const auto rest = quiet();
-    const double warm_ms = w.run(choice);  // the warm-up
+    const auto warm_start = Clock::now();
+    double warm_ms = w.run(choice);  // the warm-up
     run_ms += warm_ms;
+    while (seconds_since(warm_start) * 1e3 < settle_ms) {
+      warm_ms = w.run(choice);
+      run_ms += warm_ms;
+    }
     const int block = block_runs(warm_ms);
     for (int r = 0; r < std::max(1, repeats); ++r) {
       times.push_back(block_mean(w, choice, block, run_ms));
@@ -103,20 +116,22 @@ Evaluation evaluate_candidate(Workload& w, const Choice& choice, int repeats, do
   return e;
 }
 
-// Times verified candidates again, their runs interleaved (a warm-up round, then `repeats`
-// timed rounds), so that the load of the moment weighs on each alike: the median of each.
-// Their programs are built and their results were verified when they were evaluated; each
-// timed round runs `blocks[i]` of choice i back to back (block_runs of its figure then).
+// Times verified candidates again, their runs interleaved (warm-up rounds for at least
+// `settle_ms`, at least one, then `repeats` timed rounds), so that the load of the moment
+// weighs on each alike: the median of each. Their programs are built and their results were
+// verified when they were evaluated; each timed round runs `blocks[i]` of choice i back to
+// back (block_runs of its figure then).
 template <typename Quiet>
 std::vector<double> retime_candidates(Workload& w, const std::vector<Choice>& choices, const std::vector<int>& blocks,
-                                      int repeats, Quiet&& quiet, double& run_ms) {
+                                      int repeats, double settle_ms, Quiet&& quiet, double& run_ms) {
   std::vector<std::vector<double>> times(choices.size());
   const auto rest = quiet();
-  for (int round = 0; round <= std::max(1, repeats); ++round)
-    for (std::size_t i = 0; i < choices.size(); ++i) {
-      const double ms = block_mean(w, choices[i], round == 0 ? 1 : blocks[i], run_ms);
-      if (round > 0) times[i].push_back(ms);
-    }
+  const auto warm_start = Clock::now();
+  do {
+    for (const Choice& choice : choices) block_mean(w, choice, 1, run_ms);
+  } while (seconds_since(warm_start) * 1e3 < settle_ms);
+  for (int round = 0; round < std::max(1, repeats); ++round)
+    for (std::size_t i = 0; i < choices.size(); ++i) times[i].push_back(block_mean(w, choices[i], blocks[i], run_ms));
   std::vector<double> medians;
   for (std::vector<double>& t : times) medians.push_back(median(std::move(t)));
   return medians;
@@ -417,6 +432,10 @@ constexpr double kRefinementShare = 0.2;
 constexpr double kRetimeMargin = 1.5, kRetimeShare = 0.1;
 constexpr std::size_t kRetimeCount = 3;
 
+// How long a candidate runs back to back before it is timed on a CPU device
+// (evaluate_candidate, "Settled").
+constexpr double kSettleMs = 50;
+
 // How long a launch may wait to start running on a device that compiles a kernel at its first
 // launch (Workload::start_seconds): PoCL's compiles took 1-5 s on the 2-core machine, more
 // while build workers shared its cores; a build worker's small problem waits as long.
@@ -459,6 +478,12 @@ class DeviceMeasure : public Measure {
   const Evaluation* recall(const Point& point) const override {
     const auto it = seen_.find(point.key());
     return it == seen_.end() ? nullptr : &it->second;
+  }
+
+  // How long a candidate runs before it is timed (TuneOptions::settle_ms; evaluate_candidate).
+  double settle_ms() const {
+    if (s_.options.settle_ms >= 0) return s_.options.settle_ms;
+    return s_.rt.device().type == "cpu" ? kSettleMs : 0;
   }
 
   // The pace of the evaluations so far over the time left (the refinement's share held back).
@@ -566,7 +591,7 @@ class DeviceMeasure : public Measure {
       const auto started = Clock::now();
       double run_ms = 0;
       e = evaluate_candidate(
-          s_.workload, choice, s_.options.repeats, best_.ok ? best_.time_ms : 0, hang,
+          s_.workload, choice, s_.options.repeats, best_.ok ? best_.time_ms : 0, settle_ms(), hang,
           [this] { return s_.prefetcher.quiet(); }, run_ms);
       costs_->measured(s_.kernel, point.algorithm->name, key, warm, seconds_since(started) - run_ms * 1e-3,
                        worker_build);
@@ -641,7 +666,7 @@ class DeviceMeasure : public Measure {
       blocks.push_back(block_runs(e->time_ms));
       expected_ms += (1 + repeats * blocks.back()) * e->time_ms;
     }
-    if (expected_ms * 1e-3 > kRetimeShare * s_.budget_seconds) return;
+    if ((expected_ms + settle_ms()) * 1e-3 > kRetimeShare * s_.budget_seconds) return;
     std::vector<Choice> choices;
     for (const Evaluation* e : close) {
       Choice c;
@@ -656,7 +681,7 @@ class DeviceMeasure : public Measure {
     std::vector<double> medians;
     try {
       medians = retime_candidates(
-          s_.workload, choices, blocks, repeats, [this] { return s_.prefetcher.quiet(); }, run_ms);
+          s_.workload, choices, blocks, repeats, settle_ms(), [this] { return s_.prefetcher.quiet(); }, run_ms);
     } catch (const CandidateHang& err) {
       // They ran within the limit before: their figures stand, once the device is idle again.
       drain_after_hang(s_.rt, std::max(30.0, 10 * s_.workload.timeout_seconds),

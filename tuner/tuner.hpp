@@ -31,6 +31,9 @@ struct TuneOptions {
   std::int64_t max_evals = 0;     // per class; 0 = no limit besides the budget
   double max_evals_fraction = 0;  // per class, as a fraction of its search space; 0 = none
   int repeats = 5;                // timed runs per candidate (median), after one warm-up
+  // How long a candidate runs back to back before it is timed, in ms; below 0: 50 on a CPU
+  // device, whose kernels' first launches ran slow (tuner.cpp, kSettleMs), 0 elsewhere.
+  double settle_ms = -1;
   std::uint64_t seed = 1;
   // Measure the choices of profiles that already fit the device (OCLTK_PROFILE_PATH, the
   // user folder, installed configs) right after the built-in default, and for each problem
