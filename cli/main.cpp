@@ -118,8 +118,9 @@ Options:
                       large_half, and large_tf32, large_tf32x3 (f32 that allows tensor cores);
                       nf4_* have decode, small_batch, prefill; lora_* have decode,
                       small_batch, prefill, multi_decode, multi_batch)
-  --repeats N         timed runs per candidate, median taken (default 5); a run of a kernel under
-                      1 ms is the mean of back-to-back runs 1 ms long
+  --repeats N         timed runs per candidate, median taken (default 5), after a warm-up (on a CPU
+                      device 50 ms of runs); a run of a kernel under 1 ms is the mean of back-to-back
+                      runs 1 ms long
   --seed N            random seed of the search and of the test data (default 1)
   --cold              do not start from the profiles that already fit the device and the one at --out,
                       nor from the best points of the run's earlier problems of a class (by default

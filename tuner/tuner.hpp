@@ -30,7 +30,7 @@ struct TuneOptions {
   double budget_seconds = 0;
   std::int64_t max_evals = 0;     // per class; 0 = no limit besides the budget
   double max_evals_fraction = 0;  // per class, as a fraction of its search space; 0 = none
-  int repeats = 5;                // timed runs per candidate (median), after one warm-up
+  int repeats = 5;                // timed runs per candidate (median), after the warm-up
   // How long a candidate runs back to back before it is timed, in ms; below 0: 50 on a CPU
   // device, whose kernels' first launches ran slow (tuner.cpp, kSettleMs), 0 elsewhere.
   double settle_ms = -1;
