@@ -379,14 +379,14 @@ class Progress {
 // (verification, the host's work) and without (its build added), per kernel and algorithm.
 class EvaluationCosts {
  public:
-  // One evaluation of `kernel`'s `algorithm`: `seconds` besides its runs; `warm` where its
-  // program was built before (by a worker, whose own time is `worker_build`, or by an
-  // earlier evaluation). Builds are counted per kernel and algorithm: kernels share
-  // algorithm names (`tiled`) whose programs differ in cost by 10x (NF4's against LoRA's on PoCL).
-  void measured(const std::string& kernel, const std::string& algorithm, const std::string& key, bool warm,
-                double seconds, std::optional<double> worker_build) {
+  // One evaluation of `algorithm`: `seconds` besides its runs; `warm` where its program was
+  // built before (by a worker, whose own time is `worker_build`, or by an earlier evaluation).
+  // Builds are counted per algorithm of a kernel, not per name: kernels share names (`tiled`)
+  // whose programs differ in cost by 10x (NF4's against LoRA's on PoCL).
+  void measured(const AlgorithmSpec* algorithm, const std::string& key, bool warm, double seconds,
+                std::optional<double> worker_build) {
     seconds = std::max(0.0, seconds);
-    Mean& builds = builds_[kernel + "/" + algorithm];
+    Mean& builds = builds_[algorithm];
     if (warm) {
       warm_.add(seconds);
     } else {
@@ -401,8 +401,8 @@ class EvaluationCosts {
   }
   bool built(const std::string& key) const { return built_.count(key) != 0; }
   double overhead() const { return warm_.count ? warm_.mean() : 0.05; }
-  double build_seconds(const std::string& kernel, const std::string& algorithm) const {
-    const auto it = builds_.find(kernel + "/" + algorithm);
+  double build_seconds(const AlgorithmSpec* algorithm) const {
+    const auto it = builds_.find(algorithm);
     if (it != builds_.end() && it->second.count) return it->second.mean();
     return all_builds_.count ? all_builds_.mean() : 1.0;
   }
@@ -418,8 +418,8 @@ class EvaluationCosts {
     double mean() const { return sum / count; }
   };
   Mean warm_, all_builds_;
-  std::map<std::string, Mean> builds_;  // by kernel/algorithm
-  std::set<std::string> built_;         // point keys measured in this run
+  std::map<const AlgorithmSpec*, Mean> builds_;
+  std::set<std::string> built_;  // point keys measured in this run
 };
 
 // The most of a class's time (and of its --max-evals) the search leaves to the refinement
@@ -497,7 +497,8 @@ class DeviceMeasure : public Measure {
     double least_pace = 0;
     const Evaluation& typical = best_.ok ? best_ : s_.cr.builtin;
     if (s_.prefetcher.rests_while_timing() && !typical.algorithm.empty())
-      least_pace = costs_->build_seconds(s_.kernel, typical.algorithm) / double(std::max(1, s_.prefetcher.builders())) +
+      least_pace = costs_->build_seconds(s_.family.find_algorithm(typical.algorithm)) /
+                       double(std::max(1, s_.prefetcher.builders())) +
                    costs_->overhead();
     return evaluations_left(s_.budget_seconds - seconds_since(s_.class_start), seconds_since(measuring_since_),
                             s_.cr.evaluations, least_pace);
@@ -508,7 +509,7 @@ class DeviceMeasure : public Measure {
   double cost_seconds(const Point& point, double predicted_ms) const override {
     const double runs = (1 + std::max(1, s_.options.repeats)) * predicted_ms * 1e-3 + costs_->overhead();
     if (costs_->built(point.key()) || s_.prefetcher.built(point)) return runs;
-    return runs + costs_->build_seconds(s_.kernel, point.algorithm->name);
+    return runs + costs_->build_seconds(point.algorithm);
   }
 
   // Until start_refining, the search stops early enough to leave the refinement of the
@@ -593,8 +594,7 @@ class DeviceMeasure : public Measure {
       e = evaluate_candidate(
           s_.workload, choice, s_.options.repeats, best_.ok ? best_.time_ms : 0, settle_ms(), hang,
           [this] { return s_.prefetcher.quiet(); }, run_ms);
-      costs_->measured(s_.kernel, point.algorithm->name, key, warm, seconds_since(started) - run_ms * 1e-3,
-                       worker_build);
+      costs_->measured(point.algorithm, key, warm, seconds_since(started) - run_ms * 1e-3, worker_build);
       // Into the cache first: should waiting for the hung candidate never end, the next
       // run still knows to skip it.
       if (s_.cache != nullptr) s_.cache->append(s_.cr.shape_class, s_.cr.problem, e);
