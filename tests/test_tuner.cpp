@@ -2074,6 +2074,56 @@ TEST_F(TunerEngine, AClassNobodyMeasuredStartsFromItsSiblingClassesBest) {
   }
 }
 
+// After its kernel's last class, a class measures the best points the other classes kept that
+// it has not, nearest problem first, and keeps the fastest: c1 (n = 60, optimum X = 6), slow to
+// measure, has time for a few points of its search; c2 (n = 10) finds X = 6, Y = 3 and c3
+// (n = 80) X = 8, Y = 3 at once. The summary and --json say so. --cold does not revisit.
+TEST_F(TunerEngine, AClassMeasuresItsSiblingsBestAfterTheKernelsLastClass) {
+  families_[0].family = &mock_three_class_family();
+  families_[0].make = [this](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    const std::int64_t n = shape_class == "c1" ? 60 : shape_class == "c2" ? 10 : 80;
+    return std::unique_ptr<Workload>(new MockWorkload(state_, shape_class == "c1" ? 25 : 0, n));
+  };
+  const std::vector<PriorDevice> none;
+  const Params optimum = {{"X", 6}, {"Y", 3}};
+  for (const bool cold : {false, true}) {
+    SCOPED_TRACE(cold ? "cold" : "warm");
+    TuneOptions o = seeded(0, none);
+    o.warm_start = !cold;
+    o.budget_seconds = 1.5;
+    const TuneResult r = tune(*rt_, o);
+    ASSERT_EQ(r.classes.size(), 3u);
+    ASSERT_EQ(r.classes[1].best.params, optimum);
+    ASSERT_EQ(r.classes[2].best.params, (Params{{"X", 8}, {"Y", 3}}));
+    const ClassResult& c1 = r.classes[0];
+    std::ostringstream summary, json;
+    print_summary(summary, r);
+    print_summary_json(json, r, "p.yaml");
+    if (cold) {
+      EXPECT_NE(c1.best.params, optimum) << "its own search reaches the optimum: the check says nothing";
+      EXPECT_TRUE(c1.revisited_from.empty());
+      EXPECT_EQ(summary.str().find("kept a sibling class's best"), std::string::npos) << summary.str();
+      continue;
+    }
+    EXPECT_EQ(c1.best.params, optimum);
+    EXPECT_EQ(c1.revisited_from, (std::vector<std::string>{"c3", "c2"})) << "nearest problem first";
+    EXPECT_EQ(c1.revisit_kept, "c2");
+    ASSERT_GE(c1.history.size(), 2u);
+    EXPECT_EQ(c1.history.back().params, optimum);
+    EXPECT_EQ(c1.history[c1.history.size() - 2].params, (Params{{"X", 8}, {"Y", 3}}));
+    EXPECT_TRUE(r.classes[1].revisit_kept.empty() && r.classes[2].revisit_kept.empty());
+    const ProfileEntry* entry = r.profile.find("mock", "c1", &c1.problem);
+    ASSERT_NE(entry, nullptr);
+    EXPECT_EQ(entry->params, optimum);
+    EXPECT_NE(summary.str().find("kept a sibling class's best, measured after the kernel's last class, mock: c1 "
+                                 "(c2's)"),
+              std::string::npos)
+        << summary.str();
+    EXPECT_NE(json.str().find("\"revisited_from\": [\"c3\", \"c2\"], \"revisit_kept\": \"c2\""), std::string::npos)
+        << json.str();
+  }
+}
+
 // An algorithm that runs another kernel's tiles (AlgorithmSpec::tiles_like: nf4's tc_tiled on
 // gemm_nt's tc) starts, in a class this device never measured, from the fastest point of that
 // algorithm the run's classes of the other kernel found: its shared parameters (X, Y) from

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <functional>
 #include <iomanip>
 #include <limits>
 #include <map>
@@ -930,6 +931,54 @@ KinSeeds kin_seeds(const std::vector<RunClass>& run, const KernelFamily& family,
   return out;
 }
 
+// What a class that kept `best` found, for the classes of its kernel after it: its best, then
+// its other verified points fastest first.
+RunClass run_class_of(const ClassResult& cr, const Evaluation& best, const std::string& variants) {
+  RunClass found{cr.kernel, cr.shape_class, cr.problem, variants, {best}};
+  std::vector<Evaluation> others;
+  for (const Evaluation& e : cr.history)
+    if (e.ok && e.time_ms > 0 && !(e.algorithm == best.algorithm && e.params == best.params)) others.push_back(e);
+  std::stable_sort(others.begin(), others.end(),
+                   [](const Evaluation& a, const Evaluation& b) { return a.time_ms < b.time_ms; });
+  found.points.insert(found.points.end(), others.begin(), others.end());
+  return found;
+}
+
+// The best points of the kernel's other classes in this run (`run`) that the class `at` has not
+// measured (`seen`), for the class to measure after the kernel's last class (revisit in tune()):
+// the nearest classes' first (problem_distance), each point once, legal here and searched here.
+// Only classes that launch the same build variants (input type, precision): their programs are
+// built, so each costs the class its runs alone. A class's search sees only the classes before
+// it: on the 2-core PoCL Zen 2 a first tune kept the Xeon's VW 16 in lora_shrink decode (its
+// kernel's first class, 4-6 evaluations) at 1.66x the best known point, while the kernel's
+// later classes found this CPU's VW 8, which the long tune had recorded at 0.86x that point in
+// decode.
+struct RevisitPoint {
+  Point point;
+  std::string from;  // the class whose best it is
+};
+std::vector<RevisitPoint> revisit_points(const std::vector<RunClass>& run, std::size_t at, const KernelFamily& family,
+                                         int input_bits, const DeviceLimits& limits,
+                                         const AlgorithmExclusions& excluded,
+                                         const std::set<const AlgorithmSpec*>& searched,
+                                         const std::function<bool(const Point&)>& seen) {
+  const RunClass& self = run[at];
+  std::vector<std::pair<double, std::size_t>> order;
+  for (std::size_t i = 0; i < run.size(); ++i)
+    if (i != at && run[i].kernel == self.kernel && run[i].variants == self.variants && !run[i].points.empty())
+      order.push_back({problem_distance(run[i].problem, self.problem), i});
+  std::stable_sort(order.begin(), order.end());
+  std::vector<RevisitPoint> out;
+  std::set<std::string> keys;
+  for (const auto& [distance, i] : order) {
+    const Evaluation& best = run[i].points.front();
+    std::optional<Point> p = legal_point(family, best.algorithm, best.params, input_bits, limits, excluded);
+    if (!p || !searched.count(p->algorithm) || seen(*p) || !keys.insert(p->key()).second) continue;
+    out.push_back({std::move(*p), run[i].shape_class});
+  }
+  return out;
+}
+
 // The builders `auto` stands for, and how many threads build.
 Builders resolve_builders(const TuneOptions& options, const DeviceInfo& device, const DeviceLimits& limits) {
   const bool processes_possible = !options.worker_command.empty() && device.index >= 0;
@@ -1252,6 +1301,82 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
   // say) is tuned once, so the profile gets one entry for it.
   std::set<std::tuple<std::string, std::string, std::map<std::string, std::int64_t>>> tuned_problems;
   std::unique_ptr<Workload> previous_workload;
+
+  // The classes of the kernel being tuned stay open until its last one is done: then each
+  // measures the best points its siblings kept that it has not (revisit_points), while the run
+  // has time, and its profile entry is written. A class whose workload would take the kernel's
+  // open ones past a quarter of the device's memory is closed at once.
+  struct OpenClass {
+    std::unique_ptr<ClassResult> cr;
+    std::unique_ptr<Workload> workload;      // null: closed at once
+    std::unique_ptr<DeviceMeasure> measure;  // with it
+    const FamilyTuning* tuning = nullptr;
+    int input_bits = 32;
+    std::size_t run_index = 0;  // its RunClass (npos: it kept none)
+    std::set<const AlgorithmSpec*> searched;
+  };
+  std::vector<OpenClass> open;
+  auto open_bytes = [&] {
+    double bytes = 0;
+    for (const OpenClass& c : open)
+      if (c.workload) bytes += c.workload->min_bytes();
+    return bytes;
+  };
+  auto close_open = [&] {
+    const bool revisit = options.warm_start && open.size() > 1 && !(options.stop != nullptr && options.stop->load());
+    for (std::size_t i = 0; revisit && i < open.size(); ++i) {
+      OpenClass& c = open[i];
+      if (!c.measure || c.run_index == std::string::npos) continue;
+      if (seconds_since(start) >= options.budget_seconds) break;
+      const auto revisit_start = Clock::now();
+      DeviceMeasure& m = *c.measure;
+      const std::vector<RevisitPoint> points =
+          revisit_points(run_classes, c.run_index, *c.tuning->family, c.input_bits, limits, excluded, c.searched,
+                         [&](const Point& p) { return m.recall(p) != nullptr; });
+      if (points.empty()) continue;
+      prefetcher.serve(c.workload.get(), c.tuning, int(input_bits_of(c.workload->problem())));
+      const Evaluation before = m.best();
+      for (const RevisitPoint& r : points) {
+        if (seconds_since(start) >= options.budget_seconds) break;
+        if (m.evaluate_past_time(r.point) == nullptr) break;  // a stop or --max-evals
+        c.cr->revisited_from.push_back(r.from);
+      }
+      if (m.best().algorithm != before.algorithm || m.best().params != before.params) m.retime();
+      m.finish();
+      for (const RevisitPoint& r : points)
+        if (m.best().ok && m.best().algorithm == r.point.algorithm->name && m.best().params == r.point.params)
+          c.cr->revisit_kept = r.from;
+      if (m.best().ok) {
+        c.cr->best = m.best();
+        run_classes[c.run_index] = run_class_of(*c.cr, c.cr->best, run_classes[c.run_index].variants);
+      }
+      c.cr->seconds += seconds_since(revisit_start);
+    }
+    for (OpenClass& c : open) {
+      const ClassResult& cr = *c.cr;
+      if (cr.best.ok) {
+        ProfileEntry entry;
+        entry.kernel = cr.kernel;
+        entry.shape_class = cr.shape_class;
+        entry.algorithm = cr.best.algorithm;
+        entry.params = cr.best.params;
+        entry.problem = cr.problem;
+        entry.time_ms = cr.best.time_ms;
+        entry.gflops = cr.flops / cr.best.time_ms * 1e-6;
+        entry.default_time_ms = cr.builtin.ok ? cr.builtin.time_ms : 0;
+        entry.provenance.kind = "tuned";
+        result.profile.entries.push_back(entry);
+      }
+      result.classes.push_back(std::move(*c.cr));
+    }
+    // The last workload is kept until the next is made, so data it shares with it is reused.
+    if (!open.empty() && open.back().workload) {
+      open.back().measure.reset();
+      previous_workload = std::move(open.back().workload);
+    }
+    open.clear();
+  };
+
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     if (options.stop != nullptr && options.stop->load()) {
       result.interrupted = true;
@@ -1259,13 +1384,15 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     }
     const KernelFamily& family = *jobs[ji].tuning->family;
     const std::string& shape_class = jobs[ji].shape_class;
+    if (!open.empty() && open.front().cr->kernel != family.name) close_open();
     const auto class_start = Clock::now();
     const double class_budget =
         class_share(options.budget_seconds, seconds_since(start), int(jobs.size()), int(jobs.size() - ji));
 
     const std::vector<Point>& space = spaces[ji];
 
-    ClassResult cr;
+    auto owned_cr = std::make_unique<ClassResult>();
+    ClassResult& cr = *owned_cr;
     cr.kernel = family.name;
     cr.shape_class = shape_class;
     cr.space_size = space.size();
@@ -1289,11 +1416,12 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       max_evals = max_evals > 0 ? std::min(max_evals, cap) : cap;
     }
     const auto cache_it = caches.find(family.name);
-    DeviceMeasure measure(
-        {rt, options, family.name, cr, *workload, cache_it == caches.end() ? nullptr : cache_it->second.get(),
-         prefetcher, progress,
-         "[" + std::to_string(ji + 1) + "/" + std::to_string(jobs.size()) + " " + family.name + "/" + shape_class + "]",
-         class_budget, max_evals, class_start, family, limits, costs, &result.prebuilt});
+    auto owned_measure = std::make_unique<DeviceMeasure>(DeviceMeasure::Setup{
+        rt, options, family.name, cr, *workload, cache_it == caches.end() ? nullptr : cache_it->second.get(),
+        prefetcher, progress,
+        "[" + std::to_string(ji + 1) + "/" + std::to_string(jobs.size()) + " " + family.name + "/" + shape_class + "]",
+        class_budget, max_evals, class_start, family, limits, costs, &result.prebuilt});
+    DeviceMeasure& measure = *owned_measure;
 
     // Warm start: the choices of the profiles that already fit this device (an earlier
     // run's, or a shipped one for the same device or vendor) and of warm_profiles (the
@@ -1454,32 +1582,28 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     prefetcher.class_done();
     cr.best = measure.best().ok ? measure.best() : cr.builtin;
     cr.seconds = seconds_since(class_start);
+    OpenClass kept;
+    kept.tuning = jobs[ji].tuning;
+    kept.input_bits = input_bits;
+    kept.run_index = std::string::npos;
     if (cr.best.ok) {
-      ProfileEntry entry;
-      entry.kernel = family.name;
-      entry.shape_class = shape_class;
-      entry.algorithm = cr.best.algorithm;
-      entry.params = cr.best.params;
-      entry.problem = cr.problem;
-      entry.time_ms = cr.best.time_ms;
-      entry.gflops = cr.flops / cr.best.time_ms * 1e-6;
-      entry.default_time_ms = cr.builtin.ok ? cr.builtin.time_ms : 0;
-      entry.provenance.kind = "tuned";
-      result.profile.entries.push_back(entry);
-      RunClass found{family.name, shape_class, cr.problem, variants, {cr.best}};
-      std::vector<Evaluation> others;
-      for (const Evaluation& e : cr.history)
-        if (e.ok && e.time_ms > 0 && !(e.algorithm == cr.best.algorithm && e.params == cr.best.params))
-          others.push_back(e);
-      std::stable_sort(others.begin(), others.end(),
-                       [](const Evaluation& a, const Evaluation& b) { return a.time_ms < b.time_ms; });
-      found.points.insert(found.points.end(), others.begin(), others.end());
-      run_classes.push_back(std::move(found));
+      kept.run_index = run_classes.size();
+      run_classes.push_back(run_class_of(cr, cr.best, variants));
     }
-    result.classes.push_back(std::move(cr));
-    previous_workload = std::move(workload);
+    for (const Point& p : space) kept.searched.insert(p.algorithm);
+    const double memory = double(device.global_mem_bytes);
+    if (memory <= 0 || open_bytes() + workload->min_bytes() <= memory / 4) {
+      kept.workload = std::move(workload);
+      kept.measure = std::move(owned_measure);
+    } else {
+      owned_measure.reset();
+      previous_workload = std::move(workload);
+    }
+    kept.cr = std::move(owned_cr);
+    open.push_back(std::move(kept));
     if (options.stop != nullptr && options.stop->load()) result.interrupted = true;
   }
+  close_open();
   result.seconds = seconds_since(start);
   result.profile.tuning_seconds = result.seconds;
   result.profile.date = now_iso8601();
@@ -1547,6 +1671,15 @@ void print_summary(std::ostream& out, const TuneResult& result) {
   }
   for (const auto& [kernel, line] : from_siblings)
     out << "seeded from classes of this run, " << kernel << ":" << line << "\n";
+  // Which classes kept another class's best point, measured after their kernel's last class.
+  std::map<std::string, std::string> kept_from_siblings;
+  for (const ClassResult& c : result.classes) {
+    if (c.revisit_kept.empty()) continue;
+    std::string& line = kept_from_siblings[c.kernel];
+    line += (line.empty() ? " " : ", ") + c.shape_class + " (" + c.revisit_kept + "'s)";
+  }
+  for (const auto& [kernel, line] : kept_from_siblings)
+    out << "kept a sibling class's best, measured after the kernel's last class, " << kernel << ":" << line << "\n";
   int cached = 0;
   for (const ClassResult& c : result.classes) cached += c.cached;
   out << "tuned in " << std::fixed << std::setprecision(1) << result.seconds << " s";
@@ -1572,7 +1705,9 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
         << ", \"rejected\": " << c.rejected << ", \"cached\": " << c.cached << ", \"seconds\": " << std::setprecision(6)
         << c.seconds << ", \"speedup\": " << c.speedup() << ", \"weight\": " << c.weight
         << ", \"prior_distance\": " << c.prior_distance << ", \"prior_devices\": " << json_strings(c.prior_devices)
-        << ", \"seed_classes\": " << json_strings(c.seed_classes) << ",\n     \"default\": " << json_choice(c.builtin)
+        << ", \"seed_classes\": " << json_strings(c.seed_classes)
+        << ", \"revisited_from\": " << json_strings(c.revisited_from)
+        << ", \"revisit_kept\": " << json_string(c.revisit_kept) << ",\n     \"default\": " << json_choice(c.builtin)
         << ",\n     \"best\": " << json_choice(c.best) << "}";
   }
   out << "\n  ],\n  \"tuned_once\": " << json_strings(result.repeated) << "\n}\n";

@@ -101,6 +101,11 @@ struct ClassResult {
   // problem of the class), nearest first.
   std::vector<std::string> seed_classes;
   double weight = 1;
+  // After its kernel's last class: the other classes of the kernel whose best points it
+  // measured then, nearest first (points it had not measured, whose programs were built: tuner.cpp,
+  // revisit_points), and the one whose point it kept (empty: none of them).
+  std::vector<std::string> revisited_from;
+  std::string revisit_kept;
   // The points timed again together at the end, with their new figures (the best is the
   // fastest of them), and the seconds that took (DeviceMeasure::retime in tuner.cpp).
   std::vector<Evaluation> retimed;
