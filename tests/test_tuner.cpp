@@ -2074,15 +2074,29 @@ TEST_F(TunerEngine, AClassNobodyMeasuredStartsFromItsSiblingClassesBest) {
   }
 }
 
+// A MockWorkload whose runs at X < 6 take `run_ms` each, the others none: a search that
+// starts at X = 1 has time for a few points, a revisit of X >= 6 costs nothing.
+class SlowBelowSixWorkload : public MockWorkload {
+ public:
+  SlowBelowSixWorkload(MockState& s, int run_ms, std::int64_t n) : MockWorkload(s, 0, n), run_ms_(run_ms) {}
+  double run(const Choice& c) override {
+    if (c.params.at("X") < 6) std::this_thread::sleep_for(std::chrono::milliseconds(run_ms_));
+    return MockWorkload::run(c);
+  }
+
+ private:
+  int run_ms_;
+};
+
 // After its kernel's last class, a class measures the best points the other classes kept that
-// it has not, nearest problem first, and keeps the fastest: c1 (n = 60, optimum X = 6), slow to
-// measure, has time for a few points of its search; c2 (n = 10) finds X = 6, Y = 3 and c3
-// (n = 80) X = 8, Y = 3 at once. The summary and --json say so. --cold does not revisit.
+// it has not, nearest problem first, and keeps the fastest: c1 (n = 60, optimum X = 6) has time
+// for a few points of its search; c2 (n = 10) finds X = 6, Y = 3 and c3 (n = 80) X = 8, Y = 3.
+// The summary and --json say so. --cold does not revisit.
 TEST_F(TunerEngine, AClassMeasuresItsSiblingsBestAfterTheKernelsLastClass) {
   families_[0].family = &mock_three_class_family();
   families_[0].make = [this](Runtime&, const std::string& shape_class, std::mt19937_64&) {
     const std::int64_t n = shape_class == "c1" ? 60 : shape_class == "c2" ? 10 : 80;
-    return std::unique_ptr<Workload>(new MockWorkload(state_, shape_class == "c1" ? 25 : 0, n));
+    return std::unique_ptr<Workload>(new SlowBelowSixWorkload(state_, shape_class == "c1" ? 25 : 0, n));
   };
   const std::vector<PriorDevice> none;
   const Params optimum = {{"X", 6}, {"Y", 3}};
@@ -2121,6 +2135,38 @@ TEST_F(TunerEngine, AClassMeasuresItsSiblingsBestAfterTheKernelsLastClass) {
         << summary.str();
     EXPECT_NE(json.str().find("\"revisited_from\": [\"c3\", \"c2\"], \"revisit_kept\": \"c2\""), std::string::npos)
         << json.str();
+  }
+}
+
+// A sibling class's best that a class measured within kRevisitMargin (2x) of its best is timed
+// again beside it after the kernel's last class: c1 timed its optimum (6, 3) at 3.5x (loaded
+// while evaluated), past the re-timing's 1.5x of its best then (2 ms), and kept a 2 ms point;
+// c2 (the same problem) kept (6, 3), and the revisit's re-timing finds it at 1 ms.
+TEST_F(TunerEngine, ASiblingsBestTimedFarOffIsTimedAgainBesideTheBest) {
+  families_[0].family = &mock_three_class_family();
+  const Params optimum = {{"X", 6}, {"Y", 3}};
+  families_[0].make = [this, optimum](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    if (shape_class == "c1") return std::unique_ptr<Workload>(new LoadedWhileEvaluatedWorkload(state_, optimum, 3.5));
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, shape_class == "c2" ? 10 : 40));
+  };
+  const std::vector<PriorDevice> none;
+  for (const bool cold : {false, true}) {
+    SCOPED_TRACE(cold ? "cold" : "warm");
+    TuneOptions o = seeded(0, none);
+    o.warm_start = !cold;
+    const TuneResult r = tune(*rt_, o);
+    ASSERT_EQ(r.classes.size(), 3u);
+    ASSERT_EQ(r.classes[1].best.params, optimum);
+    const ClassResult& c1 = r.classes[0];
+    ASSERT_TRUE(c1.best.ok);
+    if (cold) {
+      EXPECT_NE(c1.best.params, optimum) << "c1 kept its optimum without the revisit: the check says nothing";
+      continue;
+    }
+    EXPECT_EQ(c1.best.params, optimum);
+    EXPECT_DOUBLE_EQ(c1.best.time_ms, 1.0);
+    EXPECT_TRUE(c1.revisited_from.empty()) << "every sibling's best was measured in its search";
+    EXPECT_EQ(c1.revisit_kept, "c2");
   }
 }
 
