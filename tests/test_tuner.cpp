@@ -2391,6 +2391,37 @@ TEST_F(TunerEngine, TimingTheClosestPointsAgainKeepsTheTrulyFaster) {
   EXPECT_GE(c.retime_seconds, 0.0);
 }
 
+// The re-timing's rounds each start at another point, so that none is always timed first: its
+// five timed rounds of two points (the last ten runs of the run) alternate which comes first.
+TEST_F(TunerEngine, EachRoundOfTheRetimingStartsAtAnotherPoint) {
+  struct LoggedWorkload : LoadedWhileEvaluatedWorkload {
+    LoggedWorkload(MockState& s, std::vector<Params>& log)
+        : LoadedWhileEvaluatedWorkload(s, {{"X", 6}, {"Y", 3}}, 2.5), log_(log) {}
+    double run(const Choice& c) override {
+      log_.push_back(c.params);
+      return LoadedWhileEvaluatedWorkload::run(c);
+    }
+    std::vector<Params>& log_;
+  };
+  std::vector<Params> log;
+  families_[0].make = [this, &log](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new LoggedWorkload(state_, log));
+  };
+  std::vector<PriorDevice> known = {mock_known(rt_->device(), rt_->device().name, {{6, 3, 1.0}, {6, 4, 2.0}}, 30)};
+  TuneOptions o = seeded(3, known);
+  ASSERT_EQ(o.repeats, 5);
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  ASSERT_EQ(r.classes[0].retimed.size(), 2u);
+  ASSERT_GE(log.size(), 10u);
+  const std::vector<Params> rounds(log.end() - 10, log.end());
+  for (std::size_t k = 0; k < 5; ++k) {
+    EXPECT_NE(rounds[2 * k], rounds[2 * k + 1]) << "round " << k << " times both points";
+    if (k > 0)
+      EXPECT_NE(rounds[2 * k], rounds[2 * k - 2]) << "round " << k << " starts where round " << k - 1 << " did";
+  }
+}
+
 // A built-in default that takes the whole share (a slow default on a slow device) still
 // leaves the nearest device's best point its evaluation, the one most likely to pay, while
 // the run's budget is not spent: of two classes sharing 0.3 s, the first's default takes
