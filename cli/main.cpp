@@ -105,7 +105,9 @@ Options:
   --budget SECONDS    time budget of the search (default 165 on a CPU device, 285 on a GPU or an
                       accelerator, so that a whole run, with the candidate in flight at the end,
                       stays within 3 or 5 minutes), split over the classes (each at least half an
-                      even share, so a class that ran long cannot starve the last)
+                      even share, so a class that ran long cannot starve the last); a tenth is held
+                      for each kernel's classes to measure the best points the others kept, after
+                      the kernel's last class
   --strategy NAME     guided (default: a Gaussian-process cost model fitted on the points measured
                       so far picks the next ones), local (sample + coordinate descent), random, or
                       exhaustive
@@ -124,7 +126,8 @@ Options:
   --seed N            random seed of the search and of the test data (default 1)
   --cold              do not start from the profiles that already fit the device and the one at --out,
                       nor from the best points of the run's earlier problems of a class (by default
-                      these are measured first, so running tune again refines its last answer)
+                      these are measured first, so running tune again refines its last answer), nor
+                      measure the best points a kernel's other classes kept
   --jobs N            build workers compiling candidates while others are measured (default: one
                       per core on a CPU device, where they are paused while a candidate is timed;
                       one per spare core on a GPU, at most 4 worker processes)
