@@ -131,10 +131,9 @@ std::vector<double> retime_candidates(Workload& w, const std::vector<Choice>& ch
   do {
     for (const Choice& choice : choices) block_mean(w, choice, 1, run_ms);
   } while (seconds_since(warm_start) * 1e3 < settle_ms);
-  // Each round starts one choice further on, so that none is always timed first (after the
-  // warm-up) or right after the same other: in a re-timing of seven lora_expand decode points
-  // on the 2-core PoCL machine, the two timed first in every round read 1.44x and 1.54x their
-  // search's figures, the others 0.98-1.21x.
+  // Each round starts one choice further on, so that none is always timed first: in a
+  // re-timing of seven lora_expand decode points on the 2-core PoCL machine, the two timed first
+  // in every round read 1.44x and 1.54x their search's figures, the others 0.98-1.21x.
   for (int round = 0; round < std::max(1, repeats); ++round)
     for (std::size_t k = 0; k < choices.size(); ++k) {
       const std::size_t i = (k + std::size_t(round)) % choices.size();
@@ -526,11 +525,14 @@ class DeviceMeasure : public Measure {
                             s_.cr.evaluations, least_pace);
   }
 
+  // Whether the point's program was built in this run (by an evaluation or a worker).
+  bool built(const Point& point) const { return costs_->built(point.key()) || s_.prefetcher.built(point); }
+
   // A program not built yet costs its algorithm's build time as measured so far in this run
   // (any algorithm's, before its first; 1 s before any); then verification, and the runs.
   double cost_seconds(const Point& point, double predicted_ms) const override {
     const double runs = (1 + std::max(1, s_.options.repeats)) * predicted_ms * 1e-3 + costs_->overhead();
-    if (costs_->built(point.key()) || s_.prefetcher.built(point)) return runs;
+    if (built(point)) return runs;
     return runs + costs_->build_seconds(point.algorithm);
   }
 
@@ -681,6 +683,12 @@ class DeviceMeasure : public Measure {
       if (e.ok && !e.cached && e.time_ms <= kRetimeMargin * best_.time_ms) close.push_back(&e);
     std::sort(close.begin(), close.end(),
               [](const Evaluation* a, const Evaluation* b) { return a->time_ms < b->time_ms; });
+    // The best so far is always among them: after a first re-timing its figure is the
+    // re-timing's, while seen_ keeps its search's, which may be off by more than the margin.
+    for (const auto& [key, e] : seen_)
+      if (e.ok && e.algorithm == best_.algorithm && e.params == best_.params &&
+          std::find(close.begin(), close.end(), &e) == close.end())
+        close.insert(close.begin(), &e);
     if (close.size() > kRetimeCount) close.resize(kRetimeCount);
     for (const std::string& key : also)
       if (const auto it = seen_.find(key); it != seen_.end()) {
@@ -729,7 +737,7 @@ class DeviceMeasure : public Measure {
       if (medians[i] < medians[fastest]) fastest = i;
     }
     best_ = s_.cr.retimed[s_.cr.retimed.size() - close.size() + fastest];
-    s_.cr.retime_seconds = seconds_since(started);
+    s_.cr.retime_seconds += seconds_since(started);
   }
 
   void finish() {
@@ -1333,8 +1341,10 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
 
   // The classes of the kernel being tuned stay open until its last one is done: then each
   // measures the best points its siblings kept that it has not (revisit_points), while the run
-  // has time, and its profile entry is written. A class whose workload would take the kernel's
-  // open ones past a quarter of the device's memory is closed at once.
+  // has time, and the kernel's profile entries are written. A class whose problem's bytes
+  // (Workload::min_bytes, less than its buffers) would take the kernel's open ones past a quarter
+  // of the device's memory, or any under --cold, is closed at once: its best still goes to the
+  // others.
   struct OpenClass {
     std::unique_ptr<ClassResult> cr;
     std::unique_ptr<Workload> workload;      // null: closed at once
@@ -1393,7 +1403,9 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       std::set<std::string> keys;
       for (const RevisitPoint& r : points) {
         keys.insert(r.point.key());
-        if (m.recall(r.point) != nullptr) continue;
+        // Not one whose program this run has not built (a sibling's best recalled from the
+        // resume cache): its build would take seconds of the measuring thread.
+        if (m.recall(r.point) != nullptr || !m.built(r.point)) continue;
         if (seconds_since(revisit_start) >= until) break;
         if (m.evaluate_past_time(r.point) == nullptr) break;  // a stop or --max-evals
         c.cr->revisited_from.push_back(r.from);
@@ -1438,18 +1450,19 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       open.back().measure.reset();
       previous_workload = std::move(open.back().workload);
     }
+    prefetcher.serve(nullptr, nullptr, 32);  // the workloads it served are gone
     open.clear();
     revisit_held[kernel] = 0;  // spent, or left to the classes after it
   };
 
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
+    if (!open.empty() && kernel_of[ji] != open_kernel) close_open(open_kernel);
     if (options.stop != nullptr && options.stop->load()) {
       result.interrupted = true;
       break;
     }
     const KernelFamily& family = *jobs[ji].tuning->family;
     const std::string& shape_class = jobs[ji].shape_class;
-    if (!open.empty() && kernel_of[ji] != open_kernel) close_open(open_kernel);
     const auto class_start = Clock::now();
     const double class_budget =
         class_share(classes_budget(), seconds_since(start), int(jobs.size()), int(jobs.size() - ji));
@@ -1657,7 +1670,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     }
     for (const Point& p : space) kept.searched.insert(p.algorithm);
     const double memory = double(device.global_mem_bytes);
-    if (memory <= 0 || open_bytes() + workload->min_bytes() <= memory / 4) {
+    if (options.warm_start && (memory <= 0 || open_bytes() + workload->min_bytes() <= memory / 4)) {
       kept.workload = std::move(workload);
       kept.measure = std::move(owned_measure);
     } else {
@@ -1670,6 +1683,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     if (options.stop != nullptr && options.stop->load()) result.interrupted = true;
   }
   if (!open.empty()) close_open(open_kernel);
+  // A stop during the last kernel's revisit: the run did not finish either.
+  if (options.stop != nullptr && options.stop->load()) result.interrupted = true;
   result.seconds = seconds_since(start);
   result.profile.tuning_seconds = result.seconds;
   result.profile.date = now_iso8601();
@@ -1745,7 +1760,7 @@ void print_summary(std::ostream& out, const TuneResult& result) {
     line += (line.empty() ? " " : ", ") + c.shape_class + " (" + c.revisit_kept + "'s)";
   }
   for (const auto& [kernel, line] : kept_from_siblings)
-    out << "kept a sibling class's best, measured after the kernel's last class, " << kernel << ":" << line << "\n";
+    out << "after the kernel's last class, kept a sibling class's best, " << kernel << ":" << line << "\n";
   int cached = 0;
   for (const ClassResult& c : result.classes) cached += c.cached;
   out << "tuned in " << std::fixed << std::setprecision(1) << result.seconds << " s";

@@ -106,8 +106,10 @@ struct ClassResult {
   // revisit_points), and the one whose point it kept (empty: none of them).
   std::vector<std::string> revisited_from;
   std::string revisit_kept;
-  // The points timed again together at the end, with their new figures (the best is the
-  // fastest of them), and the seconds that took (DeviceMeasure::retime in tuner.cpp).
+  // The points timed again together at the end of its search, and again after its kernel's
+  // last class where that measured or found near points, with their new figures (the best is
+  // the fastest of the last re-timing), and the seconds those took (DeviceMeasure::retime in
+  // tuner.cpp).
   std::vector<Evaluation> retimed;
   double retime_seconds = 0;
   double speedup() const { return best.ok && builtin.ok ? builtin.time_ms / best.time_ms : 0; }
