@@ -2137,6 +2137,17 @@ TEST_F(TunerEngine, AClassMeasuresItsSiblingsBestAfterTheKernelsLastClass) {
   }
 }
 
+// mock_three_class_family's workloads where c1 (n = 10) runs `factor` times slower while its
+// optimum (6, 3) is evaluated (LoadedWhileEvaluatedWorkload), c2 and c3 plain at n = n2, n3.
+std::function<std::unique_ptr<Workload>(Runtime&, const std::string&, std::mt19937_64&)> c1_loaded_at_optimum(
+    MockState& state, double factor, std::int64_t n2, std::int64_t n3) {
+  return [&state, factor, n2, n3](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    if (shape_class == "c1")
+      return std::unique_ptr<Workload>(new LoadedWhileEvaluatedWorkload(state, {{"X", 6}, {"Y", 3}}, factor));
+    return std::unique_ptr<Workload>(new MockWorkload(state, 0, shape_class == "c2" ? n2 : n3));
+  };
+}
+
 // A sibling class's best that a class measured within kRevisitMargin (2x) of its best is timed
 // again beside it after the kernel's last class: c1 timed its optimum (6, 3) at 3.5x (loaded
 // while evaluated), past the re-timing's 1.5x of its best then (2 ms), and kept a 2 ms point;
@@ -2144,10 +2155,7 @@ TEST_F(TunerEngine, AClassMeasuresItsSiblingsBestAfterTheKernelsLastClass) {
 TEST_F(TunerEngine, ASiblingsBestTimedFarOffIsTimedAgainBesideTheBest) {
   families_[0].family = &mock_three_class_family();
   const Params optimum = {{"X", 6}, {"Y", 3}};
-  families_[0].make = [this, optimum](Runtime&, const std::string& shape_class, std::mt19937_64&) {
-    if (shape_class == "c1") return std::unique_ptr<Workload>(new LoadedWhileEvaluatedWorkload(state_, optimum, 3.5));
-    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, shape_class == "c2" ? 10 : 40));
-  };
+  families_[0].make = c1_loaded_at_optimum(state_, 3.5, 10, 40);
   const std::vector<PriorDevice> none;
   for (const bool cold : {false, true}) {
     SCOPED_TRACE(cold ? "cold" : "warm");
@@ -2397,10 +2405,7 @@ TEST_F(TunerEngine, TimingTheClosestPointsAgainKeepsTheTrulyFaster) {
 TEST_F(TunerEngine, TheRevisitsRetimingKeepsTheClassesBestAmongItsPoints) {
   families_[0].family = &mock_three_class_family();
   const Params optimum = {{"X", 6}, {"Y", 3}};
-  families_[0].make = [this, optimum](Runtime&, const std::string& shape_class, std::mt19937_64&) {
-    if (shape_class == "c1") return std::unique_ptr<Workload>(new LoadedWhileEvaluatedWorkload(state_, optimum, 1.6));
-    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, shape_class == "c2" ? 50 : 70));
-  };
+  families_[0].make = c1_loaded_at_optimum(state_, 1.6, 50, 70);
   const std::vector<PriorDevice> none;
   const TuneResult r = tune(*rt_, seeded(0, none));
   ASSERT_EQ(r.classes.size(), 3u);

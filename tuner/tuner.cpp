@@ -28,6 +28,9 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// Whether two evaluations are of one point (algorithm and parameters).
+bool same_point(const Evaluation& a, const Evaluation& b) { return a.algorithm == b.algorithm && a.params == b.params; }
+
 // The width of a job's input (input_bits_of): f32 for the class's own problem.
 int job_input_bits(const std::optional<Problem>& problem) { return problem ? int(input_bits_of(*problem)) : 32; }
 
@@ -686,8 +689,7 @@ class DeviceMeasure : public Measure {
     // The best so far is always among them: after a first re-timing its figure is the
     // re-timing's, while seen_ keeps its search's, which may be off by more than the margin.
     for (const auto& [key, e] : seen_)
-      if (e.ok && e.algorithm == best_.algorithm && e.params == best_.params &&
-          std::find(close.begin(), close.end(), &e) == close.end())
+      if (e.ok && same_point(e, best_) && std::find(close.begin(), close.end(), &e) == close.end())
         close.insert(close.begin(), &e);
     if (close.size() > kRetimeCount) close.resize(kRetimeCount);
     for (const std::string& key : also)
@@ -975,7 +977,7 @@ RunClass run_class_of(const ClassResult& cr, const Evaluation& best, const std::
   RunClass found{cr.kernel, cr.shape_class, cr.problem, variants, {best}};
   std::vector<Evaluation> others;
   for (const Evaluation& e : cr.history)
-    if (e.ok && e.time_ms > 0 && !(e.algorithm == best.algorithm && e.params == best.params)) others.push_back(e);
+    if (e.ok && e.time_ms > 0 && !same_point(e, best)) others.push_back(e);
   std::stable_sort(others.begin(), others.end(),
                    [](const Evaluation& a, const Evaluation& b) { return a.time_ms < b.time_ms; });
   found.points.insert(found.points.end(), others.begin(), others.end());
@@ -1411,17 +1413,17 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
         c.cr->revisited_from.push_back(r.from);
       }
       // Timed again where the best moved, or a sibling's best not kept came within the margin.
-      bool near = m.best().algorithm != before.algorithm || m.best().params != before.params;
+      bool near = !same_point(m.best(), before);
       for (const RevisitPoint& r : points)
         if (const Evaluation* e = m.recall(r.point))
-          near = near || (e->ok && !e->cached && e->time_ms <= kRevisitMargin * m.best().time_ms &&
-                          !(e->algorithm == m.best().algorithm && e->params == m.best().params));
+          near = near ||
+                 (e->ok && !e->cached && e->time_ms <= kRevisitMargin * m.best().time_ms && !same_point(*e, m.best()));
       if (near && seconds_since(revisit_start) < until) m.retime(keys);
       m.finish();
-      const bool moved = m.best().algorithm != before.algorithm || m.best().params != before.params;
-      for (const RevisitPoint& r : points)
-        if (moved && m.best().ok && m.best().algorithm == r.point.algorithm->name && m.best().params == r.point.params)
-          c.cr->revisit_kept = r.from;
+      if (m.best().ok && !same_point(m.best(), before))
+        for (const RevisitPoint& r : points)
+          if (const Evaluation* e = m.recall(r.point); e != nullptr && same_point(*e, m.best()))
+            c.cr->revisit_kept = r.from;
       if (m.best().ok) {
         c.cr->best = m.best();
         run_classes[c.run_index] = run_class_of(*c.cr, c.cr->best, run_classes[c.run_index].variants);
