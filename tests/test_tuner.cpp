@@ -882,10 +882,15 @@ TEST(Priors, AnotherAlgorithmAsFastElsewhereIsAContender) {
   ASSERT_EQ(others->contenders.size(), 1u) << "B's xgemm is 15 % slower than its tiled";
   EXPECT_EQ(others->contenders[0].algorithm, "tiled");
   EXPECT_DOUBLE_EQ(others->contenders[0].time_ms, 1.05) << "A's fastest tiled";
+  // Every point within the margin of its device's best is a near tie, of any algorithm.
+  std::vector<double> ties;
+  for (const Evaluation& e : others->near_ties) ties.push_back(e.time_ms);
+  EXPECT_EQ(ties, (std::vector<double>{1.0, 1.01, 1.05, 1.06, 2.0}));
   const std::optional<ClassPrior> mine = class_prior(known, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
   ASSERT_TRUE(mine.has_value());
   EXPECT_EQ(mine->distance, 0);
   EXPECT_TRUE(mine->contenders.empty());
+  EXPECT_TRUE(mine->near_ties.empty());
 }
 
 // --derive-priors: per class the `top` fastest verified points of today's algorithms and the
@@ -1930,6 +1935,33 @@ TEST_F(TunerEngine, TheNearestKnownDevicesBestPointsAreMeasuredFirst) {
   }
 }
 
+// Another device's points within kContenderMargin of its best are measured furthest apart
+// first, not in its order: after its best, the near tie most parameters apart from every point
+// taken (the faster among equals), and so on; a point past the margin comes after them. This
+// device's own recordings keep their order.
+TEST_F(TunerEngine, AnotherDevicesNearTiesAreMeasuredFurthestApartFirst) {
+  const std::string me = rt_->device().name;
+  const std::vector<std::tuple<int, int, double>> points = {{6, 3, 1.0},  {5, 3, 1.01}, {6, 2, 1.02},
+                                                            {2, 1, 1.05}, {5, 2, 1.06}, {8, 4, 2.0}};
+  for (const bool own : {false, true}) {
+    SCOPED_TRACE(own ? "this device's own" : "another device's");
+    const std::vector<PriorDevice> known = {mock_known(rt_->device(), own ? me : "A sibling", points, 30)};
+    const TuneResult r = tune(*rt_, seeded(10, known));
+    ASSERT_EQ(r.classes.size(), 1u);
+    const std::vector<Evaluation>& h = r.classes[0].history;
+    ASSERT_GE(h.size(), 5u);
+    const auto at = [&](std::size_t i) { return std::make_pair(h[i].params.at("X"), h[i].params.at("Y")); };
+    EXPECT_EQ(at(1), std::make_pair(6, 3));
+    if (own) {
+      EXPECT_EQ(at(2), std::make_pair(5, 3)) << "its own order";
+    } else {
+      EXPECT_EQ(at(2), std::make_pair(2, 1)) << "two parameters apart from 6, 3; faster than 5, 2";
+      EXPECT_EQ(at(3), std::make_pair(5, 2)) << "two apart from both";
+      EXPECT_EQ(at(4), std::make_pair(5, 3)) << "one apart; faster than 6, 2";
+    }
+  }
+}
+
 // The profile entry a known device ships for the class is its current answer: it is measured
 // first, right after the built-in default, then the recordings' best, even where older
 // recordings timed other points faster (the shipped choice was once crowded out of the first
@@ -2477,8 +2509,9 @@ TEST_F(TunerEngine, EachRoundOfTheRetimingStartsAtAnotherPoint) {
   const std::vector<Params> rounds(log.end() - 10, log.end());
   for (std::size_t k = 0; k < 5; ++k) {
     EXPECT_NE(rounds[2 * k], rounds[2 * k + 1]) << "round " << k << " times both points";
-    if (k > 0)
+    if (k > 0) {
       EXPECT_NE(rounds[2 * k], rounds[2 * k - 2]) << "round " << k << " starts where round " << k - 1 << " did";
+    }
   }
 }
 

@@ -339,8 +339,10 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
       const Evaluation& best = c->points.front();
       std::set<std::string> algorithms = {best.algorithm};
       for (const Evaluation& e : c->points)
-        if (e.time_ms <= kContenderMargin * best.time_ms && algorithms.insert(e.algorithm).second)
-          out.contenders.push_back(e);
+        if (e.time_ms <= kContenderMargin * best.time_ms) {
+          out.near_ties.push_back(e);
+          if (algorithms.insert(e.algorithm).second) out.contenders.push_back(e);
+        }
     }
   if (out.distance == 0 && problem != nullptr)
     for (const PriorClass* c : nearest)

@@ -86,6 +86,11 @@ struct ClassPrior {
   // Xeon; on an EPYC of the same compiler target that tiled point was the best measured, 1.46x
   // faster than any xgemm point.
   std::vector<Evaluation> contenders;
+  // At distance 1 or more: each nearest device's points within kContenderMargin of its best
+  // (nearest devices first, each device's fastest first). Their order there says nothing
+  // here either; the points a class measures first are chosen among them by how far apart
+  // they are (prior_candidates in tuner/tuner.cpp).
+  std::vector<Evaluation> near_ties;
   std::vector<std::string> devices;  // their names, nearest first
 };
 

@@ -798,16 +798,31 @@ std::optional<Point> legal_point(const KernelFamily& family, const std::string& 
   return p;
 }
 
+// How many parameters two points differ in; points of two algorithms differ in all.
+std::size_t params_apart(const Point& a, const Point& b) {
+  if (a.algorithm != b.algorithm) return std::max(a.params.size(), b.params.size());
+  std::size_t n = 0;
+  for (const auto& [name, value] : a.params)
+    if (const auto it = b.params.find(name); it == b.params.end() || it->second != value) ++n;
+  return n;
+}
+
 // The nearest known devices' points a class measures first, legal here, in this problem's
 // names (at_input_bits): a profile's choice first (the nearest device's where it has one),
-// then their recordings' best points interleaved, two in all from the device itself, four
-// from others. A shipped entry is a long tune's answer, checked beside the entry before it
-// in a benchmark run; a recording's best is one figure of a run that may predate it, and
-// another device's order may differ here. On the EPYC, the Xeon profile's choices were the
-// 20-minute tune's best point in 9 of 33 classes, the Xeon recordings' best in 1 (a first
-// tune that measured the recordings' best first missed two of those 9 by 13 % and 38 %:
-// results/first-tune/). Algorithms OCLTK_EXCLUDE_ALGORITHMS names are skipped, as in the
-// search space.
+// then their recordings' best points, two in all from the device itself, four from others.
+// A shipped entry is a long tune's answer, checked beside the entry before it in a benchmark
+// run; a recording's best is one figure of a run that may predate it, and another device's
+// order may differ here. On the EPYC, the Xeon profile's choices were the 20-minute tune's
+// best point in 9 of 33 classes, the Xeon recordings' best in 1 (a first tune that measured
+// the recordings' best first missed two of those 9 by 13 % and 38 %: results/first-tune/).
+// From another device, after its best, the points within kContenderMargin of it
+// (ClassPrior::near_ties) come furthest apart first: the most parameters apart from every
+// point taken and from its contenders (measured anyway), the faster among equals. Its order
+// among them is within its own spread, and its next points by time were mostly its best one
+// parameter away: on the Xeon, gemm_nt lora_expand's 24 fastest points were within 10 %, most
+// of them VW 4; on the Zen 2 EPYC, its 11th, VW 1 and four other parameters apart from the
+// first tiled one, was 1.3x faster than any VW 4 point (results/first-tune/pocl-zen2/).
+// Algorithms OCLTK_EXCLUDE_ALGORITHMS names are skipped, as in the search space.
 std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily& family, const DeviceLimits& limits,
                                     const AlgorithmExclusions& excluded, int input_bits) {
   const std::size_t count = prior.distance == 0 ? 2 : 4;
@@ -821,6 +836,34 @@ std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily&
     }
   };
   take(prior.chosen, 1);
+  if (prior.distance > 0 && !prior.points.empty()) {
+    take({prior.points.front()}, count);
+    std::vector<Point> taken = out, ties;
+    std::set<std::string> skip = keys;
+    for (const Evaluation& e : prior.contenders)
+      if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded)) {
+        skip.insert(p->key());
+        taken.push_back(std::move(*p));
+      }
+    for (const Evaluation& e : prior.near_ties)
+      if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded))
+        if (skip.insert(p->key()).second) ties.push_back(std::move(*p));
+    while (out.size() < count && !ties.empty()) {
+      std::size_t pick = 0, pick_apart = 0;
+      for (std::size_t i = 0; i < ties.size(); ++i) {
+        std::size_t apart = std::numeric_limits<std::size_t>::max();
+        for (const Point& t : taken) apart = std::min(apart, params_apart(ties[i], t));
+        if (i == 0 || apart > pick_apart) {
+          pick = i;
+          pick_apart = apart;
+        }
+      }
+      keys.insert(ties[pick].key());
+      taken.push_back(ties[pick]);
+      out.push_back(std::move(ties[pick]));
+      ties.erase(ties.begin() + std::ptrdiff_t(pick));
+    }
+  }
   take(prior.points, count);
   return out;
 }
