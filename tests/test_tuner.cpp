@@ -1937,8 +1937,9 @@ TEST_F(TunerEngine, TheNearestKnownDevicesBestPointsAreMeasuredFirst) {
 
 // Another device's points within kContenderMargin of its best are measured furthest apart
 // first, not in its order: after its best, the near tie most parameters apart from every point
-// taken (the faster among equals), and so on; a point past the margin comes after them. This
-// device's own recordings keep their order.
+// taken (the faster among equals), and so on, where by time the next were its best one
+// parameter away; the point past the margin (8, 4) is not among them. This device's own
+// recordings keep their order.
 TEST_F(TunerEngine, AnotherDevicesNearTiesAreMeasuredFurthestApartFirst) {
   const std::string me = rt_->device().name;
   const std::vector<std::tuple<int, int, double>> points = {{6, 3, 1.0},  {5, 3, 1.01}, {6, 2, 1.02},
@@ -2103,6 +2104,46 @@ TEST_F(TunerEngine, AClassNobodyMeasuredStartsFromItsSiblingClassesBest) {
       EXPECT_TRUE(r.classes[2].seed_classes.empty());
       EXPECT_EQ(summary.str().find("seeded from classes"), std::string::npos) << summary.str();
     }
+  }
+}
+
+// The first of another device's near ties is measured before the sibling classes' best
+// points, the rest of its points after them: c3 measures the known device's first point (its
+// shipped choice, where it has one, else its best), the near tie furthest from it, then c2's
+// and c1's best, then the others.
+TEST_F(TunerEngine, TheFirstNearTieComesBeforeTheSiblingClassesPoints) {
+  families_[0].family = &mock_three_class_family();
+  families_[0].make = [this](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    const std::int64_t n = shape_class == "c1" ? 10 : shape_class == "c2" ? 80 : 40;
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, n));
+  };
+  using XY = std::pair<int, int>;
+  for (const bool shipped : {false, true}) {
+    SCOPED_TRACE(shipped ? "with a shipped choice" : "without");
+    std::vector<PriorDevice> known = {
+        mock_known(rt_->device(), "A sibling", {{5, 4, 1.0}, {5, 2, 1.01}, {2, 1, 1.02}, {3, 4, 1.05}}, 40, "c3")};
+    if (shipped) {
+      ProfileEntry e;
+      e.kernel = "mock";
+      e.shape_class = "c3";
+      e.algorithm = "mock";
+      e.params = {{"X", 4}, {"Y", 2}};
+      e.problem = {{"n", 40}};
+      e.time_ms = 1.0;
+      known[0].chosen.entries.push_back(e);
+    }
+    const TuneResult r = tune(*rt_, seeded(0, known, PriorUse::kAll));
+    ASSERT_EQ(r.classes.size(), 3u);
+    ASSERT_EQ(r.classes[0].best.params, (Params{{"X", 6}, {"Y", 3}}));
+    ASSERT_EQ(r.classes[1].best.params, (Params{{"X", 8}, {"Y", 3}}));
+    const std::vector<Evaluation>& h = r.classes[2].history;
+    ASSERT_GE(h.size(), 7u);
+    std::vector<XY> order;
+    for (std::size_t i = 1; i < 7; ++i) order.push_back({h[i].params.at("X"), h[i].params.at("Y")});
+    if (shipped)
+      EXPECT_EQ(order, (std::vector<XY>{{4, 2}, {2, 1}, {8, 3}, {6, 3}, {5, 4}, {5, 2}}));
+    else
+      EXPECT_EQ(order, (std::vector<XY>{{5, 4}, {2, 1}, {8, 3}, {6, 3}, {5, 2}, {3, 4}}));
   }
 }
 

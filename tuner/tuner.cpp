@@ -822,10 +822,13 @@ std::size_t params_apart(const Point& a, const Point& b) {
 // parameter away: on the Xeon, gemm_nt lora_expand's 24 fastest points were within 10 %, most
 // of them VW 4; on the Zen 2 EPYC, its 11th, VW 1 and four other parameters apart from the
 // first tiled one, was 1.3x faster than any VW 4 point (results/first-tune/pocl-zen2/).
-// Algorithms OCLTK_EXCLUDE_ALGORITHMS names are skipped, as in the search space.
+// The first of those near ties comes second, right after the first point: `ahead` (where
+// given) says how many of the points come before the sibling classes' (1 or 2), the others
+// after them. Algorithms OCLTK_EXCLUDE_ALGORITHMS names are skipped, as in the search space.
 std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily& family, const DeviceLimits& limits,
-                                    const AlgorithmExclusions& excluded, int input_bits) {
+                                    const AlgorithmExclusions& excluded, int input_bits, std::size_t* ahead = nullptr) {
   const std::size_t count = prior.distance == 0 ? 2 : 4;
+  if (ahead != nullptr) *ahead = 1;
   std::vector<Point> out;
   std::set<std::string> keys;
   auto take = [&](const std::vector<Evaluation>& points, std::size_t most) {
@@ -848,6 +851,7 @@ std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily&
     for (const Evaluation& e : prior.near_ties)
       if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded))
         if (skip.insert(p->key()).second) ties.push_back(std::move(*p));
+    const std::size_t first_tie = out.size();
     while (out.size() < count && !ties.empty()) {
       std::size_t pick = 0, pick_apart = 0;
       for (std::size_t i = 0; i < ties.size(); ++i) {
@@ -862,6 +866,11 @@ std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily&
       taken.push_back(ties[pick]);
       out.push_back(std::move(ties[pick]));
       ties.erase(ties.begin() + std::ptrdiff_t(pick));
+    }
+    if (out.size() > first_tie && first_tie > 0) {
+      std::rotate(out.begin() + 1, out.begin() + std::ptrdiff_t(first_tie),
+                  out.begin() + std::ptrdiff_t(first_tie) + 1);
+      if (ahead != nullptr) *ahead = 2;
     }
   }
   take(prior.points, count);
@@ -1581,16 +1590,18 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       cr.prior_distance = class_known->distance;
       cr.prior_devices = class_known->devices;
       own_seed = own_seed || class_known->distance == 0;
-      for (const Point& p : prior_candidates(*class_known, family, limits, excluded, input_bits)) {
+      std::size_t ahead = 1, placed = 0;  // the first `ahead` before the sibling classes' points
+      for (const Point& p : prior_candidates(*class_known, family, limits, excluded, input_bits, &ahead)) {
         if (contender_keys.count(p.key())) continue;
         warm.push_back(p);
-        if (first_prior_point) continue;
-        first_prior_point = p;
-        for (Point& c : contender_points(*class_known, family, limits, excluded, input_bits, {p.key()})) {
-          contender_keys.insert(c.key());
-          warm.push_back(std::move(c));
+        if (!first_prior_point) {
+          first_prior_point = p;
+          for (Point& c : contender_points(*class_known, family, limits, excluded, input_bits, {p.key()})) {
+            contender_keys.insert(c.key());
+            warm.push_back(std::move(c));
+          }
         }
-        sibling_at = warm.size();
+        if (++placed <= ahead) sibling_at = warm.size();
       }
       for (const Evaluation& e : class_known->points)
         if (const AlgorithmSpec* a = family.find_algorithm(e.algorithm))
