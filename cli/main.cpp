@@ -59,7 +59,8 @@ Commands:
   quantize nf4            weights (.npy, E x N x K or N x K) to packed NF4 codes + scales (bitsandbytes layout)
   dequantize nf4          packed NF4 codes + scales back to weights
   profile show FILE       print a profile (or a profile database) as tables
-  profile validate FILE   check a profile against the schema and the kernels' parameter tables
+  profile validate FILE...
+                          check profiles against the schema and the kernels' parameter tables
   profile merge FILE...   merge profiles into a database (-o DB.yaml) with per-architecture and per-vendor entries
   profile diff A B        compare two profiles or databases (exit 0 same, 1 different)
   profile check FILE      run every entry of a profile once on this device against the CPU reference

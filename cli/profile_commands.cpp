@@ -15,7 +15,7 @@ namespace ocltk::cli {
 namespace {
 
 const char* const kProfileHelp = R"(Usage: ocltk profile show FILE
-       ocltk profile validate FILE
+       ocltk profile validate FILE...
        ocltk profile merge FILE... -o DB.yaml
        ocltk profile diff A B
        ocltk profile check FILE [--device SEL]
@@ -24,7 +24,9 @@ show      prints the device header and one line per kernel and shape class, with
           the entry came from where it says (provenance); for a profile database, each
           device profile and each derived section
 validate  checks the schema, the device header(s) and every entry against the kernels'
-          parameter tables; prints one line and exits 0 when valid, 2 otherwise
+          parameter tables, of each FILE: prints a line per valid file, and for a file that
+          is not one line on stderr naming it and what is wrong (file:line:column where the
+          YAML says), and goes on with the next; exits 0 when all are valid, 2 otherwise
 merge     writes a profile database (schema 2) holding every input's device profiles,
           one per device name + driver (for the same device + driver the entry with the
           later tuner date wins, per kernel and class), and entries derived per
@@ -154,10 +156,19 @@ std::size_t entry_count(const ProfileFile& f) {
   return n;
 }
 
-int show_or_validate(const std::string& verb, const ProfileArgs& args) {
-  if (args.files.size() != 1) usage("`ocltk profile " + verb + "` takes exactly one FILE");
-  const ProfileFile f = read_profile_file(args.files[0]);
-  if (verb == "validate") {
+// Each file checked in turn, the bad ones named on stderr: exit 0 when all are valid, 2 otherwise.
+int validate(const ProfileArgs& args) {
+  if (args.files.empty()) usage("`ocltk profile validate` needs at least one FILE");
+  int status = 0;
+  for (const std::string& path : args.files) {
+    ProfileFile f;
+    try {
+      f = read_profile_file(path);
+    } catch (const Error& e) {
+      std::cerr << "ocltk: " << e.what() << "\n";
+      status = 2;
+      continue;
+    }
     if (f.schema == kProfileSchema)
       std::cout << f.path << ": valid (schema " << f.schema << ", device '" << f.profile.device.name << "', "
                 << f.profile.entries.size() << " entries)\n";
@@ -165,8 +176,13 @@ int show_or_validate(const std::string& verb, const ProfileArgs& args) {
       std::cout << f.path << ": valid (schema " << f.schema << " database, " << f.database.profiles.size()
                 << " device profiles, " << f.database.derived.size() << " derived sections, " << entry_count(f)
                 << " entries)\n";
-    return 0;
   }
+  return status;
+}
+
+int show(const ProfileArgs& args) {
+  if (args.files.size() != 1) usage("`ocltk profile show` takes exactly one FILE");
+  const ProfileFile f = read_profile_file(args.files[0]);
   if (f.schema == kProfileSchema) {
     std::cout << "profile " << f.path << " (schema " << f.schema << ")\n";
     print_profile(std::cout, f.profile);
@@ -248,7 +264,8 @@ int run_profile_command(const std::vector<std::string>& tokens) {
   if (verb == "merge") return merge(args);
   if (verb == "diff") return diff(args);
   if (verb == "check") return check(args);
-  return show_or_validate(verb, args);
+  if (verb == "validate") return validate(args);
+  return show(args);
 }
 
 const char* profile_help() { return kProfileHelp; }

@@ -1068,6 +1068,35 @@ TEST_F(CliTest, ProfileValidateRejectsBadFilesNamingFileLineColumn) {
   }
 }
 
+// Several files: a line per valid one, one line on stderr per bad one (naming it), the rest
+// still checked; exit 2 where any is bad, 0 where all are valid. None is a usage error.
+TEST_F(CliTest, ProfileValidateChecksEachOfSeveralFiles) {
+  write_text(path("a.yaml"),
+             profile_text(ocltk::profile_device_of(default_device()), {{"lora_expand", "tiled", kTiledPoint}}));
+  write_text(path("b.yaml"), profile_text(ocltk::profile_device_of(default_device()), {}));
+  write_text(path("bad.yaml"), kMalformedProfile);
+  const CliResult all = run_cli({"profile", "validate", "a.yaml", "b.yaml"});
+  EXPECT_EQ(all.status, 0) << all.describe();
+  const std::vector<std::string> valid = lines_of(all.out);
+  ASSERT_EQ(valid.size(), 2u) << all.describe();
+  EXPECT_NE(valid[0].find("a.yaml: valid"), std::string::npos) << all.describe();
+  EXPECT_NE(valid[1].find("b.yaml: valid"), std::string::npos) << all.describe();
+  EXPECT_EQ(all.err, "");
+
+  const CliResult some = run_cli({"profile", "validate", "a.yaml", "bad.yaml", "nosuch.yaml", "b.yaml"});
+  EXPECT_EQ(some.status, 2) << some.describe();
+  const std::vector<std::string> out = lines_of(some.out), err = lines_of(some.err);
+  ASSERT_EQ(out.size(), 2u) << some.describe();
+  EXPECT_NE(out[0].find("a.yaml: valid"), std::string::npos) << some.describe();
+  EXPECT_NE(out[1].find("b.yaml: valid"), std::string::npos) << "checked after the bad ones; " << some.describe();
+  ASSERT_EQ(err.size(), 2u) << some.describe();
+  EXPECT_EQ(err[0].rfind("ocltk: ", 0), 0u) << some.describe();
+  EXPECT_NE(err[0].find("bad.yaml:4:12:"), std::string::npos) << some.describe();
+  EXPECT_NE(err[1].find("nosuch.yaml"), std::string::npos) << some.describe();
+
+  EXPECT_TRUE(is_usage_error(run_cli({"profile", "validate"}), {"at least one FILE"}));
+}
+
 TEST_F(CliTest, ProfileShowPrintsEachEntry) {
   const ocltk::Params reduce_point = {{"KWG", 512}, {"RW", 8}, {"TR", 2}, {"USE_LOCAL", 0}, {"VW", 4}, {"WGS", 64}};
   write_text(path("p.yaml"), profile_text(ocltk::profile_device_of(default_device()),
