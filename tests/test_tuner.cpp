@@ -2110,7 +2110,10 @@ TEST_F(TunerEngine, AClassNobodyMeasuredStartsFromItsSiblingClassesBest) {
 // The first of another device's near ties is measured before the sibling classes' best
 // points, the rest of its points after them: c3 measures the known device's first point (its
 // shipped choice, where it has one, else its best), the near tie furthest from it, then c2's
-// and c1's best, then the others.
+// and c1's best, then the others. Where its best is of an algorithm this build lacks, the
+// fastest near tie is a contender (of another algorithm than the best's), measured right after
+// the first point, which is the near tie furthest from that contender; the next furthest still
+// comes before the siblings' points.
 TEST_F(TunerEngine, TheFirstNearTieComesBeforeTheSiblingClassesPoints) {
   families_[0].family = &mock_three_class_family();
   families_[0].make = [this](Runtime&, const std::string& shape_class, std::mt19937_64&) {
@@ -2118,10 +2121,14 @@ TEST_F(TunerEngine, TheFirstNearTieComesBeforeTheSiblingClassesPoints) {
     return std::unique_ptr<Workload>(new MockWorkload(state_, 0, n));
   };
   using XY = std::pair<int, int>;
-  for (const bool shipped : {false, true}) {
-    SCOPED_TRACE(shipped ? "with a shipped choice" : "without");
-    std::vector<PriorDevice> known = {
-        mock_known(rt_->device(), "A sibling", {{5, 4, 1.0}, {5, 2, 1.01}, {2, 1, 1.02}, {3, 4, 1.05}}, 40, "c3")};
+  enum class First { kBest, kShipped, kIllegalBest };
+  for (const First first : {First::kBest, First::kShipped, First::kIllegalBest}) {
+    const bool shipped = first == First::kShipped;
+    SCOPED_TRACE(shipped ? "with a shipped choice" : first == First::kBest ? "without" : "its best illegal here");
+    std::vector<std::tuple<int, int, double>> points = {{5, 4, 1.0}, {5, 2, 1.01}, {2, 1, 1.02}, {3, 4, 1.05}};
+    if (first == First::kIllegalBest) points.insert(points.begin(), {6, 1, 0.99});
+    std::vector<PriorDevice> known = {mock_known(rt_->device(), "A sibling", points, 40, "c3")};
+    if (first == First::kIllegalBest) known[0].classes[0].points[0].algorithm = "gone";  // no such algorithm here
     if (shipped) {
       ProfileEntry e;
       e.kernel = "mock";
@@ -2142,8 +2149,10 @@ TEST_F(TunerEngine, TheFirstNearTieComesBeforeTheSiblingClassesPoints) {
     for (std::size_t i = 1; i < 7; ++i) order.push_back({h[i].params.at("X"), h[i].params.at("Y")});
     if (shipped)
       EXPECT_EQ(order, (std::vector<XY>{{4, 2}, {2, 1}, {8, 3}, {6, 3}, {5, 4}, {5, 2}}));
-    else
+    else if (first == First::kBest)
       EXPECT_EQ(order, (std::vector<XY>{{5, 4}, {2, 1}, {8, 3}, {6, 3}, {5, 2}, {3, 4}}));
+    else
+      EXPECT_EQ(order, (std::vector<XY>{{2, 1}, {5, 4}, {5, 2}, {8, 3}, {6, 3}, {3, 4}}));
   }
 }
 

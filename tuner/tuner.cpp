@@ -820,11 +820,14 @@ std::size_t params_apart(const Point& a, const Point& b) {
 // point taken and from its contenders (measured anyway), the faster among equals. Its order
 // among them is within its own spread, and its next points by time were mostly its best one
 // parameter away: on the Xeon, gemm_nt lora_expand's 24 fastest points were within 10 %, most
-// of them VW 4; on the Zen 2 EPYC, its 11th, VW 1 and four other parameters apart from the
-// first tiled one, was 1.3x faster than any VW 4 point (results/first-tune/pocl-zen2/).
-// The first of those near ties comes second, right after the first point: `ahead` (where
-// given) says how many of the points come before the sibling classes' (1 or 2), the others
-// after them. Algorithms OCLTK_EXCLUDE_ALGORITHMS names are skipped, as in the search space.
+// of them VW 4; on the Zen 2 EPYC, its 12th, VW 1 and four other parameters apart from the
+// first tiled one, ran 13.0 ms in a benchmark run against 21.8 for the VW 4 points
+// (results/first-tune/pocl-zen2/). The first of those near ties comes second, right after
+// the first point (a profile's choice, else the recordings' best; where neither is legal
+// here, the near tie furthest from the contenders, the fastest where there are none, and the
+// next second): `ahead` (where given) says
+// how many of the points come before the sibling classes' (1 or 2), the others after them.
+// Algorithms OCLTK_EXCLUDE_ALGORITHMS names are skipped, as in the search space.
 std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily& family, const DeviceLimits& limits,
                                     const AlgorithmExclusions& excluded, int input_bits, std::size_t* ahead = nullptr) {
   const std::size_t count = prior.distance == 0 ? 2 : 4;
@@ -867,9 +870,10 @@ std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily&
       out.push_back(std::move(ties[pick]));
       ties.erase(ties.begin() + std::ptrdiff_t(pick));
     }
-    if (out.size() > first_tie && first_tie > 0) {
-      std::rotate(out.begin() + 1, out.begin() + std::ptrdiff_t(first_tie),
-                  out.begin() + std::ptrdiff_t(first_tie) + 1);
+    // Where no point came before the near ties, the first of them is the first point.
+    const std::size_t lead = std::max<std::size_t>(first_tie, 1);
+    if (out.size() > lead) {
+      std::rotate(out.begin() + 1, out.begin() + std::ptrdiff_t(lead), out.begin() + std::ptrdiff_t(lead) + 1);
       if (ahead != nullptr) *ahead = 2;
     }
   }
