@@ -24,8 +24,8 @@ show      prints the device header and one line per kernel and shape class, with
           the entry came from where it says (provenance); for a profile database, each
           device profile and each derived section
 validate  checks the schema, the device header(s) and every entry against the kernels'
-          parameter tables, of each FILE: prints a line per valid file, and for a file that
-          is not one line on stderr naming it and what is wrong (file:line:column where the
+          parameter tables, of each FILE: prints a line per valid file and, for a file that
+          is not, one line on stderr naming it and what is wrong (file:line:column where the
           YAML says), and goes on with the next; exits 0 when all are valid, 2 otherwise
 merge     writes a profile database (schema 2) holding every input's device profiles,
           one per device name + driver (for the same device + driver the entry with the

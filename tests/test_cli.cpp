@@ -1095,6 +1095,8 @@ TEST_F(CliTest, ProfileValidateChecksEachOfSeveralFiles) {
   EXPECT_NE(err[1].find("nosuch.yaml"), std::string::npos) << some.describe();
 
   EXPECT_TRUE(is_usage_error(run_cli({"profile", "validate"}), {"at least one FILE"}));
+  EXPECT_TRUE(is_usage_error(run_cli({"profile", "show", "a.yaml", "b.yaml"}), {"exactly one FILE"}))
+      << "show still takes one";
 }
 
 TEST_F(CliTest, ProfileShowPrintsEachEntry) {
