@@ -798,6 +798,20 @@ std::optional<Point> legal_point(const KernelFamily& family, const std::string& 
   return p;
 }
 
+// The nearest devices' contenders (ClassPrior::contenders) legal here, in this problem's
+// names, not among `skip`: measured right after their first point, and like it even where the
+// class's time is spent, so that a class with time for two evaluations (PoCL's gemm_nt
+// lora_expand: a build and its first launch take seconds) tries each algorithm those devices
+// found as fast, not only the one they happened to time first.
+std::vector<Point> contender_points(const ClassPrior& prior, const KernelFamily& family, const DeviceLimits& limits,
+                                    const AlgorithmExclusions& excluded, int input_bits, std::set<std::string> skip) {
+  std::vector<Point> out;
+  for (const Evaluation& e : prior.contenders)
+    if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded))
+      if (skip.insert(p->key()).second) out.push_back(std::move(*p));
+  return out;
+}
+
 // How many parameters two points differ in; points of two algorithms differ in all.
 std::size_t params_apart(const Point& a, const Point& b) {
   if (a.algorithm != b.algorithm) return std::max(a.params.size(), b.params.size());
@@ -846,11 +860,10 @@ std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily&
     take({prior.points.front()}, count);
     std::vector<Point> taken = out, ties;
     std::set<std::string> skip = keys;
-    for (const Evaluation& e : prior.contenders)
-      if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded)) {
-        skip.insert(p->key());
-        taken.push_back(std::move(*p));
-      }
+    for (Point& c : contender_points(prior, family, limits, excluded, input_bits, {})) {
+      skip.insert(c.key());
+      taken.push_back(std::move(c));
+    }
     for (const Evaluation& e : prior.near_ties)
       if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded))
         if (skip.insert(p->key()).second) ties.push_back(std::move(*p));
@@ -878,20 +891,6 @@ std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily&
     }
   }
   take(prior.points, count);
-  return out;
-}
-
-// The nearest devices' contenders (ClassPrior::contenders) legal here, in this problem's
-// names, not among `skip`: measured right after their first point, and like it even where the
-// class's time is spent, so that a class with time for two evaluations (PoCL's gemm_nt
-// lora_expand: a build and its first launch take seconds) tries each algorithm those devices
-// found as fast, not only the one they happened to time first.
-std::vector<Point> contender_points(const ClassPrior& prior, const KernelFamily& family, const DeviceLimits& limits,
-                                    const AlgorithmExclusions& excluded, int input_bits, std::set<std::string> skip) {
-  std::vector<Point> out;
-  for (const Evaluation& e : prior.contenders)
-    if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded))
-      if (skip.insert(p->key()).second) out.push_back(std::move(*p));
   return out;
 }
 
