@@ -893,6 +893,59 @@ TEST(Priors, AnotherAlgorithmAsFastElsewhereIsAContender) {
   EXPECT_TRUE(mine->near_ties.empty());
 }
 
+// A known device's point of an algorithm in the kernel's other classes stands in for it: per
+// class its fastest point of the algorithm, where within kElsewhereMargin of the class's best
+// and the class within kElsewhereReach of the problem (problem_distance), nearest class first. Only the devices at the
+// distance asked for; none of this device's own under `others`, none at all under `none`.
+TEST(Priors, AnAlgorithmsPointInAnotherClassStandsInForIt) {
+  const DeviceInfo me = device_named("Me", "V", "cpu", "P");
+  const Problem gemv_half{{"input_bits", 16}, {"k", 4096}, {"m", 1}, {"n", 4096}};
+  auto known_device = [&](const std::string& name, const std::string& vendor) {
+    PriorDevice d;
+    d.device.name = name;
+    d.device.vendor = vendor;
+    d.device.type = "cpu";
+    d.device.platform = "P";
+    // (class, problem, [(algorithm, WGS, ms)] fastest first)
+    const std::vector<std::tuple<std::string, Problem, std::vector<std::tuple<std::string, int, double>>>> classes = {
+        {"gemv", {{"k", 4096}, {"m", 1}, {"n", 4096}}, {{"tiled", 8, 1.0}, {"reduce", 64, 1.5}, {"reduce", 32, 1.6}}},
+        {"small_batch_half",
+         {{"input_bits", 16}, {"k", 4096}, {"m", 256}, {"n", 4096}},
+         {{"tiled", 8, 1.0}, {"reduce", 128, 1.9}}},
+        {"lora_shrink", {{"k", 4096}, {"m", 4096}, {"n", 16}}, {{"tiled", 8, 1.0}, {"reduce", 256, 1.1}}},
+        {"large", {{"k", 1024}, {"m", 1024}, {"n", 1024}}, {{"tiled", 8, 1.0}, {"reduce", 16, 2.5}}},
+        {"gemv_half", gemv_half, {{"tiled", 8, 1.0}}}};
+    for (const auto& [shape_class, problem, points] : classes) {
+      PriorClass c{"gemm_nt", shape_class, problem, {}, 10.0};
+      for (const auto& [algorithm, wgs, ms] : points)
+        c.points.push_back({algorithm, reduce_point(wgs, 1, 1), true, "", ms, true});
+      d.classes.push_back(c);
+    }
+    return d;
+  };
+  const std::vector<PriorDevice> known = {known_device("Sibling", "V"), known_device("Me", "V"),
+                                          known_device("Far", "W")};
+  auto stand_ins = [&](PriorUse use, int distance) {
+    std::vector<std::pair<std::string, int>> out;
+    for (const PointElsewhere& e :
+         algorithm_elsewhere(known, me, use, distance, "gemm_nt", "gemv_half", gemv_half, "reduce")) {
+      EXPECT_EQ(e.point.algorithm, "reduce");
+      out.push_back({e.shape_class, int(e.point.params.at("WGS"))});
+    }
+    return out;
+  };
+  // gemv: another input width, 4 apart; small_batch_half: 256x the rows, 8 apart, 1.9x its
+  // best; lora_shrink 24 apart, large's reduce 2.5x its best, gemv_half the class itself.
+  const std::vector<std::pair<std::string, int>> expected = {{"gemv", 64}, {"small_batch_half", 128}};
+  EXPECT_EQ(stand_ins(PriorUse::kOthers, 2), expected);
+  EXPECT_EQ(stand_ins(PriorUse::kAll, 2), expected);
+  EXPECT_TRUE(stand_ins(PriorUse::kOthers, 0).empty()) << "this device's own aside";
+  EXPECT_EQ(stand_ins(PriorUse::kAll, 0), expected);
+  EXPECT_TRUE(stand_ins(PriorUse::kNone, 2).empty());
+  EXPECT_TRUE(stand_ins(PriorUse::kAll, 1).empty()) << "nobody at distance 1";
+  EXPECT_TRUE(algorithm_elsewhere(known, me, PriorUse::kAll, 2, "gemm_nt", "gemv_half", gemv_half, "xgemm").empty());
+}
+
 // --derive-priors: per class the `top` fastest verified points of today's algorithms and the
 // built-in default, from recordings of one device; what it writes reads back as the same
 // points. Recordings of two devices are refused, naming both.
@@ -2153,6 +2206,60 @@ TEST_F(TunerEngine, TheFirstNearTieComesBeforeTheSiblingClassesPoints) {
       EXPECT_EQ(order, (std::vector<XY>{{5, 4}, {2, 1}, {8, 3}, {6, 3}, {5, 2}, {3, 4}}));
     else
       EXPECT_EQ(order, (std::vector<XY>{{2, 1}, {5, 4}, {5, 2}, {8, 3}, {6, 3}, {3, 4}}));
+  }
+}
+
+// A class that knows its built-in default's algorithm ("alt") by that default alone measures a
+// known device's point of it from another class (c2) after its prior points, and the summary
+// and --json say so. Not where the class's own points include one of "alt", where c2's is over
+// kElsewhereMargin behind c2's best, where c2's problem is past kElsewhereReach, nor where the
+// device itself knows the class (distance 0).
+TEST_F(TunerEngine, ADefaultsAlgorithmKnownByTheDefaultAloneGetsAPointFromAnotherClass) {
+  static const KernelFamily two_algorithms = [] {
+    KernelFamily k = mock_family();
+    AlgorithmSpec alt = mock_algorithm();
+    alt.name = "alt";
+    k.algorithms.push_back(alt);
+    k.builtin = {{"alt", {}}};
+    return k;
+  }();
+  families_[0].family = &two_algorithms;
+  enum class Case { kStandsIn, kKnownInClass, kTooSlow, kTooFar, kOwnDevice };
+  for (const Case c : {Case::kStandsIn, Case::kKnownInClass, Case::kTooSlow, Case::kTooFar, Case::kOwnDevice}) {
+    SCOPED_TRACE(int(c));
+    const std::string name = c == Case::kOwnDevice ? rt_->device().name : "A sibling";
+    std::vector<PriorDevice> known = {mock_known(rt_->device(), name, {{6, 1, 1.0}, {5, 1, 1.2}}, 30)};
+    if (c == Case::kKnownInClass) known[0].classes[0].points[1].algorithm = "alt";
+    PriorClass c2{"mock", "c2", {{"n", c == Case::kTooFar ? 10 << 9 : 20}}, {}, 30};
+    c2.points.push_back({"mock", {{"X", 8}, {"Y", 4}}, true, "", 2.0, true});
+    c2.points.push_back({"alt", {{"X", 4}, {"Y", 2}}, true, "", c == Case::kTooSlow ? 4.5 : 3.0, true});
+    known[0].classes.push_back(c2);
+    const TuneResult r = tune(*rt_, seeded(5, known, PriorUse::kAll));
+    ASSERT_EQ(r.classes.size(), 1u);
+    const ClassResult& cr = r.classes[0];
+    std::vector<std::string> order;
+    for (const Evaluation& e : cr.history) order.push_back(e.algorithm + " " + format_params(e.params));
+    const std::string stand_in = "alt X=4 Y=2";
+    const bool measured = std::find(order.begin(), order.end(), stand_in) != order.end();
+    std::ostringstream summary, json;
+    print_summary(summary, r);
+    print_summary_json(json, r, "p.yaml");
+    if (c != Case::kStandsIn) {
+      EXPECT_FALSE(measured) << ::testing::PrintToString(order);
+      EXPECT_EQ(cr.default_stand_in, "");
+      EXPECT_EQ(summary.str().find("from a known device's other class"), std::string::npos) << summary.str();
+      continue;
+    }
+    // The default, the prior's two points, then the stand-in.
+    ASSERT_GE(order.size(), 4u);
+    EXPECT_EQ(order[0], "alt X=1 Y=1");
+    EXPECT_EQ(order[3], stand_in) << ::testing::PrintToString(order);
+    EXPECT_EQ(cr.default_stand_in, "alt from c2");
+    EXPECT_NE(summary.str().find("the built-in default's algorithm from a known device's other class, mock: c1 (alt "
+                                 "from c2)"),
+              std::string::npos)
+        << summary.str();
+    EXPECT_NE(json.str().find("\"default_stand_in\": \"alt from c2\""), std::string::npos) << json.str();
   }
 }
 

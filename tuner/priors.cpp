@@ -350,6 +350,33 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
   return out;
 }
 
+std::vector<PointElsewhere> algorithm_elsewhere(const std::vector<PriorDevice>& known, const DeviceInfo& device,
+                                                PriorUse use, int distance, const std::string& kernel,
+                                                const std::string& shape_class, const Problem& problem,
+                                                const std::string& algorithm) {
+  if (use == PriorUse::kNone || distance < 0 || (distance == 0 && use == PriorUse::kOthers)) return {};
+  std::vector<std::pair<double, PointElsewhere>> found;  // (class distance, point)
+  for (const PriorDevice& d : known) {
+    if (prior_distance(d.device, device) != distance) continue;
+    for (const PriorClass& c : d.classes) {
+      if (c.kernel != kernel || c.shape_class == shape_class) continue;
+      const double apart = problem_distance(c.problem, problem);
+      if (apart > kElsewhereReach) continue;
+      for (const Evaluation& e : c.points)  // fastest first
+        if (e.algorithm == algorithm) {
+          if (e.time_ms <= kElsewhereMargin * c.points.front().time_ms) found.push_back({apart, {e, c.shape_class}});
+          break;
+        }
+    }
+  }
+  std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<PointElsewhere> out;
+  std::set<std::string> taken;
+  for (auto& [apart, e] : found)
+    if (taken.insert(point_key(e.point)).second) out.push_back(std::move(e));
+  return out;
+}
+
 void write_priors(std::ostream& out, const std::vector<Recording>& recordings, std::size_t top) {
   if (recordings.empty()) throw Error(ErrorCode::kInvalidArgument, "no recording to derive priors from");
   Recording header = recordings.front();

@@ -115,6 +115,36 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
                                       const std::string& kernel, const std::string& shape_class,
                                       const Problem* problem);
 
+// Within this ratio of its class's best, a known device's point of an algorithm stands in for
+// that algorithm in another class of the kernel (algorithm_elsewhere). Between classes and
+// devices the order of two algorithms moved by about this much: on the Xeon, gemm_nt gemv's
+// best reduce point ran 1.52x behind its best tiled one; on the Zen 2 EPYC, gemv_half's best
+// reduce point ran 1.36x ahead of its best tiled one (a long tune each).
+constexpr double kElsewhereMargin = 2.0;
+
+// How far (problem_distance, where another input width counts as a 16-fold size) another
+// class's point may come from to stand in for an algorithm (algorithm_elsewhere): a 256-fold in
+// all, gemm_nt gemv for small_batch_half (m 16, 16-bit input), not for lora_shrink_half (m 4096,
+// n 16), whose best reduce point on the Zen 2 EPYC ran 2.4x behind its best tiled one.
+constexpr double kElsewhereReach = 8;
+
+// A known device's point of one class, for another.
+struct PointElsewhere {
+  Evaluation point;
+  std::string shape_class;  // the class it was measured in
+};
+
+// The known devices at `distance` from `device` (a class's nearest, ClassPrior::distance; not
+// the device itself under PriorUse::kOthers): their fastest point of `algorithm` in each class
+// of `kernel` but `shape_class` within kElsewhereReach of `problem` where it came within
+// kElsewhereMargin of that class's best, nearest class first (among equals in the devices'
+// order). What stands in for an algorithm a class knows by its built-in default alone
+// (tuner.cpp, builtin_stand_in).
+std::vector<PointElsewhere> algorithm_elsewhere(const std::vector<PriorDevice>& known, const DeviceInfo& device,
+                                                PriorUse use, int distance, const std::string& kernel,
+                                                const std::string& shape_class, const Problem& problem,
+                                                const std::string& algorithm);
+
 // `ocltk tune --derive-priors`: a prior file of the recordings' device: a header naming it,
 // then per recorded class its `top` fastest verified points (algorithms today's tables no
 // longer have are skipped) and the built-in default where it was recorded, so the file

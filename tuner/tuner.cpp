@@ -1073,6 +1073,31 @@ std::vector<RevisitPoint> revisit_points(const std::vector<RunClass>& run, std::
   return out;
 }
 
+// A class of a device nobody tuned that knows the algorithm of its built-in default by that
+// default alone (none of the nearest devices' points of the class is of it, nor any point it
+// measures first): a default is a portable guess, and the guided model ranks an algorithm by
+// its points, so it does not come back to one its default put far behind. On the 2-core Zen 2
+// EPYC, gemm_nt gemv_half's default (reduce RW 32 VW 1) ran 9.3 ms, 6.5x the long tune's best
+// reduce point, and first tunes kept tiled at 1.5-1.7x that point. What stands in for it:
+// the nearest devices' point of that algorithm in the kernel's nearest other class
+// (algorithm_elsewhere), legal here and not the default itself (the Xeon's gemv reduce RW 1 TR 2
+// VW 8, one parameter from the Zen 2 gemv_half's best); nullopt where there is none.
+std::optional<RevisitPoint> builtin_stand_in(const std::vector<PriorDevice>& known, const DeviceInfo& device,
+                                             PriorUse use, const ClassPrior& prior, const KernelFamily& family,
+                                             const std::string& shape_class, const Problem& problem,
+                                             const Point& builtin, const std::vector<Point>& first, int input_bits,
+                                             const DeviceLimits& limits, const AlgorithmExclusions& excluded) {
+  for (const Evaluation& e : prior.points)
+    if (e.algorithm == builtin.algorithm->name) return std::nullopt;
+  for (const Point& p : first)
+    if (p.algorithm == builtin.algorithm) return std::nullopt;
+  for (const PointElsewhere& e : algorithm_elsewhere(known, device, use, prior.distance, family.name, shape_class,
+                                                     problem, builtin.algorithm->name))
+    if (std::optional<Point> p = legal_point(family, e.point.algorithm, e.point.params, input_bits, limits, excluded))
+      if (p->key() != builtin.key()) return RevisitPoint{std::move(*p), e.shape_class};
+  return std::nullopt;
+}
+
 // The builders `auto` stands for, and how many threads build.
 Builders resolve_builders(const TuneOptions& options, const DeviceInfo& device, const DeviceLimits& limits) {
   const bool processes_possible = !options.worker_command.empty() && device.index >= 0;
@@ -1639,6 +1664,16 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
         for (const auto& [key, y] : search_prior.log_ms) base = std::min(base, y);
       }
       for (const auto& [key, y] : siblings.log_ms) search_prior.log_ms.emplace(key, base + y);
+      // Then a point of the built-in default's algorithm from another class, where that
+      // default is all the class knows of it (builtin_stand_in).
+      if (class_known && builtin.algorithm.size())
+        if (const AlgorithmSpec* a = family.find_algorithm(builtin.algorithm))
+          if (std::optional<RevisitPoint> stand_in =
+                  builtin_stand_in(known, device, prior_use, *class_known, family, shape_class, cr.problem,
+                                   Point{a, a->complete(builtin.params)}, warm, input_bits, limits, excluded)) {
+            cr.default_stand_in = stand_in->point.algorithm->name + " from " + stand_in->from;
+            warm.push_back(std::move(stand_in->point));
+          }
     }
     const Point* first_prior = first_prior_point ? &*first_prior_point : nullptr;
 
@@ -1811,6 +1846,15 @@ void print_summary(std::ostream& out, const TuneResult& result) {
   }
   for (const auto& [kernel, line] : from_siblings)
     out << "seeded from classes of this run, " << kernel << ":" << line << "\n";
+  // Which classes measured a known device's point of their default's algorithm from another class.
+  std::map<std::string, std::string> stood_in;
+  for (const ClassResult& c : result.classes)
+    if (!c.default_stand_in.empty()) {
+      std::string& line = stood_in[c.kernel];
+      line += (line.empty() ? " " : ", ") + c.shape_class + " (" + c.default_stand_in + ")";
+    }
+  for (const auto& [kernel, line] : stood_in)
+    out << "the built-in default's algorithm from a known device's other class, " << kernel << ":" << line << "\n";
   // Which classes kept another class's best point, measured after their kernel's last class.
   std::map<std::string, std::string> kept_from_siblings;
   for (const ClassResult& c : result.classes) {
@@ -1846,6 +1890,7 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
         << c.seconds << ", \"speedup\": " << c.speedup() << ", \"weight\": " << c.weight
         << ", \"prior_distance\": " << c.prior_distance << ", \"prior_devices\": " << json_strings(c.prior_devices)
         << ", \"seed_classes\": " << json_strings(c.seed_classes)
+        << ", \"default_stand_in\": " << json_string(c.default_stand_in)
         << ", \"revisited_from\": " << json_strings(c.revisited_from)
         << ", \"revisit_kept\": " << json_string(c.revisit_kept) << ",\n     \"default\": " << json_choice(c.builtin)
         << ",\n     \"best\": " << json_choice(c.best) << "}";

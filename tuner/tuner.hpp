@@ -100,6 +100,9 @@ struct ClassResult {
   // this device had no point of its own for it (no profile choice, recording or earlier
   // problem of the class), nearest first.
   std::vector<std::string> seed_classes;
+  // Where it knew its built-in default's algorithm by that default alone: the known devices'
+  // point of it it measured, "ALGORITHM from CLASS" (tuner.cpp, builtin_stand_in); empty: none.
+  std::string default_stand_in;
   double weight = 1;
   // After its kernel's last class: the other classes of the kernel whose best points it
   // measured then, nearest first (points it had not measured, whose programs were built: tuner.cpp,
