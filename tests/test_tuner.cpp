@@ -376,6 +376,18 @@ TEST(Strategies, APriorAndAShortBudgetOpenOnlyUncoveredAlgorithms) {
     ASSERT_EQ(m.first_hint, 2u);
     EXPECT_EQ(std::vector<std::string>(m.order.begin(), m.order.begin() + 2), uncovered);
   }
+  // An algorithm the known devices' full lists leave out (SearchPrior::outrun) opens with none.
+  for (const std::string& outrun : std::vector<std::string>{"a4", "a5"}) {
+    SearchPrior listed = prior;
+    for (const AlgorithmSpec& a : l.algorithms)
+      if (a.name == outrun) listed.outrun.insert(&a);
+    FirstTuneMeasure m(l, 20);
+    m.expected = 12;
+    std::mt19937_64 rng(5);
+    run_strategy(Strategy::kGuided, l.points, m, rng, &listed);
+    ASSERT_EQ(m.first_hint, 1u) << outrun;
+    EXPECT_EQ(m.order[0], uncovered[outrun == "a4" ? 1 : 0]) << outrun;
+  }
 }
 
 // Points measured before the strategy (the built-in default, warm and prior points) are data
@@ -944,6 +956,36 @@ TEST(Priors, AnAlgorithmsPointInAnotherClassStandsInForIt) {
   EXPECT_TRUE(stand_ins(PriorUse::kNone, 2).empty());
   EXPECT_TRUE(stand_ins(PriorUse::kAll, 1).empty()) << "nobody at distance 1";
   EXPECT_TRUE(algorithm_elsewhere(known, me, PriorUse::kAll, 2, "gemm_nt", "gemv_half", gemv_half, "xgemm").empty());
+}
+
+// A nearest device's class of kFullList points or more lists its algorithms (ClassPrior::listed);
+// one of fewer (a profile's entry, a short recording) lists none, and without a full list there
+// is no list at all.
+TEST(Priors, AFullListNamesTheAlgorithmsItHolds) {
+  const DeviceInfo me = device_named("Me", "V", "cpu", "P");
+  const Problem gemv{{"k", 4096}, {"m", 1}, {"n", 4096}};
+  auto known_device = [&](const std::string& name, std::size_t tiled, std::size_t reduce) {
+    PriorDevice d;
+    d.device.name = name;
+    d.device.vendor = "V";
+    d.device.type = "cpu";
+    d.device.platform = "P";
+    PriorClass c{"gemm_nt", "gemv", gemv, {}, 10.0};
+    int wgs = 0;
+    for (std::size_t i = 0; i < tiled + reduce; ++i)
+      c.points.push_back({i < tiled ? "tiled" : "reduce", reduce_point(++wgs, 1, 1), true, "", 1.0 + double(i), true});
+    d.classes.push_back(c);
+    return d;
+  };
+  const std::optional<ClassPrior> full = class_prior({known_device("A", kFullList - 1, 1), known_device("B", 3, 0)}, me,
+                                                     PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+  ASSERT_TRUE(full.has_value());
+  ASSERT_TRUE(full->listed.has_value());
+  EXPECT_EQ(*full->listed, (std::set<std::string>{"tiled", "reduce"}));
+  const std::optional<ClassPrior> short_lists = class_prior(
+      {known_device("A", kFullList - 2, 1), known_device("B", 3, 0)}, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+  ASSERT_TRUE(short_lists.has_value());
+  EXPECT_FALSE(short_lists->listed.has_value());
 }
 
 // --derive-priors: per class the `top` fastest verified points of today's algorithms and the

@@ -344,6 +344,11 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
           if (algorithms.insert(e.algorithm).second) out.contenders.push_back(e);
         }
     }
+  for (const PriorClass* c : nearest)
+    if (c->points.size() >= kFullList) {
+      if (!out.listed) out.listed.emplace();
+      for (const Evaluation& e : c->points) out.listed->insert(e.algorithm);
+    }
   if (out.distance == 0 && problem != nullptr)
     for (const PriorClass* c : nearest)
       if (same_problem(c->problem, *problem)) out.best_ms = c->points.front().time_ms;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,8 +92,17 @@ struct ClassPrior {
   // here either; the points a class measures first are chosen among them by how far apart
   // they are (prior_candidates in tuner/tuner.cpp).
   std::vector<Evaluation> near_ties;
+  // Where a nearest device's class lists kFullList points or more (a recording's fastest; a
+  // derived prior file keeps 24): the algorithms of those lists. Every point of an algorithm
+  // none of them lists ran behind all of a list's points there, so the guided opening gives
+  // such an algorithm no point of its own (tuner.cpp, unlisted_algorithms).
+  std::optional<std::set<std::string>> listed;
   std::vector<std::string> devices;  // their names, nearest first
 };
+
+// How many points a known device's class lists, at least, for the algorithms it leaves out to
+// count as outrun there (ClassPrior::listed): a recording's fastest, not a profile's one entry.
+constexpr std::size_t kFullList = 16;
 
 // Within this ratio of a known device's best, a point of another algorithm is a contender
 // (ClassPrior::contenders): the spread of one point's figures between runs, up to about 10 %

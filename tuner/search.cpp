@@ -154,6 +154,7 @@ class GuidedSearch {
     for (std::size_t i = 0; i < space.size() && prior != nullptr; ++i)
       if (const auto it = prior->log_ms.find(space[i].key()); it != prior->log_ms.end())
         prior_.push_back({i, it->second});
+    if (prior != nullptr) outrun_ = prior->outrun;
     for (std::size_t i = 0; i < space.size(); ++i) {
       const AlgorithmSpec* a = space[i].algorithm;
       std::vector<double> x;
@@ -181,7 +182,7 @@ class GuidedSearch {
       std::vector<bool> covered(algorithms_.size(), false);
       for (const auto& [i, y] : prior_) covered[algorithm_of_[i]] = true;
       for (std::size_t i = 0; i < space_.size(); ++i)
-        if (done_[i]) covered[algorithm_of_[i]] = true;
+        if (done_[i] || outrun_.count(space_[i].algorithm)) covered[algorithm_of_[i]] = true;
       std::vector<std::size_t> kept;
       for (std::size_t i : opening)
         if (!covered[algorithm_of_[i]]) {
@@ -393,6 +394,7 @@ class GuidedSearch {
   std::size_t measured_ = 0;
   std::vector<std::pair<std::size_t, double>> observed_;
   std::vector<std::pair<std::size_t, double>> prior_;  // space index, the prior's log ms
+  std::set<const AlgorithmSpec*> outrun_;              // SearchPrior::outrun
   double kappa_ = 1.0;
 };
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,9 @@ class Measure {
 // it measured (their median difference), and less certain than a measurement.
 struct SearchPrior {
   std::map<std::string, double> log_ms;
+  // Algorithms the known devices' recordings found behind all their listed points (ClassPrior::
+  // listed): a short opening gives them no point, as if covered.
+  std::set<const AlgorithmSpec*> outrun;
 };
 
 // The first points `strategy` will ask for, given the same rng state, before any

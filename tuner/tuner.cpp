@@ -812,6 +812,19 @@ std::vector<Point> contender_points(const ClassPrior& prior, const KernelFamily&
   return out;
 }
 
+// The algorithms of `space` that the nearest devices' full lists of the class leave out
+// (ClassPrior::listed): on them each ran behind every listed point, so a short guided opening
+// spends no evaluation on one (GuidedSearch::run). The 2-core Zen 2 EPYC's first tunes gave
+// nf4_backward decode 4-6 evaluations, one of them a random `tiled` point (61 ms, its long
+// tune's best 1.6 ms; the Xeon's 24 listed points there are all `stream`).
+std::set<const AlgorithmSpec*> unlisted_algorithms(const ClassPrior& prior, const std::vector<Point>& space) {
+  std::set<const AlgorithmSpec*> out;
+  if (prior.listed)
+    for (const Point& p : space)
+      if (!prior.listed->count(p.algorithm->name)) out.insert(p.algorithm);
+  return out;
+}
+
 // How many parameters two points differ in; points of two algorithms differ in all.
 std::size_t params_apart(const Point& a, const Point& b) {
   if (a.algorithm != b.algorithm) return std::max(a.params.size(), b.params.size());
@@ -1374,7 +1387,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
   // points, then its strategy's opening (fewer of them on a CPU device, whose builds take the
   // measuring CPU's time, and where a short budget cuts the opening: GuidedSearch).
   std::vector<std::vector<Point>> first_points(jobs.size());
-  std::vector<bool> prior_known(jobs.size(), false);  // the nearest devices know the class
+  std::vector<bool> prior_known(jobs.size(), false);                // the nearest devices know the class
+  std::vector<std::set<const AlgorithmSpec*>> outrun(jobs.size());  // unlisted_algorithms
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     const KernelFamily& family = *jobs[ji].tuning->family;
     const BuiltinChoice builtin = family.builtin_for(jobs[ji].shape_class, excluded, &limits);
@@ -1385,6 +1399,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     const int bits = job_input_bits(jobs[ji].problem);
     if (p) {
       prior_known[ji] = true;
+      outrun[ji] = unlisted_algorithms(*p, spaces[ji]);
       for (const Point& point : prior_candidates(*p, family, limits, excluded, bits)) first_points[ji].push_back(point);
       for (const Point& point : contender_points(*p, family, limits, excluded, bits, {}))
         first_points[ji].push_back(point);
@@ -1402,8 +1417,10 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
   // queued 8 a class, of 0.3-5 s each, behind the first points).
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     std::set<const AlgorithmSpec*> covered;
-    if (device.type == "cpu" && options.strategy == Strategy::kGuided && prior_known[ji])
+    if (device.type == "cpu" && options.strategy == Strategy::kGuided && prior_known[ji]) {
       for (const Point& p : first_points[ji]) covered.insert(p.algorithm);
+      covered.merge(outrun[ji]);
+    }
     std::vector<const Point*> opening;
     for (const Point* p : opening_points(options.strategy, spaces[ji], search_rngs[ji], device.type == "cpu" ? 8 : 24))
       if (!covered.count(p->algorithm)) opening.push_back(p);
@@ -1634,6 +1651,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       for (const Evaluation& e : class_known->points)
         if (const AlgorithmSpec* a = family.find_algorithm(e.algorithm))
           search_prior.log_ms.emplace(Point{a, a->at_input_bits(e.params, input_bits)}.key(), std::log(e.time_ms));
+      search_prior.outrun = unlisted_algorithms(*class_known, space);
     }
     // A class this device never measured starts from what the earlier classes of its kernel
     // found in this run (sibling_seeds), after the nearest devices' first point: a sibling's
