@@ -2368,6 +2368,58 @@ TEST_F(TunerEngine, AClassMeasuresItsSiblingsBestAfterTheKernelsLastClass) {
   }
 }
 
+// After the kernel's last class, a class does not measure its siblings' best points of an
+// algorithm a known device's full list of it leaves out (kFullList points, all "mock"): c2 keeps
+// an "alt" point (alt runs 0.5 ms faster), which c1 measures only where that list is short. c1's
+// "mock" runs take 100 ms each, so its time goes to its default and the known device's points.
+TEST_F(TunerEngine, ARevisitSkipsAnAlgorithmAFullListLeftOut) {
+  static const KernelFamily three_classes_two_algorithms = [] {
+    KernelFamily k = mock_three_class_family();
+    AlgorithmSpec alt = mock_algorithm();
+    alt.name = "alt";
+    k.algorithms.push_back(alt);
+    return k;
+  }();
+  class AltFasterWorkload : public MockWorkload {
+   public:
+    AltFasterWorkload(MockState& s, std::int64_t n, int mock_run_ms) : MockWorkload(s, 0, n), ms_(mock_run_ms) {}
+    double run(const Choice& c) override {
+      if (c.algorithm == "mock") std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+      return MockWorkload::run(c) - (c.algorithm == "alt" ? 0.5 : 0.0);
+    }
+
+   private:
+    int ms_;
+  };
+  families_[0].family = &three_classes_two_algorithms;
+  families_[0].make = [this](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    const std::int64_t n = shape_class == "c1" ? 10 : shape_class == "c2" ? 20 : 40;
+    return std::unique_ptr<Workload>(new AltFasterWorkload(state_, n, shape_class == "c1" ? 100 : 0));
+  };
+  for (const std::size_t listed : {kFullList, kFullList - 1}) {
+    SCOPED_TRACE(listed);
+    std::vector<std::tuple<int, int, double>> c1_points;
+    for (std::size_t i = 0; i < listed; ++i) c1_points.push_back({1 + int(i % 8), 1 + int(i / 8), 1.0 + double(i)});
+    std::vector<PriorDevice> known = {mock_known(rt_->device(), "A sibling", c1_points, 40, "c1")};
+    PriorClass c2{"mock", "c2", {{"n", 20}}, {}, 30};
+    c2.points.push_back({"alt", {{"X", 2}, {"Y", 3}}, true, "", 1.0, true});
+    known[0].classes.push_back(c2);
+    TuneOptions o = seeded(0, known, PriorUse::kAll);
+    o.budget_seconds = 6;
+    const TuneResult r = tune(*rt_, o);
+    ASSERT_EQ(r.classes.size(), 3u);
+    ASSERT_EQ(r.classes[1].best.algorithm, "alt");
+    std::string order;
+    bool measured_alt = false;
+    for (const Evaluation& e : r.classes[0].history) {
+      measured_alt = measured_alt || e.algorithm == "alt";
+      order += e.algorithm + " " + format_params(e.params) + "; ";
+    }
+    EXPECT_EQ(measured_alt, listed < kFullList) << order;
+    EXPECT_EQ(r.classes[0].revisited_from.empty(), listed == kFullList) << order;
+  }
+}
+
 // mock_three_class_family's workloads where c1 (n = 10) runs `factor` times slower while its
 // optimum (6, 3) is evaluated (LoadedWhileEvaluatedWorkload), c2 and c3 plain at n = n2, n3.
 std::function<std::unique_ptr<Workload>(Runtime&, const std::string&, std::mt19937_64&)> c1_loaded_at_optimum(
