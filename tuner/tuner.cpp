@@ -1091,7 +1091,7 @@ std::vector<RevisitPoint> revisit_points(const std::vector<RunClass>& run, std::
 // measures first): a default is a portable guess, and the guided model ranks an algorithm by
 // its points, so it does not come back to one its default put far behind. On the 2-core Zen 2
 // EPYC, gemm_nt gemv_half's default (reduce RW 32 VW 1) ran 9.3 ms, 6.5x the long tune's best
-// reduce point, and first tunes kept tiled at 1.5-1.7x that point. What stands in for it:
+// reduce point, and first tunes kept tiled at 1.3-1.8x that point. What stands in for it:
 // the nearest devices' point of that algorithm in the kernel's nearest other class
 // (algorithm_elsewhere), legal here and not the default itself (the Xeon's gemv reduce RW 1 TR 2
 // VW 8, one parameter from the Zen 2 gemv_half's best); nullopt where there is none.
