@@ -593,6 +593,13 @@ ProfileDevice header_of(const DeviceInfo& d) {
   return h;
 }
 
+// A known device of the priors tests, platform "P": its header alone (each test adds classes).
+PriorDevice prior_device(const std::string& name, const std::string& vendor = "V", const std::string& type = "cpu") {
+  PriorDevice d;
+  d.device = header_of(device_named(name, vendor, type));
+  return d;
+}
+
 TEST(Priors, DistanceFollowsNameArchitectureVendorPlatformAndKind) {
   const DeviceInfo gpu = device_named("GPU X", "NVIDIA Corporation", "gpu", "NVIDIA CUDA", "sm_90");
   EXPECT_EQ(prior_distance(header_of(gpu), gpu), 0);
@@ -782,11 +789,7 @@ TEST(Priors, TheNearestDevicesThatKnowAClassSeedIt) {
   int rw = 1;  // each device's points its own
   auto known_device = [&rw](const std::string& name, const std::string& vendor, const std::string& type,
                             std::vector<double> gemv_ms, double builtin_ms) {
-    PriorDevice d;
-    d.device.name = name;
-    d.device.vendor = vendor;
-    d.device.type = type;
-    d.device.platform = "P";
+    PriorDevice d = prior_device(name, vendor, type);
     PriorClass c{"gemm_nt", "gemv", {{"k", 4096}, {"m", 1}, {"n", 4096}}, {}, builtin_ms};
     int wgs = 4;
     for (double ms : gemv_ms) c.points.push_back({"reduce", reduce_point(wgs *= 2, rw, 1), true, "", ms, true});
@@ -828,11 +831,7 @@ TEST(Priors, AChoiceItsOwnRecordingOutranIsNotMeasuredFirst) {
   const DeviceInfo me = device_named("Me", "V", "cpu", "P");
   const Problem gemv{{"k", 4096}, {"m", 1}, {"n", 4096}};
   auto known_device = [&](double tiled_ms, const std::string& chosen_algorithm) {
-    PriorDevice d;
-    d.device.name = "Sibling";
-    d.device.vendor = "V";
-    d.device.type = "cpu";
-    d.device.platform = "P";
+    PriorDevice d = prior_device("Sibling");
     PriorClass c{"gemm_nt", "gemv", gemv, {}, 10.0};
     c.points.push_back({"reduce", reduce_point(8, 1, 1), true, "", 1.0, true});
     c.points.push_back({"reduce", reduce_point(16, 1, 1), true, "", 1.2, true});
@@ -873,11 +872,7 @@ TEST(Priors, AnotherAlgorithmAsFastElsewhereIsAContender) {
   const DeviceInfo me = device_named("Me", "V", "cpu", "P");
   const Problem gemv{{"k", 4096}, {"m", 1}, {"n", 4096}};
   auto known_device = [&](const std::string& name, const std::vector<std::pair<std::string, double>>& points) {
-    PriorDevice d;
-    d.device.name = name;
-    d.device.vendor = "V";
-    d.device.type = "cpu";
-    d.device.platform = "P";
+    PriorDevice d = prior_device(name);
     PriorClass c{"gemm_nt", "gemv", gemv, {}, 10.0};
     int wgs = 4;
     for (const auto& [algorithm, ms] : points)
@@ -913,11 +908,7 @@ TEST(Priors, AnAlgorithmsPointInAnotherClassStandsInForIt) {
   const DeviceInfo me = device_named("Me", "V", "cpu", "P");
   const Problem gemv_half{{"input_bits", 16}, {"k", 4096}, {"m", 1}, {"n", 4096}};
   auto known_device = [&](const std::string& name, const std::string& vendor) {
-    PriorDevice d;
-    d.device.name = name;
-    d.device.vendor = vendor;
-    d.device.type = "cpu";
-    d.device.platform = "P";
+    PriorDevice d = prior_device(name, vendor);
     // (class, problem, [(algorithm, WGS, ms)] fastest first)
     const std::vector<std::tuple<std::string, Problem, std::vector<std::tuple<std::string, int, double>>>> classes = {
         {"gemv", {{"k", 4096}, {"m", 1}, {"n", 4096}}, {{"tiled", 8, 1.0}, {"reduce", 64, 1.5}, {"reduce", 32, 1.6}}},
@@ -958,34 +949,49 @@ TEST(Priors, AnAlgorithmsPointInAnotherClassStandsInForIt) {
   EXPECT_TRUE(algorithm_elsewhere(known, me, PriorUse::kAll, 2, "gemm_nt", "gemv_half", gemv_half, "xgemm").empty());
 }
 
-// A nearest device's class of kFullList points or more lists its algorithms (ClassPrior::listed);
-// one of fewer (a profile's entry, a short recording) lists none, and without a full list there
-// is no list at all.
-TEST(Priors, AFullListNamesTheAlgorithmsItHolds) {
+// An algorithm a nearest device's full list of the class (kFullList points) leaves out, while its
+// recordings of the kernel hold it in another class, is outrun there (ClassPrior::outrun): not
+// one its recordings never hold (newer than them), nor one another nearest device lists or chose
+// for the class; a list of fewer points says nothing.
+TEST(Priors, AnAlgorithmAFullListLeavesOutIsOutrun) {
   const DeviceInfo me = device_named("Me", "V", "cpu", "P");
   const Problem gemv{{"k", 4096}, {"m", 1}, {"n", 4096}};
-  auto known_device = [&](const std::string& name, std::size_t tiled, std::size_t reduce) {
-    PriorDevice d;
-    d.device.name = name;
-    d.device.vendor = "V";
-    d.device.type = "cpu";
-    d.device.platform = "P";
+  // A: gemv `tiled` points (its list), lora_shrink one point each of reduce, xgemm and skinny.
+  auto device_a = [&](std::size_t listed) {
+    PriorDevice d = prior_device("A");
     PriorClass c{"gemm_nt", "gemv", gemv, {}, 10.0};
-    int wgs = 0;
-    for (std::size_t i = 0; i < tiled + reduce; ++i)
-      c.points.push_back({i < tiled ? "tiled" : "reduce", reduce_point(++wgs, 1, 1), true, "", 1.0 + double(i), true});
+    for (std::size_t i = 0; i < listed; ++i)
+      c.points.push_back({"tiled", reduce_point(int(i) + 1, 1, 1), true, "", 1.0 + double(i), true});
     d.classes.push_back(c);
+    PriorClass other{"gemm_nt", "lora_shrink", {{"k", 4096}, {"m", 4096}, {"n", 16}}, {}, 10.0};
+    int wgs = 0;
+    for (const char* algorithm : {"reduce", "xgemm", "skinny"})
+      other.points.push_back({algorithm, reduce_point(++wgs, 1, 1), true, "", 2.0, true});
+    d.classes.push_back(other);
     return d;
   };
-  const std::optional<ClassPrior> full = class_prior({known_device("A", kFullList - 1, 1), known_device("B", 3, 0)}, me,
-                                                     PriorUse::kAll, "gemm_nt", "gemv", &gemv);
-  ASSERT_TRUE(full.has_value());
-  ASSERT_TRUE(full->listed.has_value());
-  EXPECT_EQ(*full->listed, (std::set<std::string>{"tiled", "reduce"}));
-  const std::optional<ClassPrior> short_lists = class_prior(
-      {known_device("A", kFullList - 2, 1), known_device("B", 3, 0)}, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
-  ASSERT_TRUE(short_lists.has_value());
-  EXPECT_FALSE(short_lists->listed.has_value());
+  // B: a short list of gemv, one xgemm point; and a profile choosing skinny for it.
+  PriorDevice b = prior_device("B");
+  b.classes.push_back({"gemm_nt", "gemv", gemv, {{"xgemm", reduce_point(64, 1, 1), true, "", 3.0, true}}, 10.0});
+  ProfileEntry skinny;
+  skinny.kernel = "gemm_nt";
+  skinny.shape_class = "gemv";
+  skinny.algorithm = "skinny";
+  skinny.params = reduce_point(32, 1, 1);
+  skinny.problem = gemv;
+  skinny.time_ms = 2.5;
+  b.chosen.entries.push_back(skinny);
+  auto outrun = [&](const std::vector<PriorDevice>& known) {
+    const std::optional<ClassPrior> p = class_prior(known, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+    EXPECT_TRUE(p.has_value());
+    return p ? p->outrun : std::set<std::string>{"(none)"};
+  };
+  EXPECT_EQ(outrun({device_a(kFullList)}), (std::set<std::string>{"reduce", "xgemm", "skinny"}));
+  EXPECT_EQ(outrun({device_a(kFullList), b}), (std::set<std::string>{"reduce"})) << "B lists xgemm, chose skinny";
+  EXPECT_TRUE(outrun({device_a(kFullList - 1), b}).empty()) << "a short list";
+  PriorDevice a_alone = device_a(kFullList);
+  a_alone.classes.pop_back();  // A's recordings hold nothing but tiled
+  EXPECT_TRUE(outrun({a_alone}).empty()) << "algorithms A's recordings never hold";
 }
 
 // --derive-priors: per class the `top` fastest verified points of today's algorithms and the
@@ -2266,12 +2272,15 @@ TEST_F(TunerEngine, ADefaultsAlgorithmKnownByTheDefaultAloneGetsAPointFromAnothe
     return k;
   }();
   families_[0].family = &two_algorithms;
-  enum class Case { kStandsIn, kKnownInClass, kTooSlow, kTooFar, kOwnDevice };
-  for (const Case c : {Case::kStandsIn, Case::kKnownInClass, Case::kTooSlow, Case::kTooFar, Case::kOwnDevice}) {
+  enum class Case { kStandsIn, kDefaultRecorded, kKnownInClass, kTooSlow, kTooFar, kOwnDevice };
+  for (const Case c : {Case::kStandsIn, Case::kDefaultRecorded, Case::kKnownInClass, Case::kTooSlow, Case::kTooFar,
+                       Case::kOwnDevice}) {
     SCOPED_TRACE(int(c));
     const std::string name = c == Case::kOwnDevice ? rt_->device().name : "A sibling";
     std::vector<PriorDevice> known = {mock_known(rt_->device(), name, {{6, 1, 1.0}, {5, 1, 1.2}}, 30)};
     if (c == Case::kKnownInClass) known[0].classes[0].points[1].algorithm = "alt";
+    if (c == Case::kDefaultRecorded)  // its recording holds the default (alt at X 1, Y 1) and no other alt point
+      known[0].classes[0].points.push_back({"alt", {{"X", 1}, {"Y", 1}}, true, "", 30.0, true});
     PriorClass c2{"mock", "c2", {{"n", c == Case::kTooFar ? 10 << 9 : 20}}, {}, 30};
     c2.points.push_back({"mock", {{"X", 8}, {"Y", 4}}, true, "", 2.0, true});
     c2.points.push_back({"alt", {{"X", 4}, {"Y", 2}}, true, "", c == Case::kTooSlow ? 4.5 : 3.0, true});
@@ -2286,7 +2295,7 @@ TEST_F(TunerEngine, ADefaultsAlgorithmKnownByTheDefaultAloneGetsAPointFromAnothe
     std::ostringstream summary, json;
     print_summary(summary, r);
     print_summary_json(json, r, "p.yaml");
-    if (c != Case::kStandsIn) {
+    if (c != Case::kStandsIn && c != Case::kDefaultRecorded) {
       EXPECT_FALSE(measured) << ::testing::PrintToString(order);
       EXPECT_EQ(cr.default_stand_in, "");
       EXPECT_EQ(summary.str().find("from a known device's other class"), std::string::npos) << summary.str();

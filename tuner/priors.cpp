@@ -283,7 +283,7 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
   // class, choice).
   struct Found {
     int distance;
-    const std::string* device;
+    const PriorDevice* device;
     const PriorClass* c;
     std::optional<Evaluation> chosen;
   };
@@ -302,7 +302,7 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
       }
     }
     std::optional<Evaluation> chosen = chosen_for(d, kernel, shape_class, problem);
-    if (nearest != nullptr || chosen) found.push_back({distance, &d.device.name, nearest, std::move(chosen)});
+    if (nearest != nullptr || chosen) found.push_back({distance, &d, nearest, std::move(chosen)});
   }
   if (found.empty()) return std::nullopt;
   ClassPrior out;
@@ -314,7 +314,7 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
     if (f.distance == out.distance) {
       if (f.c != nullptr) nearest.push_back(f.c);
       if (f.chosen && !outrun_by_recording(f.c, *f.chosen)) out.chosen.push_back(*f.chosen);
-      out.devices.push_back(*f.device);
+      out.devices.push_back(f.device->device.name);
     }
   std::set<std::string> taken;
   for (std::size_t rank = 0;; ++rank) {
@@ -344,11 +344,19 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
           if (algorithms.insert(e.algorithm).second) out.contenders.push_back(e);
         }
     }
-  for (const PriorClass* c : nearest)
-    if (c->points.size() >= kFullList) {
-      if (!out.listed) out.listed.emplace();
-      for (const Evaluation& e : c->points) out.listed->insert(e.algorithm);
+  std::set<std::string> known_here;  // the algorithms the nearest devices list or chose for the class
+  for (const Found& f : found)
+    if (f.distance == out.distance) {
+      if (f.c != nullptr)
+        for (const Evaluation& e : f.c->points) known_here.insert(e.algorithm);
+      if (f.chosen) known_here.insert(f.chosen->algorithm);
     }
+  for (const Found& f : found)
+    if (f.distance == out.distance && f.c != nullptr && f.c->points.size() >= kFullList)
+      for (const PriorClass& other : f.device->classes)
+        if (other.kernel == kernel)
+          for (const Evaluation& e : other.points)
+            if (!known_here.count(e.algorithm)) out.outrun.insert(e.algorithm);
   if (out.distance == 0 && problem != nullptr)
     for (const PriorClass* c : nearest)
       if (same_problem(c->problem, *problem)) out.best_ms = c->points.front().time_ms;

@@ -92,16 +92,18 @@ struct ClassPrior {
   // here either; the points a class measures first are chosen among them by how far apart
   // they are (prior_candidates in tuner/tuner.cpp).
   std::vector<Evaluation> near_ties;
-  // Where a nearest device's class lists kFullList points or more (a recording's fastest; a
-  // derived prior file keeps 24): the algorithms of those lists. Every point of an algorithm
-  // none of them lists ran behind all of a list's points there, so the guided opening gives
-  // such an algorithm no point of its own (tuner.cpp, unlisted_algorithms).
-  std::optional<std::set<std::string>> listed;
+  // The algorithms a nearest device's full list of the class (kFullList points or more, a
+  // recording's fastest; a derived prior file keeps 24) leaves out though its recordings of
+  // the kernel hold them in another class (its search had them), where no nearest device lists
+  // or chose them for the class: there each of their points ran behind all of that list, so
+  // the guided opening gives them no point (tuner.cpp, outrun_algorithms). An algorithm newer
+  // than the recordings, or one they were made without, is none.
+  std::set<std::string> outrun;
   std::vector<std::string> devices;  // their names, nearest first
 };
 
 // How many points a known device's class lists, at least, for the algorithms it leaves out to
-// count as outrun there (ClassPrior::listed): a recording's fastest, not a profile's one entry.
+// count as outrun there (ClassPrior::outrun): a recording's fastest, not a profile's one entry.
 constexpr std::size_t kFullList = 16;
 
 // Within this ratio of a known device's best, a point of another algorithm is a contender

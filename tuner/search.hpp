@@ -82,8 +82,8 @@ class Measure {
 // it measured (their median difference), and less certain than a measurement.
 struct SearchPrior {
   std::map<std::string, double> log_ms;
-  // Algorithms the known devices' recordings found behind all their listed points (ClassPrior::
-  // listed): a short opening gives them no point, as if covered.
+  // Algorithms a known device's recording of the class found behind all its listed points
+  // (ClassPrior::outrun): a short opening gives them no point, as if covered.
   std::set<const AlgorithmSpec*> outrun;
 };
 

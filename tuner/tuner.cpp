@@ -812,16 +812,16 @@ std::vector<Point> contender_points(const ClassPrior& prior, const KernelFamily&
   return out;
 }
 
-// The algorithms of `space` that the nearest devices' full lists of the class leave out
-// (ClassPrior::listed): on them each ran behind every listed point, so a short guided opening
-// spends no evaluation on one (GuidedSearch::run). The 2-core Zen 2 EPYC's first tunes gave
-// nf4_backward decode 4-6 evaluations, one of them a random `tiled` point (61 ms, its long
-// tune's best 1.6 ms; the Xeon's 24 listed points there are all `stream`).
-std::set<const AlgorithmSpec*> unlisted_algorithms(const ClassPrior& prior, const std::vector<Point>& space) {
+// The algorithms of `space` the nearest devices' full lists of the class leave out while
+// their recordings of the kernel hold them elsewhere (ClassPrior::outrun): there each ran behind
+// every listed point, so a short guided opening spends no evaluation on one (GuidedSearch::run).
+// The 2-core Zen 2 EPYC's first tunes gave nf4_backward decode 4-6 evaluations, one of them a
+// random `tiled` point (61 ms, its long tune's best 1.6 ms; the Xeon's 24 listed points there
+// are all `stream`, its other nf4_backward classes' lists hold `tiled`).
+std::set<const AlgorithmSpec*> outrun_algorithms(const ClassPrior& prior, const std::vector<Point>& space) {
   std::set<const AlgorithmSpec*> out;
-  if (prior.listed)
-    for (const Point& p : space)
-      if (!prior.listed->count(p.algorithm->name)) out.insert(p.algorithm);
+  for (const Point& p : space)
+    if (prior.outrun.count(p.algorithm->name)) out.insert(p.algorithm);
   return out;
 }
 
@@ -1087,23 +1087,24 @@ std::vector<RevisitPoint> revisit_points(const std::vector<RunClass>& run, std::
 }
 
 // A class of a device nobody tuned that knows the algorithm of its built-in default by that
-// default alone (none of the nearest devices' points of the class is of it, nor any point it
-// measures first): a default is a portable guess, and the guided model ranks an algorithm by
-// its points, so it does not come back to one its default put far behind. On the 2-core Zen 2
-// EPYC, gemm_nt gemv_half's default (reduce RW 32 VW 1) ran 9.3 ms, 6.5x the long tune's best
-// reduce point, and first tunes kept tiled at 1.3-1.8x that point. What stands in for it:
-// the nearest devices' point of that algorithm in the kernel's nearest other class
-// (algorithm_elsewhere), legal here and not the default itself (the Xeon's gemv reduce RW 1 TR 2
-// VW 8, one parameter from the Zen 2 gemv_half's best); nullopt where there is none.
+// default alone (none of the nearest devices' points of the class is of it but the default
+// itself, which their recordings hold, nor any point it measures first): a default is a portable guess, and the guided
+// model ranks an algorithm by its points, so it does not come back to one its default put far behind. On the 2-core Zen
+// 2 EPYC, gemm_nt gemv_half's default (reduce RW 32 VW 1) ran 9.3 ms, 6.5x the long tune's best reduce point, and first
+// tunes kept tiled at 1.3-1.8x that point. What stands in for it: the nearest devices' point of that algorithm in the
+// kernel's nearest other class (algorithm_elsewhere), legal here and not the default itself (the Xeon's gemv reduce RW
+// 1 TR 2 VW 8, one parameter from the Zen 2 gemv_half's best); nullopt where there is none.
 std::optional<RevisitPoint> builtin_stand_in(const std::vector<PriorDevice>& known, const DeviceInfo& device,
                                              PriorUse use, const ClassPrior& prior, const KernelFamily& family,
                                              const std::string& shape_class, const Problem& problem,
                                              const Point& builtin, const std::vector<Point>& first, int input_bits,
                                              const DeviceLimits& limits, const AlgorithmExclusions& excluded) {
-  for (const Evaluation& e : prior.points)
-    if (e.algorithm == builtin.algorithm->name) return std::nullopt;
+  for (const Evaluation& e : prior.points)  // their recordings hold the default too
+    if (e.algorithm == builtin.algorithm->name &&
+        Point{builtin.algorithm, builtin.algorithm->at_input_bits(e.params, input_bits)}.key() != builtin.key())
+      return std::nullopt;
   for (const Point& p : first)
-    if (p.algorithm == builtin.algorithm) return std::nullopt;
+    if (p.algorithm == builtin.algorithm && p.key() != builtin.key()) return std::nullopt;
   for (const PointElsewhere& e : algorithm_elsewhere(known, device, use, prior.distance, family.name, shape_class,
                                                      problem, builtin.algorithm->name))
     if (std::optional<Point> p = legal_point(family, e.point.algorithm, e.point.params, input_bits, limits, excluded))
@@ -1388,7 +1389,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
   // measuring CPU's time, and where a short budget cuts the opening: GuidedSearch).
   std::vector<std::vector<Point>> first_points(jobs.size());
   std::vector<bool> prior_known(jobs.size(), false);                // the nearest devices know the class
-  std::vector<std::set<const AlgorithmSpec*>> outrun(jobs.size());  // unlisted_algorithms
+  std::vector<std::set<const AlgorithmSpec*>> outrun(jobs.size());  // outrun_algorithms
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     const KernelFamily& family = *jobs[ji].tuning->family;
     const BuiltinChoice builtin = family.builtin_for(jobs[ji].shape_class, excluded, &limits);
@@ -1399,7 +1400,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     const int bits = job_input_bits(jobs[ji].problem);
     if (p) {
       prior_known[ji] = true;
-      outrun[ji] = unlisted_algorithms(*p, spaces[ji]);
+      outrun[ji] = outrun_algorithms(*p, spaces[ji]);
       for (const Point& point : prior_candidates(*p, family, limits, excluded, bits)) first_points[ji].push_back(point);
       for (const Point& point : contender_points(*p, family, limits, excluded, bits, {}))
         first_points[ji].push_back(point);
@@ -1419,7 +1420,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     std::set<const AlgorithmSpec*> covered;
     if (device.type == "cpu" && options.strategy == Strategy::kGuided && prior_known[ji]) {
       for (const Point& p : first_points[ji]) covered.insert(p.algorithm);
-      covered.merge(outrun[ji]);
+      covered.insert(outrun[ji].begin(), outrun[ji].end());
     }
     std::vector<const Point*> opening;
     for (const Point* p : opening_points(options.strategy, spaces[ji], search_rngs[ji], device.type == "cpu" ? 8 : 24))
@@ -1628,6 +1629,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     // Then the nearest known devices' best points for the class (priors.hpp).
     const std::optional<ClassPrior> class_known = prior_of(family.name, shape_class, &cr.problem);
     SearchPrior search_prior;
+    std::optional<RevisitPoint> default_stand_in;  // builtin_stand_in, where there is one
     std::optional<Point> first_prior_point;
     std::set<std::string> contender_keys;  // measured right after the first, past time like it
     std::size_t sibling_at = warm.size();
@@ -1651,7 +1653,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       for (const Evaluation& e : class_known->points)
         if (const AlgorithmSpec* a = family.find_algorithm(e.algorithm))
           search_prior.log_ms.emplace(Point{a, a->at_input_bits(e.params, input_bits)}.key(), std::log(e.time_ms));
-      search_prior.outrun = unlisted_algorithms(*class_known, space);
+      search_prior.outrun = outrun_algorithms(*class_known, space);
     }
     // A class this device never measured starts from what the earlier classes of its kernel
     // found in this run (sibling_seeds), after the nearest devices' first point: a sibling's
@@ -1689,8 +1691,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
           if (std::optional<RevisitPoint> stand_in =
                   builtin_stand_in(known, device, prior_use, *class_known, family, shape_class, cr.problem,
                                    Point{a, a->complete(builtin.params)}, warm, input_bits, limits, excluded)) {
-            cr.default_stand_in = stand_in->point.algorithm->name + " from " + stand_in->from;
-            warm.push_back(std::move(stand_in->point));
+            warm.push_back(stand_in->point);
+            default_stand_in = std::move(stand_in);
           }
     }
     const Point* first_prior = first_prior_point ? &*first_prior_point : nullptr;
@@ -1747,6 +1749,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
         measure.evaluate_past_time(p);
       else
         measure.evaluate(p);
+    if (default_stand_in && measure.recall(default_stand_in->point) != nullptr)
+      cr.default_stand_in = default_stand_in->point.algorithm->name + " from " + default_stand_in->from;
     reweigh();
     measure.on_improvement(reweigh);
 
@@ -1781,7 +1785,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       run_classes.push_back(run_class_of(cr, cr.best, variants));
     }
     // Not, for the siblings' best points after the kernel's last class, an algorithm the known
-    // devices' full lists of the class leave out (unlisted_algorithms), unless this class
+    // devices' full lists of the class leave out (outrun_algorithms), unless this class
     // measured one of it that verified: on the Zen 2 EPYC nf4_backward decode (best 1.6 ms)
     // spent two of its 6 evaluations on its siblings' best `tiled` points, 19 ms each.
     std::set<const AlgorithmSpec*> outrun = search_prior.outrun;
