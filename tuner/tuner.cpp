@@ -1088,12 +1088,14 @@ std::vector<RevisitPoint> revisit_points(const std::vector<RunClass>& run, std::
 
 // A class of a device nobody tuned that knows the algorithm of its built-in default by that
 // default alone (none of the nearest devices' points of the class is of it but the default
-// itself, which their recordings hold, nor any point it measures first): a default is a portable guess, and the guided
-// model ranks an algorithm by its points, so it does not come back to one its default put far behind. On the 2-core Zen
-// 2 EPYC, gemm_nt gemv_half's default (reduce RW 32 VW 1) ran 9.3 ms, 6.5x the long tune's best reduce point, and first
-// tunes kept tiled at 1.3-1.8x that point. What stands in for it: the nearest devices' point of that algorithm in the
-// kernel's nearest other class (algorithm_elsewhere), legal here and not the default itself (the Xeon's gemv reduce RW
-// 1 TR 2 VW 8, one parameter from the Zen 2 gemv_half's best); nullopt where there is none.
+// itself, which their recordings hold, nor any point it measures first): a default is a
+// portable guess, and the guided model ranks an algorithm by its points, so it does not come
+// back to one its default put far behind. On the 2-core Zen 2 EPYC, gemm_nt gemv_half's default
+// (reduce RW 32 VW 1) ran 9.3 ms, 6.5x the long tune's best reduce point, and first tunes kept
+// tiled at 1.3-1.8x that point. What stands in for it: the nearest devices' point of that
+// algorithm in the kernel's nearest other class (algorithm_elsewhere), legal here and not the
+// default itself (the Xeon's gemv reduce RW 1 TR 2 VW 8, one parameter from the Zen 2
+// gemv_half's best); nullopt where there is none.
 std::optional<RevisitPoint> builtin_stand_in(const std::vector<PriorDevice>& known, const DeviceInfo& device,
                                              PriorUse use, const ClassPrior& prior, const KernelFamily& family,
                                              const std::string& shape_class, const Problem& problem,
@@ -1686,7 +1688,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       for (const auto& [key, y] : siblings.log_ms) search_prior.log_ms.emplace(key, base + y);
       // Then a point of the built-in default's algorithm from another class, where that
       // default is all the class knows of it (builtin_stand_in).
-      if (class_known && builtin.algorithm.size())
+      if (class_known && !builtin.algorithm.empty())
         if (const AlgorithmSpec* a = family.find_algorithm(builtin.algorithm))
           if (std::optional<RevisitPoint> stand_in =
                   builtin_stand_in(known, device, prior_use, *class_known, family, shape_class, cr.problem,
