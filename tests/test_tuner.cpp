@@ -1425,6 +1425,15 @@ const KernelFamily& mock_wide_family() {
   return f;
 }
 
+// `k` with a second algorithm, the mock's under `name`: the same parameters and times (a test's
+// workload may tell them apart by name).
+KernelFamily with_algorithm(KernelFamily k, const std::string& name) {
+  AlgorithmSpec a = mock_algorithm();
+  a.name = name;
+  k.algorithms.push_back(a);
+  return k;
+}
+
 // Time (X-6)² + (Y-3)² + 1 ms (problems of another n: (X - n/10)² + ...), less 0.5 ms at
 // Z = 2 (only the refined family has Z) and 0.25 ms at W = 1 (only the wide family has W);
 // X = 3 fails to build, (5, 2) computes a wrong result, (7, 4) hangs.
@@ -2264,10 +2273,7 @@ TEST_F(TunerEngine, TheFirstNearTieComesBeforeTheSiblingClassesPoints) {
 // device itself knows the class (distance 0).
 TEST_F(TunerEngine, ADefaultsAlgorithmKnownByTheDefaultAloneGetsAPointFromAnotherClass) {
   static const KernelFamily two_algorithms = [] {
-    KernelFamily k = mock_family();
-    AlgorithmSpec alt = mock_algorithm();
-    alt.name = "alt";
-    k.algorithms.push_back(alt);
+    KernelFamily k = with_algorithm(mock_family(), "alt");
     k.builtin = {{"alt", {}}};
     return k;
   }();
@@ -2382,13 +2388,7 @@ TEST_F(TunerEngine, AClassMeasuresItsSiblingsBestAfterTheKernelsLastClass) {
 // an "alt" point (alt runs 0.5 ms faster), which c1 measures only where that list is short. c1's
 // "mock" runs take 100 ms each, so its time goes to its default and the known device's points.
 TEST_F(TunerEngine, ARevisitSkipsAnAlgorithmAFullListLeftOut) {
-  static const KernelFamily three_classes_two_algorithms = [] {
-    KernelFamily k = mock_three_class_family();
-    AlgorithmSpec alt = mock_algorithm();
-    alt.name = "alt";
-    k.algorithms.push_back(alt);
-    return k;
-  }();
+  static const KernelFamily three_classes_two_algorithms = with_algorithm(mock_three_class_family(), "alt");
   class AltFasterWorkload : public MockWorkload {
    public:
     AltFasterWorkload(MockState& s, std::int64_t n, int mock_run_ms) : MockWorkload(s, 0, n), ms_(mock_run_ms) {}
@@ -2558,9 +2558,7 @@ TEST_F(TunerEngine, SeedsOfAnExcludedAlgorithmAreNotMeasured) {
     KernelFamily k = mock_family();
     k.name = "gemm_nt";
     k.algorithms[0].name = "reduce";
-    AlgorithmSpec alt = mock_algorithm();
-    alt.name = "tiled";
-    k.algorithms.push_back(alt);
+    k = with_algorithm(k, "tiled");
     k.builtin = {{"reduce", {}}};
     return k;
   }();
@@ -2840,10 +2838,7 @@ TEST_F(TunerEngine, TheNearestDevicesBestIsMeasuredPastASpentShare) {
 // device's best (mock) and its contender (alt) are measured, not the rest of its points.
 TEST_F(TunerEngine, AnotherAlgorithmAsFastOnTheNearestDeviceIsMeasuredToo) {
   static const KernelFamily two_algorithms = [] {
-    KernelFamily k = mock_family();
-    AlgorithmSpec alt = mock_algorithm();
-    alt.name = "alt";
-    k.algorithms.push_back(alt);
+    KernelFamily k = with_algorithm(mock_family(), "alt");
     k.classes = {{"c1", "first"}, {"c2", "second"}, {"c3", "third"}, {"c4", "fourth"}};
     k.builtin = {{"mock", {}}, {"mock", {}}, {"mock", {}}, {"mock", {}}};
     return k;

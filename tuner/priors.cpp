@@ -310,9 +310,13 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
                    return a.distance < b.distance;
                  })->distance;
   std::vector<const PriorClass*> nearest;
+  std::vector<const PriorDevice*> full;  // those whose class lists kFullList points or more
+  std::set<std::string> known_here;      // the algorithms they list or chose for the class
   for (const Found& f : found)
     if (f.distance == out.distance) {
       if (f.c != nullptr) nearest.push_back(f.c);
+      if (f.c != nullptr && f.c->points.size() >= kFullList) full.push_back(f.device);
+      if (f.chosen) known_here.insert(f.chosen->algorithm);
       if (f.chosen && !outrun_by_recording(f.c, *f.chosen)) out.chosen.push_back(*f.chosen);
       out.devices.push_back(f.device->device.name);
     }
@@ -344,19 +348,12 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
           if (algorithms.insert(e.algorithm).second) out.contenders.push_back(e);
         }
     }
-  std::set<std::string> known_here;  // the algorithms the nearest devices list or chose for the class
-  for (const Found& f : found)
-    if (f.distance == out.distance) {
-      if (f.c != nullptr)
-        for (const Evaluation& e : f.c->points) known_here.insert(e.algorithm);
-      if (f.chosen) known_here.insert(f.chosen->algorithm);
-    }
-  for (const Found& f : found)
-    if (f.distance == out.distance && f.c != nullptr && f.c->points.size() >= kFullList)
-      for (const PriorClass& other : f.device->classes)
-        if (other.kernel == kernel)
-          for (const Evaluation& e : other.points)
-            if (!known_here.count(e.algorithm)) out.outrun.insert(e.algorithm);
+  for (const Evaluation& e : out.points) known_here.insert(e.algorithm);  // every point of their classes
+  for (const PriorDevice* d : full)
+    for (const PriorClass& other : d->classes)
+      if (other.kernel == kernel)
+        for (const Evaluation& e : other.points)
+          if (!known_here.count(e.algorithm)) out.outrun.insert(e.algorithm);
   if (out.distance == 0 && problem != nullptr)
     for (const PriorClass* c : nearest)
       if (same_problem(c->problem, *problem)) out.best_ms = c->points.front().time_ms;

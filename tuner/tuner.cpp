@@ -852,9 +852,9 @@ std::size_t params_apart(const Point& a, const Point& b) {
 // (results/first-tune/pocl-zen2/). The first of those near ties comes second, right after
 // the first point (a profile's choice, else the recordings' best; where neither is legal
 // here, the near tie furthest from the contenders, the fastest where there are none, and the
-// next second): `ahead` (where given) says
-// how many of the points come before the sibling classes' (1 or 2), the others after them.
-// Algorithms OCLTK_EXCLUDE_ALGORITHMS names are skipped, as in the search space.
+// next second): `ahead` (where given) says how many of the points come before the sibling
+// classes' (1 or 2), the others after them. Algorithms OCLTK_EXCLUDE_ALGORITHMS names are
+// skipped, as in the search space.
 std::vector<Point> prior_candidates(const ClassPrior& prior, const KernelFamily& family, const DeviceLimits& limits,
                                     const AlgorithmExclusions& excluded, int input_bits, std::size_t* ahead = nullptr) {
   const std::size_t count = prior.distance == 0 ? 2 : 4;
@@ -1390,13 +1390,15 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
   // points, then its strategy's opening (fewer of them on a CPU device, whose builds take the
   // measuring CPU's time, and where a short budget cuts the opening: GuidedSearch).
   std::vector<std::vector<Point>> first_points(jobs.size());
+  std::vector<Point> builtin_points(jobs.size());                   // each job's built-in default here
   std::vector<bool> prior_known(jobs.size(), false);                // the nearest devices know the class
   std::vector<std::set<const AlgorithmSpec*>> outrun(jobs.size());  // outrun_algorithms
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     const KernelFamily& family = *jobs[ji].tuning->family;
     const BuiltinChoice builtin = family.builtin_for(jobs[ji].shape_class, excluded, &limits);
     const AlgorithmSpec* algorithm = family.find_algorithm(builtin.algorithm);
-    first_points[ji].push_back({algorithm, algorithm->complete(builtin.params)});
+    builtin_points[ji] = {algorithm, algorithm->complete(builtin.params)};
+    first_points[ji].push_back(builtin_points[ji]);
     const std::optional<ClassPrior> p =
         prior_of(family.name, jobs[ji].shape_class, jobs[ji].problem ? &*jobs[ji].problem : nullptr);
     const int bits = job_input_bits(jobs[ji].problem);
@@ -1603,6 +1605,9 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
         class_budget, max_evals, class_start, family, limits, costs, &result.prebuilt});
     DeviceMeasure& measure = *owned_measure;
 
+    // The class's built-in default here: measured first (below), never one of its seeds.
+    const Point& builtin_point = builtin_points[ji];
+
     // Warm start: the choices of the profiles that already fit this device (an earlier
     // run's, or a shipped one for the same device or vendor) and of warm_profiles (the
     // profile at --out) are measured next, so a repeated `tune` starts from its last
@@ -1664,9 +1669,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     if (options.warm_start && !own_seed) {
       std::set<std::string> skip;
       for (const Point& p : warm) skip.insert(p.key());
-      const BuiltinChoice builtin = family.builtin_for(shape_class, excluded, &limits);
-      if (const AlgorithmSpec* a = family.find_algorithm(builtin.algorithm))
-        skip.insert(Point{a, a->complete(builtin.params)}.key());
+      skip.insert(builtin_point.key());
       std::set<const AlgorithmSpec*> searched;
       for (const Point& p : space) searched.insert(p.algorithm);
       SiblingSeeds siblings = sibling_seeds(run_classes, family, shape_class, cr.problem, variants, input_bits, limits,
@@ -1688,14 +1691,13 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       for (const auto& [key, y] : siblings.log_ms) search_prior.log_ms.emplace(key, base + y);
       // Then a point of the built-in default's algorithm from another class, where that
       // default is all the class knows of it (builtin_stand_in).
-      if (class_known && !builtin.algorithm.empty())
-        if (const AlgorithmSpec* a = family.find_algorithm(builtin.algorithm))
-          if (std::optional<RevisitPoint> stand_in =
-                  builtin_stand_in(known, device, prior_use, *class_known, family, shape_class, cr.problem,
-                                   Point{a, a->complete(builtin.params)}, warm, input_bits, limits, excluded)) {
-            warm.push_back(stand_in->point);
-            default_stand_in = std::move(stand_in);
-          }
+      if (class_known)
+        if (std::optional<RevisitPoint> stand_in =
+                builtin_stand_in(known, device, prior_use, *class_known, family, shape_class, cr.problem, builtin_point,
+                                 warm, input_bits, limits, excluded)) {
+          warm.push_back(stand_in->point);
+          default_stand_in = std::move(stand_in);
+        }
     }
     const Point* first_prior = first_prior_point ? &*first_prior_point : nullptr;
 
@@ -1711,9 +1713,6 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     // The compile at a first launch is no hang (wait_for_event).
     workload->start_seconds = compiles_at_first_launch(device) ? kCompileAtLaunchSeconds : 0;
     if (!builtin_skipped) {
-      const BuiltinChoice builtin = family.builtin_for(shape_class, excluded, &limits);
-      const AlgorithmSpec* builtin_algorithm = family.find_algorithm(builtin.algorithm);
-      const Point builtin_point{builtin_algorithm, builtin_algorithm->complete(builtin.params)};
       prefetcher.prefetch({&builtin_point});
       if (const Evaluation* e = measure.evaluate(builtin_point, true)) cr.builtin = *e;
       if (options.timeout_seconds <= 0)
