@@ -2383,6 +2383,103 @@ TEST_F(TunerEngine, AClassMeasuresItsSiblingsBestAfterTheKernelsLastClass) {
   }
 }
 
+// After the kernel's last class, a class also measures the one-parameter neighbours of its best
+// that a sibling class measured beside that best and ran over kNeighbourMargin faster, by that
+// ratio: c1 (n = 10, optimum X = 6, Y = 3) runs 40 ms a run but at X >= 6, Y = 3, so it
+// keeps the point a known device gives it, (6, 1), its exhaustive search stopping in the row
+// Y = 1; c2 (n = 80) and c3 (n = 70) run free and measure every point. Their bests, (8, 3) and
+// (7, 3), take c1 to 5 and 2 ms; the neighbour (6, 3) of its best to 1 ms, from c3, which ran it
+// at a third of (6, 1). The summary and --json say so; --cold measures neither.
+TEST_F(TunerEngine, AClassMeasuresANeighbourOfItsBestThatASiblingRanFaster) {
+  class SlowC1Workload : public MockWorkload {
+   public:
+    using MockWorkload::MockWorkload;
+    double run(const Choice& c) override {
+      if (c.params.at("X") < 6 || c.params.at("Y") != 3) std::this_thread::sleep_for(std::chrono::milliseconds(40));
+      return MockWorkload::run(c);
+    }
+  };
+  families_[0].family = &mock_three_class_family();
+  families_[0].make = [this](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    if (shape_class == "c1") return std::unique_ptr<Workload>(new SlowC1Workload(state_, 0, 10));
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, shape_class == "c2" ? 80 : 70));
+  };
+  const std::vector<PriorDevice> known = {mock_known(rt_->device(), "A sibling", {{6, 1, 1.0}}, 30)};
+  const Params optimum = {{"X", 6}, {"Y", 3}};
+  for (const bool cold : {false, true}) {
+    SCOPED_TRACE(cold ? "cold" : "warm");
+    TuneOptions o = seeded(0, known);
+    o.warm_start = !cold;
+    o.budget_seconds = 4;
+    const TuneResult r = tune(*rt_, o);
+    ASSERT_EQ(r.classes.size(), 3u);
+    const ClassResult& c1 = r.classes[0];
+    ASSERT_TRUE(c1.best.ok);
+    // c1's best after its search: the first point its history holds at its least time there.
+    const std::size_t searched = c1.history.size() - c1.revisited_from.size() - c1.neighbours_from.size();
+    const Evaluation* before = nullptr;
+    for (std::size_t i = 0; i < searched; ++i) {
+      const Evaluation& e = c1.history[i];
+      ASSERT_NE(e.params, optimum) << "c1's own search reached the optimum: the check says nothing";
+      if (e.ok && (before == nullptr || e.time_ms < before->time_ms)) before = &e;
+    }
+    ASSERT_NE(before, nullptr);
+    std::ostringstream summary, json;
+    print_summary(summary, r);
+    print_summary_json(json, r, "p.yaml");
+    if (cold) {
+      EXPECT_TRUE(c1.neighbours_from.empty() && c1.neighbour_kept.empty());
+      EXPECT_EQ(summary.str().find("one-parameter neighbour"), std::string::npos) << summary.str();
+      continue;
+    }
+    EXPECT_EQ(c1.revisited_from, (std::vector<std::string>{"c3", "c2"}));
+    ASSERT_FALSE(c1.neighbours_from.empty());
+    EXPECT_LE(c1.neighbours_from.size(), kNeighbours);
+    // The neighbour first measured: the one-parameter neighbour of c1's best (not a sibling's
+    // best) that a sibling ran fastest against that best, over the margin.
+    const auto time_in = [](const ClassResult& c, const Params& p) {
+      for (const Evaluation& e : c.history)
+        if (e.ok && e.params == p) return e.time_ms;
+      return 0.0;
+    };
+    double least = kNeighbourMargin;
+    std::string from;
+    Params expected;
+    for (const ClassResult* sibling : {&r.classes[2], &r.classes[1]}) {
+      const double at_best = time_in(*sibling, before->params);
+      ASSERT_GT(at_best, 0) << sibling->shape_class << " measured every point";
+      for (const Evaluation& e : sibling->history) {
+        int apart = 0;
+        for (const auto& [name, value] : e.params) apart += value != before->params.at(name);
+        if (e.ok && apart == 1 && e.params != sibling->best.params && e.params != r.classes[1].best.params &&
+            e.params != r.classes[2].best.params && e.time_ms / at_best * kNeighbourMargin < 1 &&
+            e.time_ms / at_best < least) {
+          least = e.time_ms / at_best;
+          from = sibling->shape_class;
+          expected = e.params;
+        }
+      }
+    }
+    ASSERT_EQ(before->params, (Params{{"X", 6}, {"Y", 1}})) << "c1 kept another point than the known device's";
+    ASSERT_EQ(expected, optimum) << "the neighbour the siblings ran fastest against c1's best";
+    EXPECT_EQ(from, "c3");
+    EXPECT_EQ(c1.history[searched + c1.revisited_from.size()].params, expected);
+    EXPECT_EQ(c1.neighbours_from.front(), from);
+    EXPECT_EQ(c1.best.params, optimum);
+    EXPECT_EQ(c1.neighbour_kept, from);
+    EXPECT_TRUE(c1.revisit_kept.empty());
+    const ProfileEntry* entry = r.profile.find("mock", "c1", &c1.problem);
+    ASSERT_NE(entry, nullptr);
+    EXPECT_EQ(entry->params, optimum);
+    EXPECT_NE(summary.str().find("kept a one-parameter neighbour of its best that a sibling class ran faster, mock: "
+                                 "c1 (from " +
+                                 from + ")"),
+              std::string::npos)
+        << summary.str();
+    EXPECT_NE(json.str().find("\"neighbour_kept\": \"" + from + "\""), std::string::npos) << json.str();
+  }
+}
+
 // After the kernel's last class, a class does not measure its siblings' best points of an
 // algorithm a known device's full list of it leaves out (kFullList points, all "mock"): c2 keeps
 // an "alt" point (alt runs 0.5 ms faster), which c1 measures only where that list is short. c1's

@@ -1060,10 +1060,12 @@ RunClass run_class_of(const ClassResult& cr, const Evaluation& best, const std::
 // search sees only the classes before it: on the 2-core PoCL Zen 2 a first tune kept the Xeon's
 // VW 16 in lora_shrink decode (its kernel's first class, 4-6 evaluations) at 1.66x the best
 // known point, while the kernel's later classes found this CPU's VW 8, which the long tune had
-// recorded at 0.86x that point in decode.
+// recorded at 0.86x that point in decode. Then the neighbours of its best its siblings ran
+// faster (kNeighbourMargin).
 struct RevisitPoint {
   Point point;
-  std::string from;  // the class whose best it is
+  std::string from;        // the class whose best it is, or that measured it (neighbour)
+  bool neighbour = false;  // a neighbour of the class's best that `from` ran faster
 };
 std::vector<RevisitPoint> revisit_points(const std::vector<RunClass>& run, std::size_t at, const KernelFamily& family,
                                          int input_bits, const DeviceLimits& limits,
@@ -1083,6 +1085,42 @@ std::vector<RevisitPoint> revisit_points(const std::vector<RunClass>& run, std::
     if (!p || !searched.count(p->algorithm) || !keys.insert(p->key()).second) continue;
     out.push_back({std::move(*p), run[i].shape_class});
   }
+  // Then the one-parameter neighbours of this class's best that a sibling measured beside that
+  // best, over kNeighbourMargin faster there, by that ratio (kNeighbours at most): how one
+  // parameter moves the time carries from a problem to its sibling better than which point
+  // wins. On the 2-core Zen 2 EPYC a first tune kept lora_expand multi_batch's CB 1024 TR 8
+  // (1.19x the long tune's best in the benchmark), whose TR 2 neighbour, its long tune's best,
+  // multi_decode had run at 0.35x of TR 8; over its 18 first tunes such pairs named 15 points the
+  // long tune ran faster than the class's best, 7 slower, 17 it never measured (each costs the
+  // runs of a program built already).
+  const Evaluation& mine = self.points.front();
+  const std::optional<Point> best = legal_point(family, mine.algorithm, mine.params, input_bits, limits, excluded);
+  if (!best) return out;
+  keys.insert(best->key());
+  std::vector<std::pair<double, RevisitPoint>> neighbours;
+  for (const auto& [distance, i] : order) {
+    std::vector<std::pair<Point, double>> measured;  // the sibling's points legal here, and times
+    double at_best = 0;                              // its time of this class's best
+    for (const Evaluation& e : run[i].points)
+      if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded)) {
+        if (p->key() == best->key())
+          at_best = at_best > 0 ? at_best : e.time_ms;
+        else
+          measured.push_back({std::move(*p), e.time_ms});
+      }
+    if (!(at_best > 0)) continue;
+    for (auto& [p, ms] : measured)
+      if (params_apart(p, *best) == 1 && ms * kNeighbourMargin < at_best && searched.count(p.algorithm))
+        neighbours.push_back({ms / at_best, RevisitPoint{std::move(p), run[i].shape_class, true}});
+  }
+  std::stable_sort(neighbours.begin(), neighbours.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::size_t taken = 0;
+  for (auto& [ratio, r] : neighbours)
+    if (taken < kNeighbours && keys.insert(r.point.key()).second) {
+      out.push_back(std::move(r));
+      ++taken;
+    }
   return out;
 }
 
@@ -1512,7 +1550,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
         if (m.recall(r.point) != nullptr || !m.built(r.point)) continue;
         if (seconds_since(revisit_start) >= until) break;
         if (m.evaluate_past_time(r.point) == nullptr) break;  // a stop or --max-evals
-        c.cr->revisited_from.push_back(r.from);
+        (r.neighbour ? c.cr->neighbours_from : c.cr->revisited_from).push_back(r.from);
       }
       // Timed again where the best moved, or a sibling's best not kept came within the margin.
       bool near = !same_point(m.best(), before);
@@ -1525,7 +1563,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       if (m.best().ok && !same_point(m.best(), before))
         for (const RevisitPoint& r : points)
           if (const Evaluation* e = m.recall(r.point); e != nullptr && same_point(*e, m.best()))
-            c.cr->revisit_kept = r.from;
+            (r.neighbour ? c.cr->neighbour_kept : c.cr->revisit_kept) = r.from;
       if (m.best().ok) {
         c.cr->best = m.best();
         run_classes[c.run_index] = run_class_of(*c.cr, c.cr->best, run_classes[c.run_index].variants);
@@ -1896,6 +1934,17 @@ void print_summary(std::ostream& out, const TuneResult& result) {
   }
   for (const auto& [kernel, line] : kept_from_siblings)
     out << "after the kernel's last class, kept a sibling class's best, " << kernel << ":" << line << "\n";
+  // Which kept a neighbour of their best that another class had run faster than that best.
+  std::map<std::string, std::string> kept_neighbours;
+  for (const ClassResult& c : result.classes) {
+    if (c.neighbour_kept.empty()) continue;
+    std::string& line = kept_neighbours[c.kernel];
+    line += (line.empty() ? " " : ", ") + c.shape_class + " (from " + c.neighbour_kept + ")";
+  }
+  for (const auto& [kernel, line] : kept_neighbours)
+    out << "after the kernel's last class, kept a one-parameter neighbour of its best that a sibling class ran "
+           "faster, "
+        << kernel << ":" << line << "\n";
   int cached = 0;
   for (const ClassResult& c : result.classes) cached += c.cached;
   out << "tuned in " << std::fixed << std::setprecision(1) << result.seconds << " s";
@@ -1924,8 +1973,10 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
         << ", \"seed_classes\": " << json_strings(c.seed_classes)
         << ", \"default_stand_in\": " << json_string(c.default_stand_in)
         << ", \"revisited_from\": " << json_strings(c.revisited_from)
-        << ", \"revisit_kept\": " << json_string(c.revisit_kept) << ",\n     \"default\": " << json_choice(c.builtin)
-        << ",\n     \"best\": " << json_choice(c.best) << "}";
+        << ", \"revisit_kept\": " << json_string(c.revisit_kept)
+        << ", \"neighbours_from\": " << json_strings(c.neighbours_from)
+        << ", \"neighbour_kept\": " << json_string(c.neighbour_kept)
+        << ",\n     \"default\": " << json_choice(c.builtin) << ",\n     \"best\": " << json_choice(c.best) << "}";
   }
   out << "\n  ],\n  \"tuned_once\": " << json_strings(result.repeated) << "\n}\n";
 }

@@ -109,6 +109,11 @@ struct ClassResult {
   // revisit_points), and the one whose point it kept (empty: none of them).
   std::vector<std::string> revisited_from;
   std::string revisit_kept;
+  // Then the classes that had measured a one-parameter neighbour of its best beside that best,
+  // faster there, whose neighbour it measured (revisit_points), and the one whose neighbour it
+  // kept (empty: none).
+  std::vector<std::string> neighbours_from;
+  std::string neighbour_kept;
   // The points timed again together at the end of its search, and again after its kernel's
   // last class where that measured or found near points, with their new figures (the best is
   // the fastest of the last re-timing), and the seconds those took (DeviceMeasure::retime in
@@ -154,6 +159,13 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
 // --report DIR: report.json (every evaluation of every class in order, best so far) and
 // one SVG plot per class (time of each evaluated point and the best so far).
 void write_report(const std::string& dir, const TuneResult& result);
+
+// A one-parameter neighbour of a class's best that a sibling class measured beside that best,
+// over this ratio faster there, is measured after the kernel's last class (revisit_points in
+// tuner.cpp; ClassResult::neighbours_from): the spread of one point's figures between runs, up
+// to about 10 % on the 2-core PoCL hosts. kNeighbours such points a class measures, at most.
+constexpr double kNeighbourMargin = 1.1;
+constexpr std::size_t kNeighbours = 2;
 
 // The seconds a class may spend: an even share of what is left of the budget after
 // `elapsed_seconds`, over the `classes_left` classes still to tune (this one included). A
