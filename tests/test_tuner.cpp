@@ -2966,7 +2966,8 @@ TEST_F(TunerEngine, AnotherAlgorithmAsFastOnTheNearestDeviceIsMeasuredToo) {
 // measured before (a known best of 1 ms, found again at once) ends well within an even share,
 // and the other takes the time it leaves; a class far from what a sibling reached (its best
 // 20 times faster than anything here, relative to the built-in default) takes more than an
-// even share.
+// even share. A class whose search saved more of its default's time than a device of another
+// architecture did is not near for that: an even share.
 TEST_F(TunerEngine, ClassesNearWhatIsKnownLeaveTimeToTheOthers) {
   static const KernelFamily two_classes = [] {
     KernelFamily k = mock_family();
@@ -2981,16 +2982,33 @@ TEST_F(TunerEngine, ClassesNearWhatIsKnownLeaveTimeToTheOthers) {
   };
   families_ = {slow};
   const std::string me = rt_->device().name;
-  for (const bool near : {true, false}) {
-    SCOPED_TRACE(near ? "near" : "far");
+  // Another device that saved half the built-in default's time (here 30 to 1 ms saves 96.7 %).
+  PriorDevice saved_less = mock_known(rt_->device(), "A sibling", {{6, 3, 15.0}}, 30);
+  PriorDevice same_architecture = saved_less;
+  same_architecture.device.architecture = rt_->device().architecture;
+  same_architecture.device.vendor = rt_->device().vendor;
+  ASSERT_FALSE(rt_->device().architecture.empty());
+  enum class Case { kOwnBest, kFar, kSavedLessElsewhere, kSavedLessSameArchitecture };
+  for (const Case c : {Case::kOwnBest, Case::kFar, Case::kSavedLessElsewhere, Case::kSavedLessSameArchitecture}) {
+    SCOPED_TRACE(int(c));
     // Near: this device's own best on c1. Far: a sibling whose search saved 99.8 % of the
-    // built-in default's time (here at best 1 ms of 30, 96.7 %).
-    const std::vector<PriorDevice> known = {near ? mock_known(rt_->device(), me, {{6, 3, 1.0}}, 30)
-                                                 : mock_known(rt_->device(), "A sibling", {{2, 2, 0.06}}, 30)};
+    // built-in default's time (here at best 1 ms of 30, 96.7 %). A device that saved less is
+    // near from the same architecture only (kSavedShareNear).
+    const std::vector<PriorDevice> known = {c == Case::kOwnBest ? mock_known(rt_->device(), me, {{6, 3, 1.0}}, 30)
+                                            : c == Case::kFar
+                                                ? mock_known(rt_->device(), "A sibling", {{2, 2, 0.06}}, 30)
+                                            : c == Case::kSavedLessSameArchitecture ? same_architecture
+                                                                                    : saved_less};
     TuneOptions o = seeded(0, known);
     o.budget_seconds = 4;
     const TuneResult r = tune(*rt_, o);
     ASSERT_EQ(r.classes.size(), 2u);
+    if (c == Case::kSavedLessElsewhere) {
+      EXPECT_DOUBLE_EQ(r.classes[0].weight, 1.0) << "another architecture's share saved called it near";
+      EXPECT_GT(r.classes[0].seconds, 0.75 * 2.0);
+      continue;
+    }
+    const bool near = c != Case::kFar;
     if (near) {
       EXPECT_DOUBLE_EQ(r.classes[0].weight, 0.4);
       EXPECT_LT(r.classes[0].seconds, 0.75 * 2.0) << "a class at its known best kept an even share";

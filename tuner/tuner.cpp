@@ -1181,9 +1181,15 @@ int default_compile_threads(const DeviceInfo& device, Builders builders) {
 // do not fit the device's cache; a read kernel reached 92-99 % of the copy bandwidth on the
 // H200, docs/performance.md): kNearWeight. Far: over kFarGap from what the nearest devices
 // reached: kFarWeight (a floor never says far: no kernel may reach it). Else, or with nothing
-// known, 1.
+// known, 1. The share saved says near only from devices of the class's architecture or nearer
+// (kSavedShareNear, a prior_distance): the built-in default is a portable guess, and on another
+// microarchitecture it runs at another fraction of the best. On the 2-core Zen 2 EPYC, seeded by
+// the Xeon (distance 3), a first tune called five classes near by it, gemm_nt gemv and
+// gemv_half among them, which the benchmarked first tune of that code had kept at 1.22x and
+// 1.18x the long tune's best (results/first-tune/pocl-zen2/): gemv's default ran 4.7x that best.
 constexpr double kNearGap = 0.05, kFarGap = 0.5, kNearFloor = 0.25;
 constexpr double kNearWeight = 0.4, kFarWeight = 1.5;
+constexpr int kSavedShareNear = 1;
 double class_weight(const Evaluation& best, const Evaluation& builtin, const std::optional<ClassPrior>& prior,
                     double floor_ms) {
   if (!best.ok) return 1;
@@ -1197,7 +1203,7 @@ double class_weight(const Evaluation& best, const Evaluation& builtin, const std
     gap = gap ? std::min(*gap, relative) : relative;
   }
   if (!gap) return 1;
-  if (*gap <= kNearGap) return kNearWeight;
+  if (*gap <= kNearGap) return prior->distance <= kSavedShareNear ? kNearWeight : 1;
   if (*gap > kFarGap) return kFarWeight;
   return 1;
 }
