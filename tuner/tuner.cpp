@@ -677,8 +677,9 @@ class DeviceMeasure : public Measure {
   // taken minutes apart on a shared CPU differ by the load of their moment (1.3-2.3x on the
   // loaded 2-core development machine), more than neighbouring points do; figures taken
   // together do not. What it measured goes to ClassResult::retimed.
-  // Also the points `also` names (sibling classes' best points, after the kernel's last
-  // class) measured within kRevisitMargin of the best, beside those.
+  // Also the points `also` names (sibling classes' best points and the neighbours of the best
+  // they ran faster, after the kernel's last class) measured within kRevisitMargin of the
+  // best, beside those.
   void retime(const std::set<std::string>& also = {}) {
     if (!best_.ok || (s_.options.stop != nullptr && s_.options.stop->load())) return;
     std::vector<const Evaluation*> close;
@@ -1090,24 +1091,33 @@ std::vector<RevisitPoint> revisit_points(const std::vector<RunClass>& run, std::
   // parameter moves the time carries from a problem to its sibling better than which point
   // wins. On the 2-core Zen 2 EPYC a first tune kept lora_expand multi_batch's CB 1024 TR 8
   // (1.19x the long tune's best in the benchmark), whose TR 2 neighbour, its long tune's best,
-  // multi_decode had run at 0.35x of TR 8; over its 18 first tunes such pairs named 15 points the
-  // long tune ran faster than the class's best, 7 slower, 17 it never measured (each costs the
-  // runs of a program built already).
+  // multi_decode had run at 0.35x of TR 8; over its 19 first tunes such pairs named 15 points the
+  // long tune ran faster than the class's best, 7 slower, 16 it never measured (each costs the
+  // runs of a program built already). Not a point the class measured itself, nor figures
+  // recalled from the resume cache (another run's), nor from a sibling that kept this class's
+  // best: its re-timing read that best faster than any point its search had timed faster.
   const Evaluation& mine = self.points.front();
   const std::optional<Point> best = legal_point(family, mine.algorithm, mine.params, input_bits, limits, excluded);
   if (!best) return out;
-  keys.insert(best->key());
+  for (const Evaluation& e : self.points)
+    if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded))
+      keys.insert(p->key());
   std::vector<std::pair<double, RevisitPoint>> neighbours;
   for (const auto& [distance, i] : order) {
     std::vector<std::pair<Point, double>> measured;  // the sibling's points legal here, and times
     double at_best = 0;                              // its time of this class's best
-    for (const Evaluation& e : run[i].points)
+    for (std::size_t k = 0; k < run[i].points.size(); ++k) {
+      const Evaluation& e = run[i].points[k];
+      if (e.cached) continue;
       if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded)) {
-        if (p->key() == best->key())
-          at_best = at_best > 0 ? at_best : e.time_ms;
-        else
+        if (p->key() != best->key())
           measured.push_back({std::move(*p), e.time_ms});
+        else if (k == 0)
+          break;  // the sibling kept it
+        else if (!(at_best > 0))
+          at_best = e.time_ms;
       }
+    }
     if (!(at_best > 0)) continue;
     for (auto& [p, ms] : measured)
       if (params_apart(p, *best) == 1 && ms * kNeighbourMargin < at_best && searched.count(p.algorithm))
@@ -1558,7 +1568,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
         if (m.evaluate_past_time(r.point) == nullptr) break;  // a stop or --max-evals
         (r.neighbour ? c.cr->neighbours_from : c.cr->revisited_from).push_back(r.from);
       }
-      // Timed again where the best moved, or a sibling's best not kept came within the margin.
+      // Timed again where the best moved, or a point measured for the revisit (a sibling's best,
+      // a neighbour) not kept came within the margin.
       bool near = !same_point(m.best(), before);
       for (const RevisitPoint& r : points)
         if (const Evaluation* e = m.recall(r.point))
