@@ -107,8 +107,9 @@ Options:
                       accelerator, so that a whole run, with the candidate in flight at the end,
                       stays within 3 or 5 minutes), split over the classes (each at least half an
                       even share, so a class that ran long cannot starve the last); a tenth is held
-                      for each kernel's classes to measure the best points the others kept, after
-                      the kernel's last class
+                      for each kernel's classes to measure the best points the others kept (and
+                      neighbours of their own best the others ran faster), after the kernel's last
+                      class
   --strategy NAME     guided (default: a Gaussian-process cost model fitted on the points measured
                       so far picks the next ones), local (sample + coordinate descent), random, or
                       exhaustive
