@@ -2807,6 +2807,44 @@ TEST_F(TunerEngine, TheRevisitsRetimingKeepsTheClassesBestAmongItsPoints) {
   EXPECT_GT(c1.retimed.size(), 3u) << "the siblings' points were timed again beside it";
 }
 
+// A point counts by its fastest figure, its search's or any re-timing's: c1 finds its optimum
+// (6, 3) at 1 ms, and after the kernel's last class, while c3's workload exists, its runs of it
+// take 2.5 ms (a burst of load). The revisit's re-timing reads it at 2.5 ms beside the
+// siblings' bests, (5, 3) and (7, 3) at 2 ms in c1, and c1 keeps (6, 3) at 1 ms.
+TEST_F(TunerEngine, ARetimingKeepsEachPointsFastestFigure) {
+  families_[0].family = &mock_three_class_family();
+  bool c3_made = false;
+  struct LoadedInRevisit : MockWorkload {
+    LoadedInRevisit(MockState& s, std::int64_t n, const bool& c3) : MockWorkload(s, 0, n), c3_(c3) {}
+    double run(const Choice& c) override {
+      const double ms = MockWorkload::run(c);
+      return c3_ && c.params.at("X") == 6 && c.params.at("Y") == 3 ? 2.5 * ms : ms;
+    }
+    const bool& c3_;
+  };
+  families_[0].make = [&](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    const std::int64_t n = shape_class == "c1" ? 10 : shape_class == "c2" ? 50 : 70;
+    std::unique_ptr<Workload> w(shape_class == "c1" ? new LoadedInRevisit(state_, n, c3_made)
+                                                    : new MockWorkload(state_, 0, n));
+    if (shape_class == "c3") c3_made = true;
+    return w;
+  };
+  const std::vector<PriorDevice> none;
+  const TuneResult r = tune(*rt_, seeded(0, none));
+  ASSERT_EQ(r.classes.size(), 3u);
+  ASSERT_EQ(r.classes[1].best.params, (Params{{"X", 5}, {"Y", 3}}));
+  ASSERT_EQ(r.classes[2].best.params, (Params{{"X", 7}, {"Y", 3}}));
+  const ClassResult& c1 = r.classes[0];
+  const Params optimum = {{"X", 6}, {"Y", 3}};
+  double last = 0;  // the revisit's figure of (6, 3)
+  for (const Evaluation& e : c1.retimed)
+    if (e.params == optimum) last = e.time_ms;
+  ASSERT_DOUBLE_EQ(last, 2.5) << "the revisit re-timed c1's optimum under the load";
+  EXPECT_EQ(c1.best.params, optimum);
+  EXPECT_DOUBLE_EQ(c1.best.time_ms, 1.0);
+  EXPECT_TRUE(c1.revisit_kept.empty());
+}
+
 // A stop during the last kernel's revisit leaves the run interrupted (the command then keeps
 // the profile as it was): c3's workload sets the stop as c1's revisit measures its first point.
 TEST_F(TunerEngine, AStopDuringTheLastRevisitInterruptsTheRun) {
