@@ -1932,46 +1932,32 @@ void print_summary(std::ostream& out, const TuneResult& result) {
   }
   for (const auto& [from, classes] : seeded)
     out << "seeded from " << from << ": " << classes << (classes == 1 ? " class\n" : " classes\n");
-  // Which classes started from the best points of earlier classes of their kernel, per kernel.
-  std::map<std::string, std::string> from_siblings;
-  for (const ClassResult& c : result.classes) {
-    if (c.seed_classes.empty()) continue;
-    std::string& line = from_siblings[c.kernel];
-    line += (line.empty() ? " " : ", ") + c.shape_class + " (from";
-    for (std::size_t i = 0; i < c.seed_classes.size(); ++i) line += (i ? ", " : " ") + c.seed_classes[i];
-    line += ")";
-  }
-  for (const auto& [kernel, line] : from_siblings)
-    out << "seeded from classes of this run, " << kernel << ":" << line << "\n";
-  // Which classes measured a known device's point of their default's algorithm from another class.
-  std::map<std::string, std::string> stood_in;
-  for (const ClassResult& c : result.classes)
-    if (!c.default_stand_in.empty()) {
-      std::string& line = stood_in[c.kernel];
-      line += (line.empty() ? " " : ", ") + c.shape_class + " (" + c.default_stand_in + ")";
-    }
-  for (const auto& [kernel, line] : stood_in)
-    out << "the built-in default's algorithm from a known device's other class, " << kernel << ":" << line << "\n";
-  // Which classes kept another class's best point, measured after their kernel's last class.
-  std::map<std::string, std::string> kept_from_siblings;
-  for (const ClassResult& c : result.classes) {
-    if (c.revisit_kept.empty()) continue;
-    std::string& line = kept_from_siblings[c.kernel];
-    line += (line.empty() ? " " : ", ") + c.shape_class + " (" + c.revisit_kept + "'s)";
-  }
-  for (const auto& [kernel, line] : kept_from_siblings)
-    out << "after the kernel's last class, kept a sibling class's best, " << kernel << ":" << line << "\n";
+  // One line per kernel: `what`, then each class that `note` says something of, with it.
+  const auto per_kernel = [&](const std::string& what, const std::function<std::string(const ClassResult&)>& note) {
+    std::map<std::string, std::string> lines;
+    for (const ClassResult& c : result.classes)
+      if (const std::string n = note(c); !n.empty()) {
+        std::string& line = lines[c.kernel];
+        line += (line.empty() ? " " : ", ") + c.shape_class + " (" + n + ")";
+      }
+    for (const auto& [kernel, line] : lines) out << what << ", " << kernel << ":" << line << "\n";
+  };
+  // Which classes started from the best points of earlier classes of their kernel.
+  per_kernel("seeded from classes of this run", [](const ClassResult& c) {
+    std::string from;
+    for (std::size_t i = 0; i < c.seed_classes.size(); ++i) from += (i ? ", " : "from ") + c.seed_classes[i];
+    return from;
+  });
+  // Which measured a known device's point of their default's algorithm from another class.
+  per_kernel("the built-in default's algorithm from a known device's other class",
+             [](const ClassResult& c) { return c.default_stand_in; });
+  // Which kept another class's best point, measured after their kernel's last class.
+  per_kernel("after the kernel's last class, kept a sibling class's best",
+             [](const ClassResult& c) { return c.revisit_kept.empty() ? "" : c.revisit_kept + "'s"; });
   // Which kept a neighbour of their best that another class had run faster than that best.
-  std::map<std::string, std::string> kept_neighbours;
-  for (const ClassResult& c : result.classes) {
-    if (c.neighbour_kept.empty()) continue;
-    std::string& line = kept_neighbours[c.kernel];
-    line += (line.empty() ? " " : ", ") + c.shape_class + " (from " + c.neighbour_kept + ")";
-  }
-  for (const auto& [kernel, line] : kept_neighbours)
-    out << "after the kernel's last class, kept a one-parameter neighbour of its best that a sibling class ran "
-           "faster, "
-        << kernel << ":" << line << "\n";
+  per_kernel(
+      "after the kernel's last class, kept a one-parameter neighbour of its best that a sibling class ran faster",
+      [](const ClassResult& c) { return c.neighbour_kept.empty() ? "" : "from " + c.neighbour_kept; });
   int cached = 0;
   for (const ClassResult& c : result.classes) cached += c.cached;
   out << "tuned in " << std::fixed << std::setprecision(1) << result.seconds << " s";
