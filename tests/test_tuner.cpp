@@ -1985,6 +1985,14 @@ TEST_F(TunerEngine, Nf4WorkloadsCheckEveryRunAgainstOneReference) {
   EXPECT_EQ(checked, 4);
 }
 
+// What the summary and --json print of a run (its profile as p.yaml).
+std::pair<std::string, std::string> summary_and_json(const TuneResult& r) {
+  std::ostringstream summary, json;
+  print_summary(summary, r);
+  print_summary_json(json, r, "p.yaml");
+  return {summary.str(), json.str()};
+}
+
 // A known device for the mock family's class c1 (problem n=10): `points` (X, Y, ms) fastest
 // first, and the built-in default's time; of the vendor and kind of `like`.
 PriorDevice mock_known(const DeviceInfo& like, const std::string& name,
@@ -2193,9 +2201,7 @@ TEST_F(TunerEngine, AClassNobodyMeasuredStartsFromItsSiblingClassesBest) {
     ASSERT_EQ(c2, (Params{{"X", 8}, {"Y", 3}}));
     const std::vector<Evaluation>& h = r.classes[2].history;
     ASSERT_GE(h.size(), 3u);
-    std::ostringstream summary, json;
-    print_summary(summary, r);
-    print_summary_json(json, r, "p.yaml");
+    const auto [summary, json] = summary_and_json(r);
     if (c.use == PriorUse::kAll && c.known == &mine) {
       EXPECT_EQ(h[1].params, (Params{{"X", 1}, {"Y", 4}})) << "the device's own seeds first";
       EXPECT_EQ(h[2].params, (Params{{"X", 2}, {"Y", 1}}));
@@ -2204,15 +2210,15 @@ TEST_F(TunerEngine, AClassNobodyMeasuredStartsFromItsSiblingClassesBest) {
       EXPECT_EQ(h[1].params, c2) << "the nearest sibling class's best first";
       EXPECT_EQ(h[2].params, c1);
       EXPECT_EQ(r.classes[2].seed_classes, (std::vector<std::string>{"c2", "c1"}));
-      EXPECT_NE(summary.str().find("seeded from classes of this run, mock: c2 (from c1), c3 (from c2, c1)"),
+      EXPECT_NE(summary.find("seeded from classes of this run, mock: c2 (from c1), c3 (from c2, c1)"),
                 std::string::npos)
-          << summary.str();
-      EXPECT_NE(json.str().find("\"seed_classes\": [\"c2\", \"c1\"]"), std::string::npos) << json.str();
+          << summary;
+      EXPECT_NE(json.find("\"seed_classes\": [\"c2\", \"c1\"]"), std::string::npos) << json;
     } else {
       // The seeded exhaustive order reaches those points later, so the check above says something.
       EXPECT_NE(h[1].params, c2);
       EXPECT_TRUE(r.classes[2].seed_classes.empty());
-      EXPECT_EQ(summary.str().find("seeded from classes"), std::string::npos) << summary.str();
+      EXPECT_EQ(summary.find("seeded from classes"), std::string::npos) << summary;
     }
   }
 }
@@ -2298,13 +2304,11 @@ TEST_F(TunerEngine, ADefaultsAlgorithmKnownByTheDefaultAloneGetsAPointFromAnothe
     for (const Evaluation& e : cr.history) order.push_back(e.algorithm + " " + format_params(e.params));
     const std::string stand_in = "alt X=4 Y=2";
     const bool measured = std::find(order.begin(), order.end(), stand_in) != order.end();
-    std::ostringstream summary, json;
-    print_summary(summary, r);
-    print_summary_json(json, r, "p.yaml");
+    const auto [summary, json] = summary_and_json(r);
     if (c != Case::kStandsIn && c != Case::kDefaultRecorded) {
       EXPECT_FALSE(measured) << ::testing::PrintToString(order);
       EXPECT_EQ(cr.default_stand_in, "");
-      EXPECT_EQ(summary.str().find("from a known device's other class"), std::string::npos) << summary.str();
+      EXPECT_EQ(summary.find("from a known device's other class"), std::string::npos) << summary;
       continue;
     }
     // The default, the prior's two points, then the stand-in.
@@ -2312,11 +2316,11 @@ TEST_F(TunerEngine, ADefaultsAlgorithmKnownByTheDefaultAloneGetsAPointFromAnothe
     EXPECT_EQ(order[0], "alt X=1 Y=1");
     EXPECT_EQ(order[3], stand_in) << ::testing::PrintToString(order);
     EXPECT_EQ(cr.default_stand_in, "alt from c2");
-    EXPECT_NE(summary.str().find("the built-in default's algorithm from a known device's other class, mock: c1 (alt "
-                                 "from c2)"),
+    EXPECT_NE(summary.find("the built-in default's algorithm from a known device's other class, mock: c1 (alt "
+                           "from c2)"),
               std::string::npos)
-        << summary.str();
-    EXPECT_NE(json.str().find("\"default_stand_in\": \"alt from c2\""), std::string::npos) << json.str();
+        << summary;
+    EXPECT_NE(json.find("\"default_stand_in\": \"alt from c2\""), std::string::npos) << json;
   }
 }
 
@@ -2356,13 +2360,11 @@ TEST_F(TunerEngine, AClassMeasuresItsSiblingsBestAfterTheKernelsLastClass) {
     ASSERT_EQ(r.classes[1].best.params, optimum);
     ASSERT_EQ(r.classes[2].best.params, (Params{{"X", 8}, {"Y", 3}}));
     const ClassResult& c1 = r.classes[0];
-    std::ostringstream summary, json;
-    print_summary(summary, r);
-    print_summary_json(json, r, "p.yaml");
+    const auto [summary, json] = summary_and_json(r);
     if (cold) {
       EXPECT_NE(c1.best.params, optimum) << "its own search reaches the optimum: the check says nothing";
       EXPECT_TRUE(c1.revisited_from.empty());
-      EXPECT_EQ(summary.str().find("kept a sibling class's best"), std::string::npos) << summary.str();
+      EXPECT_EQ(summary.find("kept a sibling class's best"), std::string::npos) << summary;
       continue;
     }
     EXPECT_EQ(c1.best.params, optimum);
@@ -2375,11 +2377,10 @@ TEST_F(TunerEngine, AClassMeasuresItsSiblingsBestAfterTheKernelsLastClass) {
     const ProfileEntry* entry = r.profile.find("mock", "c1", &c1.problem);
     ASSERT_NE(entry, nullptr);
     EXPECT_EQ(entry->params, optimum);
-    EXPECT_NE(summary.str().find("after the kernel's last class, kept a sibling class's best, mock: c1 (c2's)"),
+    EXPECT_NE(summary.find("after the kernel's last class, kept a sibling class's best, mock: c1 (c2's)"),
               std::string::npos)
-        << summary.str();
-    EXPECT_NE(json.str().find("\"revisited_from\": [\"c3\", \"c2\"], \"revisit_kept\": \"c2\""), std::string::npos)
-        << json.str();
+        << summary;
+    EXPECT_NE(json.find("\"revisited_from\": [\"c3\", \"c2\"], \"revisit_kept\": \"c2\""), std::string::npos) << json;
   }
 }
 
@@ -2424,12 +2425,10 @@ TEST_F(TunerEngine, AClassMeasuresANeighbourOfItsBestThatASiblingRanFaster) {
       if (e.ok && (before == nullptr || e.time_ms < before->time_ms)) before = &e;
     }
     ASSERT_NE(before, nullptr);
-    std::ostringstream summary, json;
-    print_summary(summary, r);
-    print_summary_json(json, r, "p.yaml");
+    const auto [summary, json] = summary_and_json(r);
     if (cold) {
       EXPECT_TRUE(c1.neighbours_from.empty() && c1.neighbour_kept.empty());
-      EXPECT_EQ(summary.str().find("one-parameter neighbour"), std::string::npos) << summary.str();
+      EXPECT_EQ(summary.find("one-parameter neighbour"), std::string::npos) << summary;
       continue;
     }
     EXPECT_EQ(c1.revisited_from, (std::vector<std::string>{"c3", "c2"}));
@@ -2473,12 +2472,12 @@ TEST_F(TunerEngine, AClassMeasuresANeighbourOfItsBestThatASiblingRanFaster) {
     const ProfileEntry* entry = r.profile.find("mock", "c1", &c1.problem);
     ASSERT_NE(entry, nullptr);
     EXPECT_EQ(entry->params, optimum);
-    EXPECT_NE(summary.str().find("kept a one-parameter neighbour of its best that a sibling class ran faster, mock: "
-                                 "c1 (from " +
-                                 from + ")"),
+    EXPECT_NE(summary.find("kept a one-parameter neighbour of its best that a sibling class ran faster, mock: "
+                           "c1 (from " +
+                           from + ")"),
               std::string::npos)
-        << summary.str();
-    EXPECT_NE(json.str().find("\"neighbour_kept\": \"" + from + "\""), std::string::npos) << json.str();
+        << summary;
+    EXPECT_NE(json.find("\"neighbour_kept\": \"" + from + "\""), std::string::npos) << json;
   }
 }
 

@@ -1124,8 +1124,8 @@ std::vector<RevisitPoint> revisit_points(const std::vector<RunClass>& run, std::
           measured.push_back({std::move(*p), e.time_ms});
         else if (k == 0)
           break;  // the sibling kept it
-        else if (!(at_best > 0))
-          at_best = e.time_ms;
+        else
+          at_best = e.time_ms;  // each point once (run_class_of)
       }
     }
     if (!(at_best > 0)) continue;
