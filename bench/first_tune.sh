@@ -12,8 +12,8 @@
 #    FIRST_TUNE_PRIORS=others sets this device's own profiles and recordings aside (a device
 #    nobody tuned, on one somebody did);
 # 3. both profiles measured in one run of ocltk_bench_profiles, FIRST_TUNE_REPETITIONS (15)
-#    repetitions interleaved, with the first tune's caches -> OUT/bench.json, and the table per
-#    class -> OUT/table.md. On the 2-core PoCL machine rows of the very same point spread by up
+#    repetitions interleaved, with the first tune's caches -> OUT/bench.json.gz (about 0.9 MB
+#    of JSON, a tenth of it compressed), and the table per class -> OUT/table.md. On the 2-core PoCL machine rows of the very same point spread by up
 #    to a quarter across 5 repetitions, more than the 10 % the figure asks for; 15 repetitions
 #    compared by their fastest tell such points apart.
 # Needs ./build (scripts/setup.sh) and a quiet machine: about 30 minutes with step 1 on PoCL
@@ -76,4 +76,5 @@ env -u XDG_CACHE_HOME -u OCLTK_CACHE_DIR HOME="$fresh/home" POCL_CACHE_DIR="$fre
   > "$out/bench.txt" 2>&1
 echo "bench wall $((SECONDS - started)) s" >> "$out/bench.txt"
 python3 "$root/bench/first_tune_table.py" "$out/bench.json" best | tee "$out/table.md"
+gzip -9f "$out/bench.json"
 tail -n 2 "$out/first.txt"

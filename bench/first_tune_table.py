@@ -3,7 +3,7 @@
 profile's time (ms, the fastest of its repetitions) and its ratio to the reference
 profile's, beside the ratio of their medians.
 
-    python3 bench/first_tune_table.py RUN.json REFERENCE [--within 0.10]
+    python3 bench/first_tune_table.py RUN.json[.gz] REFERENCE [--within 0.10]
 
 REFERENCE names the profile the others are compared with (bench/first_tune.sh: best).
 A ratio above 1 + within is marked; the last line counts the classes within it, by the
@@ -18,6 +18,7 @@ measured ratio, which is then the run's noise, and its cell says "same point".
 Standard library only.
 """
 import argparse
+import gzip
 import json
 import statistics
 
@@ -36,7 +37,8 @@ def main():
     parser.add_argument("reference")
     parser.add_argument("--within", type=float, default=0.10)
     args = parser.parse_args()
-    with open(args.json) as f:
+    opener = gzip.open if args.json.endswith(".gz") else open
+    with opener(args.json, "rt") as f:
         benchmarks = json.load(f)["benchmarks"]
     ms = lambda b: b["real_time"] if b.get("time_unit") == "ms" else None
     # The fastest repetition from the repetitions themselves (collect prefers a median aggregate).

@@ -1,6 +1,7 @@
 """bench/first_tune_table.py, the first-tune figure's table (issue #31), on synthetic
 ocltk_bench_profiles output: ratios, the 10 % margin, and a profile holding the reference's
 very point counted as within whatever its measured ratio."""
+import gzip
 import json
 import random
 import subprocess
@@ -16,9 +17,13 @@ def row(op, cls, profile, label, ms, family):
             "label": label}
 
 
-def table(tmp_path, rows):
-    path = tmp_path / "bench.json"
-    path.write_text(json.dumps({"context": {}, "benchmarks": rows}))
+def table(tmp_path, rows, name="bench.json"):
+    path = tmp_path / name
+    text = json.dumps({"context": {}, "benchmarks": rows})
+    if name.endswith(".gz"):
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
     out = subprocess.run([sys.executable, str(SCRIPT), str(path), "best"], check=True, capture_output=True, text=True)
     return out.stdout.splitlines()
 
@@ -61,3 +66,17 @@ def test_takes_the_fastest_repetition(tmp_path):
     assert "| 1.050 |" in body and "**" not in body
     assert "| 1.365 |" in body
     assert lines[-1] == "first: 1 of 1 classes within 10 % of best (0 of them on its very point; 0 by the medians)."
+
+
+def test_reads_the_compressed_file_as_the_plain_one(tmp_path):
+    # bench/first_tune.sh keeps bench.json.gz; its table must be the plain file's.
+    r = random.Random()
+    rows = []
+    for rep in range(3):
+        for family, (cls, ratio) in enumerate([("gemv", r.uniform(0.8, 1.3)), ("large", r.uniform(0.8, 1.3))]):
+            base = r.uniform(0.01, 50)
+            rows += [row("gemm_nt", cls, "best", "tiled VW=16", base, family),
+                     row("gemm_nt", cls, "first", "reduce VW=8", base * ratio, family)]
+    plain = table(tmp_path, rows)
+    assert table(tmp_path, rows, "bench.json.gz") == plain
+    assert plain[-1].startswith("first: ") and len([l for l in plain if l.startswith("| gemm_nt |")]) == 2
