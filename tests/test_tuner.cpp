@@ -3307,6 +3307,14 @@ TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {
   EXPECT_NE(j.find("\"history\""), std::string::npos);
   EXPECT_NE(j.find("\"best_so_far_ms\""), std::string::npos);
   EXPECT_NE(j.find("mock-c1.svg"), std::string::npos);
+  // Each class carries what --json says of it (weights, priors, seeds, revisits) too.
+  for (const ClassResult& c : r.classes)
+    EXPECT_NE(j.find("{" + json_class_fields(c) + ", \"plot\": "), std::string::npos) << c.shape_class;
+  std::ostringstream summary;
+  print_summary_json(summary, r, "p.yaml");
+  for (const char* field : {"\"weight\": ", "\"revisited_from\": ", "\"neighbour_kept\": ", "\"seed_classes\": "})
+    EXPECT_NE(j.find(field), std::string::npos) << field;
+  EXPECT_NE(summary.str().find(json_class_fields(r.classes.front())), std::string::npos);
 }
 
 }  // namespace

@@ -156,12 +156,7 @@ void write_report(const std::string& dir, const TuneResult& result) {
     const ClassResult& c = result.classes[i];
     const std::string plot = c.kernel + "-" + c.shape_class + ".svg";
     write_file(std::filesystem::path(dir) / plot, class_svg(c));
-    json << (i ? "," : "") << "\n    {\"kernel\": " << json_string(c.kernel)
-         << ", \"class\": " << json_string(c.shape_class) << ", \"problem\": " << json_problem(c.problem)
-         << ", \"space_size\": " << c.space_size << ", \"evaluations\": " << c.evaluations
-         << ", \"rejected\": " << c.rejected << ", \"cached\": " << c.cached << ", \"seconds\": " << c.seconds
-         << ", \"speedup\": " << c.speedup() << ", \"plot\": " << json_string(plot)
-         << ",\n     \"default\": " << json_choice(c.builtin) << ",\n     \"best\": " << json_choice(c.best)
+    json << (i ? "," : "") << "\n    {" << json_class_fields(c) << ", \"plot\": " << json_string(plot)
          << ",\n     \"history\": [";
     double best = std::numeric_limits<double>::infinity();
     for (std::size_t j = 0; j < c.history.size(); ++j) {

@@ -1965,6 +1965,24 @@ void print_summary(std::ostream& out, const TuneResult& result) {
   out << "\n";
 }
 
+std::string json_class_fields(const ClassResult& c) {
+  std::ostringstream out;
+  out << std::setprecision(6) << "\"kernel\": " << json_string(c.kernel)
+      << ", \"class\": " << json_string(c.shape_class) << ", \"problem\": " << json_problem(c.problem)
+      << ", \"space_size\": " << c.space_size << ", \"evaluations\": " << c.evaluations
+      << ", \"rejected\": " << c.rejected << ", \"cached\": " << c.cached << ", \"seconds\": " << c.seconds
+      << ", \"speedup\": " << c.speedup() << ", \"weight\": " << c.weight
+      << ", \"prior_distance\": " << c.prior_distance << ", \"prior_devices\": " << json_strings(c.prior_devices)
+      << ", \"seed_classes\": " << json_strings(c.seed_classes)
+      << ", \"default_stand_in\": " << json_string(c.default_stand_in)
+      << ", \"revisited_from\": " << json_strings(c.revisited_from)
+      << ", \"revisit_kept\": " << json_string(c.revisit_kept)
+      << ", \"neighbours_from\": " << json_strings(c.neighbours_from)
+      << ", \"neighbour_kept\": " << json_string(c.neighbour_kept) << ",\n     \"default\": " << json_choice(c.builtin)
+      << ",\n     \"best\": " << json_choice(c.best);
+  return out.str();
+}
+
 void print_summary_json(std::ostream& out, const TuneResult& result, const std::string& profile_path) {
   const ProfileDevice& d = result.profile.device;
   out << "{\n  \"device\": {\"name\": " << json_string(d.name) << ", \"vendor\": " << json_string(d.vendor)
@@ -1975,22 +1993,8 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
       << ",\n  \"compile_threads\": " << result.compile_threads << ", \"builders\": " << json_string(result.builders)
       << ", \"prebuilt\": " << result.prebuilt << ",\n  \"caches\": " << json_strings(result.caches)
       << ",\n  \"classes\": [";
-  for (std::size_t i = 0; i < result.classes.size(); ++i) {
-    const ClassResult& c = result.classes[i];
-    out << (i ? "," : "") << "\n    {\"kernel\": " << json_string(c.kernel)
-        << ", \"class\": " << json_string(c.shape_class) << ", \"problem\": " << json_problem(c.problem)
-        << ", \"space_size\": " << c.space_size << ", \"evaluations\": " << c.evaluations
-        << ", \"rejected\": " << c.rejected << ", \"cached\": " << c.cached << ", \"seconds\": " << std::setprecision(6)
-        << c.seconds << ", \"speedup\": " << c.speedup() << ", \"weight\": " << c.weight
-        << ", \"prior_distance\": " << c.prior_distance << ", \"prior_devices\": " << json_strings(c.prior_devices)
-        << ", \"seed_classes\": " << json_strings(c.seed_classes)
-        << ", \"default_stand_in\": " << json_string(c.default_stand_in)
-        << ", \"revisited_from\": " << json_strings(c.revisited_from)
-        << ", \"revisit_kept\": " << json_string(c.revisit_kept)
-        << ", \"neighbours_from\": " << json_strings(c.neighbours_from)
-        << ", \"neighbour_kept\": " << json_string(c.neighbour_kept)
-        << ",\n     \"default\": " << json_choice(c.builtin) << ",\n     \"best\": " << json_choice(c.best) << "}";
-  }
+  for (std::size_t i = 0; i < result.classes.size(); ++i)
+    out << (i ? "," : "") << "\n    {" << json_class_fields(result.classes[i]) << "}";
   out << "\n  ],\n  \"tuned_once\": " << json_strings(result.repeated) << "\n}\n";
 }
 

@@ -157,6 +157,11 @@ void print_summary(std::ostream& out, const TuneResult& result);
 // space size, evaluations, rejections, seconds, the built-in default and the best choice.
 void print_summary_json(std::ostream& out, const TuneResult& result, const std::string& profile_path);
 
+// One class's fields in --json and report.json alike: kernel, class, problem, space size,
+// evaluations, rejections, seconds, speed-up, weight, priors, seeds, revisits, the built-in
+// default and the best choice (the members of a JSON object, without its braces).
+std::string json_class_fields(const ClassResult& c);
+
 // --report DIR: report.json (every evaluation of every class in order, best so far) and
 // one SVG plot per class (time of each evaluated point and the best so far).
 void write_report(const std::string& dir, const TuneResult& result);
