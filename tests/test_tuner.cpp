@@ -1152,23 +1152,70 @@ TEST(CompilePoolTest, AQueuedSpeculativeJobThatBecomesUrgentMovesUp) {
   EXPECT_EQ(log.finished, (std::vector<int>{0, 4, 1, 2, 3, 5}));
 }
 
-// After demote(), the urgent jobs a finished class left queued wait behind the next
-// class's urgent ones.
-TEST(CompilePoolTest, DemotedUrgentJobsWaitBehindNewUrgentOnes) {
+// When a class is over (done(owner)), the jobs it alone wanted leave the queue: they are not
+// built ahead of the next class's, and come back when a later class queues them again. A job
+// another class wants too stays, speculative, behind that class's urgent ones; one queued for
+// no owner stays as it was.
+TEST(CompilePoolTest, AFinishedClassesJobsLeaveTheQueueUnlessAnotherWantsThem) {
   BuildLog log;
   {
     CompilePool<int> pool(1, 1, holding_job_0(log));
     OpenGateOnExit guard{log};
-    pool.add(0, "j0", true);
+    pool.add(0, "j0", true, 1);
     ASSERT_TRUE(log.wait([&] { return !log.started.empty(); }));
-    for (int j = 1; j <= 3; ++j) pool.add(j, "j" + std::to_string(j), true);  // the finished class's
-    pool.demote();
-    pool.add(4, "j4", true);  // the next class's
-    pool.add(2, "j2", true);  // wanted again: urgent once more
+    for (int j = 1; j <= 3; ++j) pool.add(j, "j" + std::to_string(j), true, 1);  // the finished class's
+    pool.add(2, "j2", false, 2);                                                 // the next class's too
+    pool.add(5, "j5", false, 3);                                                 // a later class's opening
+    pool.add(6, "j6", false);                                                    // no owner's
+    pool.add(7, "j7", false, 1);                                                 // the finished class's hint
+    pool.done(1);
+    pool.add(4, "j4", true, 2);  // the next class's first point
+    pool.add(3, "j3", true, 2);  // queued again by the next class
     log.open_gate();
-    ASSERT_TRUE(log.wait([&] { return log.finished.size() == 5; }));
+    ASSERT_TRUE(log.wait([&] { return log.finished.size() == 6; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_EQ(log.started, (std::vector<int>{0, 4, 2, 1, 3}));
+  EXPECT_EQ(log.started, (std::vector<int>{0, 4, 3, 2, 5, 6}));
+}
+
+// With a way to stop a running build (a worker process is killed), done(owner) stops the one
+// only that class wanted: it does not count as built, and a later class may queue it again. A
+// running build another class wants too goes on, and counts.
+TEST(CompilePoolTest, AFinishedClassesRunningBuildIsAbandoned) {
+  BuildLog log;
+  std::vector<int> abandoned;  // workers told to stop
+  {
+    CompilePool<int> pool(1, 1, holding_job_0(log), [&](int worker) {
+      abandoned.push_back(worker);
+      log.open_gate();  // the build returns, as a killed worker's does
+    });
+    OpenGateOnExit guard{log};
+    pool.add(0, "j0", true, 1);
+    ASSERT_TRUE(log.wait([&] { return !log.started.empty(); }));
+    pool.done(1);
+    ASSERT_EQ(abandoned, std::vector<int>{0});  // else claim() would wait for the held build
+    EXPECT_EQ(pool.claim("j0"), std::nullopt) << "an abandoned build counted as built";
+    EXPECT_FALSE(pool.finished("j0"));
+    pool.add(0, "j0", true, 2);  // a later class wants it: built again
+    ASSERT_TRUE(log.wait([&] { return log.finished.size() == 2; }));
+    EXPECT_TRUE(pool.claim("j0").has_value());
+    EXPECT_TRUE(pool.finished("j0"));
+  }
+  EXPECT_EQ(abandoned.size(), 1u);
+  BuildLog shared;
+  std::vector<int> stopped;
+  {
+    CompilePool<int> pool(1, 1, holding_job_0(shared), [&](int worker) { stopped.push_back(worker); });
+    OpenGateOnExit guard{shared};
+    pool.add(0, "j0", true, 1);
+    pool.add(0, "j0", false, 2);  // another class's opening too
+    ASSERT_TRUE(shared.wait([&] { return !shared.started.empty(); }));
+    pool.done(1);
+    EXPECT_TRUE(stopped.empty()) << "a build another class wants was stopped";
+    shared.open_gate();
+    ASSERT_TRUE(shared.wait([&] { return shared.finished.size() == 1; }));
+    EXPECT_TRUE(pool.claim("j0").has_value());
+  }
 }
 
 // With no speculative builds allowed (a CPU device, where the measuring thread waits for the

@@ -10,10 +10,17 @@
 // thread. With every thread on speculative builds, a class's next candidate once waited
 // about 20 s and the class ran far past its budget, leaving the later classes almost none.
 //
-// When the work that asked for urgent builds is over (a class's budget ran out), demote()
-// turns the urgent jobs still queued into speculative ones: they stay useful (programs
-// serve every class of their family) but no longer take every thread ahead of the next
-// class's own urgent builds.
+// Each job is queued for owners (the classes of a run that may measure it). When an owner's
+// work is over (a class's budget ran out), done() takes its jobs that no other owner wants
+// out of the queue: a finished class's next points, and the openings of classes long over,
+// would otherwise be built ahead of the classes still to come (on the 2-core PoCL machine a
+// first tune spent 48 s of its workers' 250 on such builds, while classes waited for their
+// own). The jobs other owners want stay, urgent ones turned speculative, so they no longer
+// take every thread ahead of the next class's own urgent builds. Such a job already running
+// is abandoned where the pool was given a way (a worker process can be killed): there a
+// finished class's build of 5 s and a speculative one of 14 s (wall time, paused while
+// candidates were timed) held both workers while the next class built its first points on
+// the measuring thread.
 //
 // Workers may build where the measuring thread cannot use the result directly (a context or a
 // process of their own, which leaves the program in a cache on disk): before it needs a
@@ -46,10 +53,14 @@ template <typename Item>
 class CompilePool {
  public:
   using Build = std::function<void(const Item&, int worker)>;
+  // Stops the build `worker` runs now, from another thread (its Build call then returns or
+  // throws); called with the pool's lock held.
+  using Abandon = std::function<void(int worker)>;
 
-  // max_speculative 0: speculative jobs wait until they become urgent.
-  CompilePool(int threads, int max_speculative, Build build)
-      : max_speculative_(std::max(0, max_speculative)), build_(std::move(build)) {
+  // max_speculative 0: speculative jobs wait until they become urgent. Without `abandon`,
+  // a running build nobody wants any more runs to its end.
+  CompilePool(int threads, int max_speculative, Build build, Abandon abandon = nullptr)
+      : max_speculative_(std::max(0, max_speculative)), build_(std::move(build)), abandon_(std::move(abandon)) {
     for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { run_builds(i); });
   }
   ~CompilePool() {
@@ -107,35 +118,52 @@ class CompilePool {
     wake_.notify_all();
   }
 
-  // Every queued urgent job becomes speculative, in its place in the queue; running builds
-  // go on.
-  void demote() {
+  // `owner`'s work is over: its queued jobs leave the queue where no other owner (nor an
+  // add() without one) wants them, and may be queued again; every job still queued becomes
+  // speculative, in its place. Such a running job is abandoned (with `abandon`: it is not
+  // counted as built, and may be queued again); the others go on.
+  void done(int owner) {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (Job& job : queue_) job.urgent = false;
+    for (auto& [worker, job] : running_jobs_) {
+      job.owners.erase(owner);
+      if (job.owners.empty() && !job.kept && abandon_ && abandoned_.insert(job.options).second) abandon_(worker);
+    }
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      it->owners.erase(owner);
+      if (it->owners.empty() && !it->kept) {
+        queued_.erase(it->options);
+        it = queue_.erase(it);
+      } else {
+        it->urgent = false;
+        ++it;
+      }
+    }
   }
 
-  // Queues the build of `item` under `options` (each options string once). Urgent jobs go
-  // after the urgent ones already queued and before every speculative one; a speculative
-  // job still queued that becomes urgent moves up.
-  void add(const Item& item, const std::string& options, bool urgent) {
+  // Queues the build of `item` under `options` for `owner` (each options string once; a
+  // negative owner: for none, kept until built or claimed). Urgent jobs go after the urgent
+  // ones already queued and before every speculative one; a speculative job still queued
+  // that becomes urgent moves up.
+  void add(const Item& item, const std::string& options, bool urgent, int owner = -1) {
     if (threads_.empty()) return;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       std::size_t insert_at = 0;
       while (insert_at < queue_.size() && queue_[insert_at].urgent) ++insert_at;
       if (queued_.insert(options).second) {
-        if (urgent)
-          queue_.insert(queue_.begin() + long(insert_at), Job{item, options, true});
-        else
-          queue_.push_back(Job{item, options, false});
-      } else if (urgent) {
-        const auto it = std::find_if(queue_.begin() + long(insert_at), queue_.end(),
-                                     [&](const Job& j) { return j.options == options; });
-        if (it != queue_.end()) {  // still waiting, as a speculative build
-          Job job = *it;
+        Job job{item, options, urgent, {}, owner < 0};
+        if (owner >= 0) job.owners.insert(owner);
+        queue_.insert(urgent ? queue_.begin() + long(insert_at) : queue_.end(), std::move(job));
+      } else {
+        const auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Job& j) { return j.options == options; });
+        if (it == queue_.end()) return;  // built, being built or claimed
+        if (owner >= 0) it->owners.insert(owner);
+        it->kept = it->kept || owner < 0;
+        if (urgent && !it->urgent) {  // still waiting, as a speculative build
+          Job job = std::move(*it);
           job.urgent = true;
           queue_.erase(it);
-          queue_.insert(queue_.begin() + long(insert_at), job);
+          queue_.insert(queue_.begin() + long(insert_at), std::move(job));
         }
       }
     }
@@ -147,6 +175,8 @@ class CompilePool {
     Item item;
     std::string options;
     bool urgent = true;
+    std::set<int> owners;  // the classes that may measure it
+    bool kept = false;     // queued once for no owner: done() leaves it
   };
 
   // The front job may start: nothing holds the workers, and it is urgent (urgent jobs are
@@ -166,6 +196,7 @@ class CompilePool {
         queue_.pop_front();
         if (!job.urgent) ++speculative_running_;
         running_.insert(job.options);
+        running_jobs_[worker] = job;
       }
       const auto start = std::chrono::steady_clock::now();
       try {
@@ -178,7 +209,12 @@ class CompilePool {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!job.urgent) --speculative_running_;
         running_.erase(job.options);
-        finished_[job.options] = seconds;
+        running_jobs_.erase(worker);
+        if (abandoned_.erase(job.options) != 0) {
+          queued_.erase(job.options);
+        } else {
+          finished_[job.options] = seconds;
+        }
       }
       wake_.notify_all();
     }
@@ -186,12 +222,15 @@ class CompilePool {
 
   const int max_speculative_;
   Build build_;
+  Abandon abandon_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Job> queue_;
   std::set<std::string> queued_;
   std::set<std::string> running_;
   std::map<std::string, double> finished_;  // options -> seconds the build took
+  std::map<int, Job> running_jobs_;         // by worker
+  std::set<std::string> abandoned_;         // running, stopped by done()
   int speculative_running_ = 0;
   bool held_ = false;
   bool stop_ = false;

@@ -200,28 +200,31 @@ class Prefetcher {
         builders_(s.builders),
         rest_while_timing_(s.rest_while_timing),
         slots_(make_slots(s)),
-        pool_(s.threads, s.rest_while_timing && !pauses_builds() ? 0 : std::max(1, s.threads / 4),
-              [this](const Build& b, int worker) { build(b, worker); }) {}
+        pool_(
+            s.threads, s.rest_while_timing && !pauses_builds() ? 0 : std::max(1, s.threads / 4),
+            [this](const Build& b, int worker) { build(b, worker); }, abandon_for(s.builders)) {}
 
   // The workload whose problem the next builds serve (its input type picks the variant of
-  // algorithms built per type); null: each algorithm's tuned_variant.
-  void serve(const Workload* workload, const FamilyTuning* tuning, int input_bits) {
+  // algorithms built per type), of the run's job `job` (-1: none); null: each algorithm's
+  // tuned_variant.
+  void serve(const Workload* workload, const FamilyTuning* tuning, int input_bits, int job) {
     workload_ = workload;
     tuning_ = tuning;
     input_bits_ = input_bits;
+    job_ = job;
   }
 
   // Queues builds of `points`; urgent ones (about to be measured) go first, in order. For
-  // another job than the one served, name its family and input width.
+  // another job than the one served, name it, its family and input width.
   void prefetch(const std::vector<const Point*>& points, bool urgent = true, const FamilyTuning* tuning = nullptr,
-                int input_bits = 0) {
+                int input_bits = 0, int job = -1) {
     if (!pool_.enabled()) return;
     const FamilyTuning* t = tuning ? tuning : tuning_;
     const int bits = tuning ? input_bits : input_bits_;
     for (const Point* p : points) {
       std::string variant = variant_of(*p, tuning == nullptr);
       std::string key = key_of(*p, variant);
-      pool_.add({*p, std::move(variant), t, bits}, key, urgent);
+      pool_.add({*p, std::move(variant), t, bits}, key, urgent, tuning ? job : job_);
     }
   }
 
@@ -261,9 +264,9 @@ class Prefetcher {
     return std::make_unique<Rest>(*this);
   }
 
-  // A class is over: what it still wanted built waits as speculative builds, behind the
-  // next class's urgent ones.
-  void class_done() { pool_.demote(); }
+  // Job `job` (a class) is over: what it alone still wanted built leaves the queue; what other
+  // jobs want waits as speculative builds, behind the next class's urgent ones.
+  void class_done(int job) { pool_.done(job); }
   bool rests_while_timing() const { return rest_while_timing_ && pool_.enabled(); }
   // How many programs build at once in the background (0: each is built as measured).
   int builders() const { return pool_.enabled() ? pool_.threads() : 0; }
@@ -289,6 +292,14 @@ class Prefetcher {
     std::unique_ptr<WorkerProcess> process;
   };
 
+  // A build in a worker process that no class wants any more is stopped with its process
+  // (started again for the next build); one in a thread runs to its end.
+  CompilePool<Build>::Abandon abandon_for(Builders builders) {
+    if (builders != Builders::kProcesses) return nullptr;
+    return [this](int worker) {
+      if (Slot& slot = slots_[std::size_t(worker)]; slot.process) slot.process->kill();
+    };
+  }
   // Builds run in processes, paused while a candidate is timed.
   bool pauses_builds() const { return rest_while_timing_ && builders_ == Builders::kProcesses; }
   std::string variant_of(const Point& p, bool served) const {
@@ -338,6 +349,7 @@ class Prefetcher {
   Builders builders_;
   bool rest_while_timing_;
   const Workload* workload_ = nullptr;
+  int job_ = -1;  // the job the served builds are for
   const FamilyTuning* tuning_ = nullptr;
   int input_bits_ = 32;
   std::vector<Slot> slots_;  // before pool_: its threads use them until it is destroyed
@@ -1477,7 +1489,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     std::vector<const Point*> hint;
     for (const Point& p : first_points[ji]) hint.push_back(&p);
-    prefetcher.prefetch(hint, false, jobs[ji].tuning, job_input_bits(jobs[ji].problem));
+    prefetcher.prefetch(hint, false, jobs[ji].tuning, job_input_bits(jobs[ji].problem), int(ji));
   }
   // On a CPU device, not the opening's points of an algorithm a first point covers where the
   // nearest devices know the class: there a class's budget is short, and the guided opening
@@ -1493,7 +1505,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     std::vector<const Point*> opening;
     for (const Point* p : opening_points(options.strategy, spaces[ji], search_rngs[ji], device.type == "cpu" ? 8 : 24))
       if (!covered.count(p->algorithm)) opening.push_back(p);
-    prefetcher.prefetch(opening, false, jobs[ji].tuning, job_input_bits(jobs[ji].problem));
+    prefetcher.prefetch(opening, false, jobs[ji].tuning, job_input_bits(jobs[ji].problem), int(ji));
   }
 
   // The best point of each problem tuned so far, by (kernel, class): with warm_start the
@@ -1520,6 +1532,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     const FamilyTuning* tuning = nullptr;
     int input_bits = 32;
     std::size_t run_index = 0;  // its RunClass (npos: it kept none)
+    int job = -1;               // its index in jobs
     std::set<const AlgorithmSpec*> searched;
   };
   std::vector<OpenClass> open;
@@ -1566,7 +1579,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       const std::vector<RevisitPoint> points =
           revisit_points(run_classes, c.run_index, *c.tuning->family, c.input_bits, limits, excluded, c.searched);
       if (points.empty()) continue;
-      prefetcher.serve(c.workload.get(), c.tuning, int(input_bits_of(c.workload->problem())));
+      prefetcher.serve(c.workload.get(), c.tuning, int(input_bits_of(c.workload->problem())), c.job);
       const Evaluation before = m.best();
       std::set<std::string> keys;
       for (const RevisitPoint& r : points) {
@@ -1619,7 +1632,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       open.back().measure.reset();
       previous_workload = std::move(open.back().workload);
     }
-    prefetcher.serve(nullptr, nullptr, 32);  // the workloads it served are gone
+    prefetcher.serve(nullptr, nullptr, 32, -1);  // the workloads it served are gone
     open.clear();
     revisit_held[kernel] = 0;  // spent, or left to the classes after it
   };
@@ -1649,10 +1662,11 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     const int input_bits = job_input_bits(jobs[ji].problem);
     // The width the workload runs (a class of 16-bit input names it in its problem): what a
     // build worker's small problem must run to build the same program.
-    prefetcher.serve(workload.get(), jobs[ji].tuning, int(input_bits_of(workload->problem())));
+    prefetcher.serve(workload.get(), jobs[ji].tuning, int(input_bits_of(workload->problem())), int(ji));
     cr.problem = workload->problem();
     if (!tuned_problems.insert({family.name, shape_class, cr.problem}).second) {
       result.repeated.push_back(family.name + "/" + shape_class + " " + format_problem(cr.problem));
+      prefetcher.class_done(int(ji));
       previous_workload = std::move(workload);
       continue;
     }
@@ -1777,15 +1791,18 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     workload->timeout_seconds = options.timeout_seconds > 0 ? options.timeout_seconds : 60;
     // The compile at a first launch is no hang (wait_for_event).
     workload->start_seconds = compiles_at_first_launch(device) ? kCompileAtLaunchSeconds : 0;
+    // The points measured first are built while the default is: urgent, after it, before the
+    // class measures it (on the 2-core PoCL machine nf4_backward decode built its default and
+    // then the known device's point, 1.5-2 s each, of its 3.7 s, one after the other).
+    std::vector<const Point*> warm_hint;
+    if (!builtin_skipped) warm_hint.push_back(&builtin_point);
+    for (const Point& p : warm) warm_hint.push_back(&p);
+    prefetcher.prefetch(warm_hint);
     if (!builtin_skipped) {
-      prefetcher.prefetch({&builtin_point});
       if (const Evaluation* e = measure.evaluate(builtin_point, true)) cr.builtin = *e;
       if (options.timeout_seconds <= 0)
         workload->timeout_seconds = std::max(2.0, 100 * (cr.builtin.ok ? cr.builtin.time_ms * 1e-3 : 0.1));
     }
-    std::vector<const Point*> warm_hint;
-    for (const Point& p : warm) warm_hint.push_back(&p);
-    prefetcher.prefetch(warm_hint);
 
     // The class's share follows how near its best is to what is known (class_weight): a
     // class already there leaves time to the others, one far from it takes more.
@@ -1839,12 +1856,13 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
         measure.evaluate(around[i]);
     measure.retime();
     measure.finish();
-    prefetcher.class_done();
+    prefetcher.class_done(int(ji));
     cr.best = measure.best().ok ? measure.best() : cr.builtin;
     cr.seconds = seconds_since(class_start);
     OpenClass kept;
     kept.tuning = jobs[ji].tuning;
     kept.input_bits = input_bits;
+    kept.job = int(ji);
     kept.run_index = std::string::npos;
     if (cr.best.ok) {
       kept.run_index = run_classes.size();
