@@ -1208,14 +1208,32 @@ TEST(CompilePoolTest, AFinishedClassesRunningBuildIsAbandoned) {
     CompilePool<int> pool(1, 1, holding_job_0(shared), [&](int worker) { stopped.push_back(worker); });
     OpenGateOnExit guard{shared};
     pool.add(0, "j0", true, 1);
-    pool.add(0, "j0", false, 2);  // another class's opening too
     ASSERT_TRUE(shared.wait([&] { return !shared.started.empty(); }));
+    pool.add(0, "j0", false, 2);  // another class's opening too, while it runs
     pool.done(1);
     EXPECT_TRUE(stopped.empty()) << "a build another class wants was stopped";
     shared.open_gate();
     ASSERT_TRUE(shared.wait([&] { return shared.finished.size() == 1; }));
     EXPECT_TRUE(pool.claim("j0").has_value());
   }
+}
+
+// An abandoned build still running that a class queues again is built again when it ends
+// (the next class's first points are queued right after the last class is done).
+TEST(CompilePoolTest, AnAbandonedBuildWantedAgainIsBuiltAgain) {
+  BuildLog log;
+  {
+    CompilePool<int> pool(1, 1, holding_job_0(log), [&](int) {});  // the build goes on meanwhile
+    OpenGateOnExit guard{log};
+    pool.add(0, "j0", true, 1);
+    ASSERT_TRUE(log.wait([&] { return !log.started.empty(); }));
+    pool.done(1);
+    pool.add(0, "j0", true, 2);
+    log.open_gate();
+    ASSERT_TRUE(log.wait([&] { return log.finished.size() == 2; })) << "not built again";
+    EXPECT_TRUE(pool.claim("j0").has_value());
+  }
+  EXPECT_EQ(log.started, (std::vector<int>{0, 0}));
 }
 
 // With no speculative builds allowed (a CPU device, where the measuring thread waits for the
@@ -3166,6 +3184,35 @@ TEST(WorkerProcessTest, AnswersFailuresAndDeathsAreReported) {
 // A paused worker process answers nothing until resumed, nor does a process it started (the
 // pause reaches its process group: PoCL runs a linker), nor one started while paused; what
 // was asked meanwhile is answered after resume().
+// kill() ends the process whether or not a build is waiting on it: one waiting throws, and
+// the next build starts another process rather than failing on the dead one (the pool kills
+// a worker whose build no class wants any more, possibly just after it answered).
+TEST(WorkerProcessTest, AKilledProcessIsStartedAgainForTheNextBuild) {
+  const fs::path count = fs::temp_directory_path() / ("ocltk-worker-kills-" + std::to_string(::getpid()));
+  fs::remove(count);
+  WorkerProcess worker({"/bin/sh", "-c", "echo start >> \"$COUNT\"; while read l; do echo ok; done"},
+                       {{"COUNT", count.string()}});
+  EXPECT_NO_THROW(worker.build("first\n"));
+  worker.kill();  // idle, between builds
+  EXPECT_NO_THROW(worker.build("after an idle kill\n"));
+  // Answers its first request at once, the others after 5 s.
+  WorkerProcess slow({"/bin/sh", "-c", "read l; echo ok; while read l; do sleep 5; echo ok; done"}, {});
+  EXPECT_NO_THROW(slow.build("start it\n"));
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    slow.kill();
+  });
+  const auto asked = std::chrono::steady_clock::now();
+  EXPECT_THROW(slow.build("killed while building\n"), Error);
+  killer.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(4)) << "the build was not stopped";
+  std::ifstream starts(count);
+  int lines = 0;
+  for (std::string line; std::getline(starts, line);) ++lines;
+  EXPECT_EQ(lines, 2) << "the killed worker was not started again";
+  fs::remove(count);
+}
+
 TEST(WorkerProcessTest, APausedProcessAndItsChildrenAnswerOnlyAfterResume) {
   // Each answer comes from a child of the shell, after 0.2 s.
   WorkerProcess worker({"/bin/sh", "-c", "while read l; do (sleep 0.2; echo ok); done"}, {});
@@ -3354,14 +3401,22 @@ TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {
   EXPECT_NE(j.find("\"history\""), std::string::npos);
   EXPECT_NE(j.find("\"best_so_far_ms\""), std::string::npos);
   EXPECT_NE(j.find("mock-c1.svg"), std::string::npos);
-  // Each class carries what --json says of it (weights, priors, seeds, revisits) too.
-  for (const ClassResult& c : r.classes)
-    EXPECT_NE(j.find("{" + json_class_fields(c) + ", \"plot\": "), std::string::npos) << c.shape_class;
+  // Each class carries what --json says of it (weights, priors, seeds, revisits) too: every
+  // field once per class, in both.
   std::ostringstream summary;
   print_summary_json(summary, r, "p.yaml");
-  for (const char* field : {"\"weight\": ", "\"revisited_from\": ", "\"neighbour_kept\": ", "\"seed_classes\": "})
-    EXPECT_NE(j.find(field), std::string::npos) << field;
-  EXPECT_NE(summary.str().find(json_class_fields(r.classes.front())), std::string::npos);
+  const auto count = [](const std::string& text, const std::string& field) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find(field); at != std::string::npos; at = text.find(field, at + 1)) ++n;
+    return n;
+  };
+  for (const char* name : {"kernel", "class", "problem", "space_size", "evaluations", "seconds", "speedup", "weight",
+                           "prior_distance", "prior_devices", "seed_classes", "default_stand_in", "revisited_from",
+                           "revisit_kept", "neighbours_from", "neighbour_kept", "default", "best"}) {
+    const std::string field = "\"" + std::string(name) + "\": ";
+    EXPECT_EQ(count(summary.str(), field), r.classes.size() + (std::string(name) == "seconds")) << name;
+    EXPECT_EQ(count(j, field), r.classes.size() + (std::string(name) == "seconds")) << name;
+  }
 }
 
 }  // namespace

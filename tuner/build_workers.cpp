@@ -195,7 +195,12 @@ void WorkerProcess::stop() {
 }
 
 void WorkerProcess::kill() {
-  if (const pid_t pid = pid_.load(); pid > 0) ::kill(-pid, SIGKILL);
+  // Under the lock stop() reaps with, so the group killed is this worker's, not a reused id.
+  std::lock_guard<std::mutex> lock(pause_mutex_);
+  if (const pid_t pid = pid_.load(); pid > 0) {
+    killed_ = true;
+    ::kill(-pid, SIGKILL);
+  }
 }
 
 void WorkerProcess::pause() {
@@ -214,6 +219,9 @@ void WorkerProcess::resume() {
 }
 
 void WorkerProcess::build(const std::string& request) {
+  // Killed between builds, or after its answer to the last one was sent: started again
+  // rather than failing this request.
+  if (killed_.exchange(false) && socket_ >= 0) stop();
   if (socket_ < 0) start();
   auto died = [&](const std::string& when) {
     stop();

@@ -86,7 +86,8 @@ class WorkerProcess {
   // process died (a driver that crashed on a candidate: it is started again for the next).
   void build(const std::string& request);
   // Ends the process now, from any thread: a build() waiting on it returns (throwing), so
-  // that a run that is over does not wait for a build nobody needs.
+  // that a run that is over does not wait for a build nobody needs, and a build() after it
+  // starts another process.
   void kill();
   // Stops the process (SIGSTOP: it keeps its state, and a build() waiting on it goes on
   // waiting) until resume(), from any thread: the build it runs leaves the CPU to a
@@ -100,7 +101,8 @@ class WorkerProcess {
   std::vector<std::string> command_;
   std::vector<std::pair<std::string, std::string>> environment_;
   std::atomic<pid_t> pid_{-1};
-  std::mutex pause_mutex_;  // orders pause() and resume() with a start()
+  std::atomic<bool> killed_{false};  // kill() reached the process: build() starts another
+  std::mutex pause_mutex_;           // orders pause() and resume() with a start()
   bool paused_ = false;
   int socket_ = -1;
   std::string pending_;  // bytes read past the last answer

@@ -17,9 +17,9 @@
 // first tune spent 48 s of its workers' 250 on such builds, while classes waited for their
 // own). The jobs other owners want stay, urgent ones turned speculative, so they no longer
 // take every thread ahead of the next class's own urgent builds. Such a job already running
-// is abandoned where the pool was given a way (a worker process can be killed): there a
-// finished class's build of 5 s and a speculative one of 14 s (wall time, paused while
-// candidates were timed) held both workers while the next class built its first points on
+// is abandoned where the pool was given a way (a worker process can be killed): there two
+// builds for the class that had just ended, of 5 s and 14 s (wall time, paused while
+// candidates were timed), held both workers while the next class built its first points on
 // the measuring thread.
 //
 // Workers may build where the measuring thread cannot use the result directly (a context or a
@@ -29,9 +29,10 @@
 // candidate, where building and measuring share one CPU (or only keeps new builds from
 // starting, where the running ones can be paused).
 //
-// The build function is called once per distinct `options` string, with the index of the
-// worker thread that runs it; its errors are left for the measuring thread to meet and
-// record when it builds the same program.
+// The build function is called once per distinct `options` string (again only where an
+// abandoned build is wanted again), with the index of the worker thread that runs it; its
+// errors are left for the measuring thread to meet and record when it builds the same
+// program.
 #pragma once
 
 #include <algorithm>
@@ -54,7 +55,7 @@ class CompilePool {
  public:
   using Build = std::function<void(const Item&, int worker)>;
   // Stops the build `worker` runs now, from another thread (its Build call then returns or
-  // throws); called with the pool's lock held.
+  // throws); called with the pool's lock held, possibly just after that build returned.
   using Abandon = std::function<void(int worker)>;
 
   // max_speculative 0: speculative jobs wait until they become urgent. Without `abandon`,
@@ -143,7 +144,8 @@ class CompilePool {
   // Queues the build of `item` under `options` for `owner` (each options string once; a
   // negative owner: for none, kept until built or claimed). Urgent jobs go after the urgent
   // ones already queued and before every speculative one; a speculative job still queued
-  // that becomes urgent moves up.
+  // that becomes urgent moves up. A running job gains the owner; an abandoned one still
+  // running is queued again when it ends.
   void add(const Item& item, const std::string& options, bool urgent, int owner = -1) {
     if (threads_.empty()) return;
     {
@@ -156,7 +158,18 @@ class CompilePool {
         queue_.insert(urgent ? queue_.begin() + long(insert_at) : queue_.end(), std::move(job));
       } else {
         const auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Job& j) { return j.options == options; });
-        if (it == queue_.end()) return;  // built, being built or claimed
+        if (it == queue_.end()) {
+          for (auto& [worker, job] : running_jobs_) {
+            if (job.options != options) continue;
+            Job& wanted = abandoned_.count(options)
+                              ? requeue_.try_emplace(options, Job{item, options, false, {}, false}).first->second
+                              : job;
+            if (owner >= 0) wanted.owners.insert(owner);
+            wanted.kept = wanted.kept || owner < 0;
+            wanted.urgent = wanted.urgent || urgent;
+          }
+          return;  // built, being built or claimed
+        }
         if (owner >= 0) it->owners.insert(owner);
         it->kept = it->kept || owner < 0;
         if (urgent && !it->urgent) {  // still waiting, as a speculative build
@@ -211,7 +224,14 @@ class CompilePool {
         running_.erase(job.options);
         running_jobs_.erase(worker);
         if (abandoned_.erase(job.options) != 0) {
-          queued_.erase(job.options);
+          if (auto again = requeue_.extract(job.options)) {  // wanted again meanwhile
+            std::size_t insert_at = 0;
+            while (insert_at < queue_.size() && queue_[insert_at].urgent) ++insert_at;
+            const bool urgent = again.mapped().urgent;
+            queue_.insert(urgent ? queue_.begin() + long(insert_at) : queue_.end(), std::move(again.mapped()));
+          } else {
+            queued_.erase(job.options);
+          }
         } else {
           finished_[job.options] = seconds;
         }
@@ -231,6 +251,7 @@ class CompilePool {
   std::map<std::string, double> finished_;  // options -> seconds the build took
   std::map<int, Job> running_jobs_;         // by worker
   std::set<std::string> abandoned_;         // running, stopped by done()
+  std::map<std::string, Job> requeue_;      // of those, wanted again by an add()
   int speculative_running_ = 0;
   bool held_ = false;
   bool stop_ = false;

@@ -1600,6 +1600,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
                  (e->ok && !e->cached && e->time_ms <= kRevisitMargin * m.best().time_ms && !same_point(*e, m.best()));
       if (near && seconds_since(revisit_start) < until) m.retime(keys);
       m.finish();
+      prefetcher.class_done(c.job);  // what its measurements queued (a refinement's hints)
       if (m.best().ok && !same_point(m.best(), before))
         for (const RevisitPoint& r : points)
           if (const Evaluation* e = m.recall(r.point); e != nullptr && same_point(*e, m.best()))
