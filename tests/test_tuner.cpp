@@ -1673,6 +1673,15 @@ class TunerEngine : public ::testing::Test {
       }
     return timed;
   }
+  // mock_three_class_family's run, seeded by no known device: c2 and c3 keep their optima,
+  // (5, 3) and (7, 3), which c1 then measures after the kernel's last class.
+  void tune_three_classes(TuneResult& r) {
+    const std::vector<PriorDevice> none;
+    r = tune(*rt_, seeded(0, none));
+    ASSERT_EQ(r.classes.size(), 3u);
+    ASSERT_EQ(r.classes[1].best.params, (Params{{"X", 5}, {"Y", 3}}));
+    ASSERT_EQ(r.classes[2].best.params, (Params{{"X", 7}, {"Y", 3}}));
+  }
   // options(max_evals) seeded by `known` (PriorUse `use`), warm-started, without a cache.
   TuneOptions seeded(std::int64_t max_evals, const std::vector<PriorDevice>& known, PriorUse use = PriorUse::kAll) {
     TuneOptions o = options(max_evals);
@@ -2859,11 +2868,8 @@ TEST_F(TunerEngine, TheRevisitsRetimingKeepsTheClassesBestAmongItsPoints) {
   families_[0].family = &mock_three_class_family();
   const Params optimum = {{"X", 6}, {"Y", 3}};
   families_[0].make = c1_loaded_at_optimum(state_, 1.6, 50, 70);
-  const std::vector<PriorDevice> none;
-  const TuneResult r = tune(*rt_, seeded(0, none));
-  ASSERT_EQ(r.classes.size(), 3u);
-  ASSERT_EQ(r.classes[1].best.params, (Params{{"X", 5}, {"Y", 3}}));
-  ASSERT_EQ(r.classes[2].best.params, (Params{{"X", 7}, {"Y", 3}}));
+  TuneResult r;
+  ASSERT_NO_FATAL_FAILURE(tune_three_classes(r));
   const ClassResult& c1 = r.classes[0];
   EXPECT_EQ(c1.best.params, optimum);
   EXPECT_DOUBLE_EQ(c1.best.time_ms, 1.0);
@@ -2893,11 +2899,8 @@ TEST_F(TunerEngine, ARetimingKeepsEachPointsFastestFigure) {
     if (shape_class == "c3") c3_made = true;
     return w;
   };
-  const std::vector<PriorDevice> none;
-  const TuneResult r = tune(*rt_, seeded(0, none));
-  ASSERT_EQ(r.classes.size(), 3u);
-  ASSERT_EQ(r.classes[1].best.params, (Params{{"X", 5}, {"Y", 3}}));
-  ASSERT_EQ(r.classes[2].best.params, (Params{{"X", 7}, {"Y", 3}}));
+  TuneResult r;
+  ASSERT_NO_FATAL_FAILURE(tune_three_classes(r));
   const ClassResult& c1 = r.classes[0];
   const Params optimum = {{"X", 6}, {"Y", 3}};
   double last = 0;  // the revisit's figure of (6, 3)

@@ -92,7 +92,7 @@ class CompilePool {
       queue_.erase(queued);
       return std::nullopt;
     }
-    wake_.wait(lock, [&] { return running_.count(options) == 0; });
+    wake_.wait(lock, [&] { return running_job(options) == nullptr; });
     const auto it = finished_.find(options);
     return it == finished_.end() ? std::nullopt : std::optional<double>(it->second);
   }
@@ -125,7 +125,7 @@ class CompilePool {
   // counted as built, and may be queued again); the others go on.
   void done(int owner) {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [worker, job] : running_jobs_) {
+    for (auto& [worker, job] : running_) {
       job.owners.erase(owner);
       if (job.owners.empty() && !job.kept && abandon_ && abandoned_.insert(job.options).second) abandon_(worker);
     }
@@ -150,35 +150,25 @@ class CompilePool {
     if (threads_.empty()) return;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      std::size_t insert_at = 0;
-      while (insert_at < queue_.size() && queue_[insert_at].urgent) ++insert_at;
       if (queued_.insert(options).second) {
-        Job job{item, options, urgent, {}, owner < 0};
-        if (owner >= 0) job.owners.insert(owner);
-        queue_.insert(urgent ? queue_.begin() + long(insert_at) : queue_.end(), std::move(job));
-      } else {
-        const auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Job& j) { return j.options == options; });
-        if (it == queue_.end()) {
-          for (auto& [worker, job] : running_jobs_) {
-            if (job.options != options) continue;
-            Job& wanted = abandoned_.count(options)
-                              ? requeue_.try_emplace(options, Job{item, options, false, {}, false}).first->second
-                              : job;
-            if (owner >= 0) wanted.owners.insert(owner);
-            wanted.kept = wanted.kept || owner < 0;
-            wanted.urgent = wanted.urgent || urgent;
-          }
-          return;  // built, being built or claimed
-        }
-        if (owner >= 0) it->owners.insert(owner);
-        it->kept = it->kept || owner < 0;
-        if (urgent && !it->urgent) {  // still waiting, as a speculative build
+        Job job{item, options, false};
+        job.want(owner, urgent);
+        enqueue(std::move(job));
+      } else if (const auto it =
+                     std::find_if(queue_.begin(), queue_.end(), [&](const Job& j) { return j.options == options; });
+                 it != queue_.end()) {
+        if (urgent && !it->urgent) {  // still waiting, as a speculative build: moves up
           Job job = std::move(*it);
-          job.urgent = true;
           queue_.erase(it);
-          queue_.insert(queue_.begin() + long(insert_at), std::move(job));
+          job.want(owner, urgent);
+          enqueue(std::move(job));
+        } else {
+          it->want(owner, urgent);
         }
-      }
+      } else if (Job* running = running_job(options)) {  // an abandoned one is wanted anew
+        (abandoned_.count(options) ? requeue_.try_emplace(options, Job{item, options, false}).first->second : *running)
+            .want(owner, urgent);
+      }  // else built or claimed
     }
     wake_.notify_all();
   }
@@ -190,7 +180,27 @@ class CompilePool {
     bool urgent = true;
     std::set<int> owners;  // the classes that may measure it
     bool kept = false;     // queued once for no owner: done() leaves it
+    void want(int owner, bool now) {
+      if (owner >= 0) owners.insert(owner);
+      kept = kept || owner < 0;
+      urgent = urgent || now;
+    }
   };
+
+  // Urgent jobs after the urgent ones already queued, before every speculative one; those last.
+  void enqueue(Job job) {
+    auto at = queue_.begin();
+    if (job.urgent)
+      while (at != queue_.end() && at->urgent) ++at;
+    else
+      at = queue_.end();
+    queue_.insert(at, std::move(job));
+  }
+  Job* running_job(const std::string& options) {
+    for (auto& [worker, job] : running_)
+      if (job.options == options) return &job;
+    return nullptr;
+  }
 
   // The front job may start: nothing holds the workers, and it is urgent (urgent jobs are
   // always in front) or fewer than max_speculative_ speculative builds are running.
@@ -208,8 +218,7 @@ class CompilePool {
         job = std::move(queue_.front());
         queue_.pop_front();
         if (!job.urgent) ++speculative_running_;
-        running_.insert(job.options);
-        running_jobs_[worker] = job;
+        running_[worker] = job;
       }
       const auto start = std::chrono::steady_clock::now();
       try {
@@ -221,14 +230,10 @@ class CompilePool {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!job.urgent) --speculative_running_;
-        running_.erase(job.options);
-        running_jobs_.erase(worker);
+        running_.erase(worker);
         if (abandoned_.erase(job.options) != 0) {
           if (auto again = requeue_.extract(job.options)) {  // wanted again meanwhile
-            std::size_t insert_at = 0;
-            while (insert_at < queue_.size() && queue_[insert_at].urgent) ++insert_at;
-            const bool urgent = again.mapped().urgent;
-            queue_.insert(urgent ? queue_.begin() + long(insert_at) : queue_.end(), std::move(again.mapped()));
+            enqueue(std::move(again.mapped()));
           } else {
             queued_.erase(job.options);
           }
@@ -247,9 +252,8 @@ class CompilePool {
   std::condition_variable wake_;
   std::deque<Job> queue_;
   std::set<std::string> queued_;
-  std::set<std::string> running_;
+  std::map<int, Job> running_;              // by worker
   std::map<std::string, double> finished_;  // options -> seconds the build took
-  std::map<int, Job> running_jobs_;         // by worker
   std::set<std::string> abandoned_;         // running, stopped by done()
   std::map<std::string, Job> requeue_;      // of those, wanted again by an add()
   int speculative_running_ = 0;

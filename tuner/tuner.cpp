@@ -1986,11 +1986,10 @@ void print_summary(std::ostream& out, const TuneResult& result) {
 
 std::string json_class_fields(const ClassResult& c) {
   std::ostringstream out;
-  out << std::setprecision(6) << "\"kernel\": " << json_string(c.kernel)
-      << ", \"class\": " << json_string(c.shape_class) << ", \"problem\": " << json_problem(c.problem)
-      << ", \"space_size\": " << c.space_size << ", \"evaluations\": " << c.evaluations
-      << ", \"rejected\": " << c.rejected << ", \"cached\": " << c.cached << ", \"seconds\": " << c.seconds
-      << ", \"speedup\": " << c.speedup() << ", \"weight\": " << c.weight
+  out << "\"kernel\": " << json_string(c.kernel) << ", \"class\": " << json_string(c.shape_class)
+      << ", \"problem\": " << json_problem(c.problem) << ", \"space_size\": " << c.space_size
+      << ", \"evaluations\": " << c.evaluations << ", \"rejected\": " << c.rejected << ", \"cached\": " << c.cached
+      << ", \"seconds\": " << c.seconds << ", \"speedup\": " << c.speedup() << ", \"weight\": " << c.weight
       << ", \"prior_distance\": " << c.prior_distance << ", \"prior_devices\": " << json_strings(c.prior_devices)
       << ", \"seed_classes\": " << json_strings(c.seed_classes)
       << ", \"default_stand_in\": " << json_string(c.default_stand_in)
