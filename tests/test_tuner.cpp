@@ -2023,6 +2023,75 @@ TEST_F(TunerEngine, WorkloadBuildTimeComesOutOfTheClassesOwnBudget) {
   EXPECT_GE(r.classes[1].evaluations, 2);  // the built-in default and at least one more
 }
 
+// A class whose launches run another class's programs on this device (FamilyTuning::served_by:
+// c2 by c1 here) is not measured in a run that tunes that class: the run's budget goes to c1
+// alone, and the profile gets c1's entry for c2 too, saying so. Named alone, c2 is tuned as any
+// class; a serving class the family lacks is ignored.
+TEST_F(TunerEngine, AClassAnotherServesIsNotMeasuredButGetsItsEntry) {
+  static const KernelFamily two_classes = [] {
+    KernelFamily k = mock_family();
+    k.name = "mock2";
+    k.classes = {{"c1", "first"}, {"c2", "second"}};
+    k.builtin = {{"mock", {}}, {"mock", {}}};
+    return k;
+  }();
+  std::string serving = "c1";
+  families_[0].family = &two_classes;
+  families_[0].served_by = [&serving](Runtime&, const std::string& shape_class) -> std::optional<ServedBy> {
+    if (shape_class != "c2") return std::nullopt;
+    return ServedBy{serving, "the same programs here"};
+  };
+  TuneOptions o = options(12);
+  o.cache_dir = "-";
+  TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  EXPECT_EQ(r.classes[0].shape_class, "c1");
+  ASSERT_EQ(r.served.size(), 1u);
+  EXPECT_EQ(r.served[0].kernel, "mock2");
+  EXPECT_EQ(r.served[0].shape_class, "c2");
+  EXPECT_EQ(r.served[0].by, "c1");
+  const ProfileEntry* c1 = r.profile.find("mock2", "c1");
+  const ProfileEntry* c2 = r.profile.find("mock2", "c2");
+  ASSERT_NE(c1, nullptr);
+  ASSERT_NE(c2, nullptr);
+  EXPECT_EQ(c2->params, r.classes[0].best.params);
+  EXPECT_EQ(c2->algorithm, c1->algorithm);
+  EXPECT_EQ(c2->problem, c1->problem);
+  EXPECT_EQ(c2->time_ms, c1->time_ms);
+  EXPECT_EQ(c2->provenance.kind, "tuned");
+  EXPECT_EQ(c2->provenance.note, "c1's point, not measured again: the same programs here");
+  EXPECT_TRUE(c1->provenance.note.empty());
+  std::ostringstream text, json;
+  print_summary(text, r);
+  EXPECT_NE(text.str().find("not measured, mock2 c2: c1's point written for them (the same programs here)"),
+            std::string::npos)
+      << text.str();
+  print_summary_json(json, r, "p.yaml");
+  EXPECT_NE(json.str().find("\"served\": [{\"kernel\": \"mock2\", \"class\": \"c2\", \"by\": \"c1\", "
+                            "\"reason\": \"the same programs here\"}]"),
+            std::string::npos)
+      << json.str();
+  write_report((dir_ / "report").string(), r);
+  std::ifstream report(dir_ / "report" / "report.json");
+  const std::string j((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+  EXPECT_NE(j.find("\"served\": [{\"kernel\": \"mock2\", \"class\": \"c2\""), std::string::npos) << j;
+
+  o.classes = {"c2"};  // named alone: measured
+  r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  EXPECT_EQ(r.classes[0].shape_class, "c2");
+  EXPECT_GT(r.classes[0].evaluations, 1);
+  EXPECT_TRUE(r.served.empty());
+  ASSERT_NE(r.profile.find("mock2", "c2"), nullptr);
+  EXPECT_TRUE(r.profile.find("mock2", "c2")->provenance.note.empty());
+
+  o.classes.clear();
+  serving = "c9";  // not a class of the family
+  r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 2u);
+  EXPECT_TRUE(r.served.empty());
+}
+
 // The nf4 workloads check every candidate against one reference, computed at the first
 // check (recomputing it per candidate took seconds at GPU class sizes): a correct run
 // passes, an output left as the NaN poison fails, and both hold on every later check.
@@ -3372,6 +3441,19 @@ TEST_F(TunerEngine, GemmNtSearchesTcOnlyWhereItsClassAndTheProbeAllowIt) {
       const bool allowed = gemm_nt_class_input(cls.name) != ElementType::f32 ||
                            gemm_nt_class_precision(cls.name) != GemmPrecision::exact;
       EXPECT_EQ(gemm->searches(rt, cls.name, tc), allowed && probe_passes) << cls.name;
+      // Where the probe refuses a TF32 class its precision, large serves it (the same SIMT
+      // programs on the same problem); every other class is its own.
+      ASSERT_TRUE(gemm->served_by);
+      const std::optional<ServedBy> by = gemm->served_by(rt, cls.name);
+      const bool tf32 = gemm_nt_class_precision(cls.name) != GemmPrecision::exact;
+      EXPECT_EQ(by.has_value(), tf32 && !probe_passes) << cls.name;
+      if (by) {
+        EXPECT_EQ(by->shape_class, "large");
+        EXPECT_NE(by->reason.find("large's SIMT kernels"), std::string::npos) << by->reason;
+        EXPECT_NE(by->reason.find(rt.probe_tensor_cores(ElementType::f32, gemm_nt_class_precision(cls.name)).reason),
+                  std::string::npos)
+            << by->reason;
+      }
     }
   }
   if (old_mode != nullptr) {

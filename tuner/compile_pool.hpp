@@ -151,7 +151,7 @@ class CompilePool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (queued_.insert(options).second) {
-        Job job{item, options, false};
+        Job job{item, options, false, {}};
         job.want(owner, urgent);
         enqueue(std::move(job));
       } else if (const auto it =
@@ -166,7 +166,8 @@ class CompilePool {
           it->want(owner, urgent);
         }
       } else if (Job* running = running_job(options)) {  // an abandoned one is wanted anew
-        (abandoned_.count(options) ? requeue_.try_emplace(options, Job{item, options, false}).first->second : *running)
+        (abandoned_.count(options) ? requeue_.try_emplace(options, Job{item, options, false, {}}).first->second
+                                   : *running)
             .want(owner, urgent);
       }  // else built or claimed
     }

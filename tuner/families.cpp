@@ -57,6 +57,19 @@ bool gemm_nt_searches(Runtime& rt, const std::string& shape_class, const Algorit
   return rt.probe_tensor_cores(input, precision).usable;
 }
 
+// gemm_nt's TF32 classes where the probe refuses tensor cores for their precision (no NVIDIA
+// GPU, OCLTK_TC_PROBE=off): they search the SIMT algorithms alone, whose programs take no
+// precision (gemm_nt_launch_variant), on the exact class's problem (gemm_nt_class_problem), so
+// they would measure what the exact class measures; the runtime serves them with its point.
+std::optional<ServedBy> gemm_nt_served_by(Runtime& rt, const std::string& shape_class) {
+  const GemmPrecision precision = gemm_nt_class_precision(shape_class);
+  if (precision == GemmPrecision::exact) return std::nullopt;
+  const TensorCoreProbe probe = rt.probe_tensor_cores(gemm_nt_class_input(shape_class), precision);
+  if (probe.usable) return std::nullopt;
+  return ServedBy{gemm_nt_exact_class(shape_class),
+                  "its launches run " + gemm_nt_exact_class(shape_class) + "'s SIMT kernels here: " + probe.reason};
+}
+
 // LoRA on every projection of the model: x·Aᵀ (shrink to the rank) and h·Bᵀ (expand back),
 // on the hidden and the intermediate width.
 std::vector<Problem> derive_lora(const ModelDescription& m) {
@@ -113,7 +126,8 @@ FamilyTuning nf4_tuning(const KernelFamily& family, bool forward,
         return {{"experts", 2}, {"n", 128}, {"k", 1024}, {"rows", 8}, {"block_size", 64}, {"input_bits", input_bits}};
       },
       nullptr,   // searches: every algorithm in every class
-      nullptr};  // make_for_class: make_for serves profile check
+      nullptr,   // make_for_class: make_for serves profile check
+      nullptr};  // served_by: every class is its own
 }
 
 // A LoRA problem as the tuner lays it out; shrink's problems have no N and expand's no K
@@ -180,7 +194,8 @@ FamilyTuning lora_tuning(const KernelFamily& family) {
             return p;
           },
           nullptr,   // searches: every algorithm in every class
-          nullptr};  // make_for_class: make_for serves profile check
+          nullptr,   // make_for_class: make_for serves profile check
+          nullptr};  // served_by: every class is its own
 }
 
 }  // namespace
@@ -203,7 +218,8 @@ const std::vector<FamilyTuning>& tunable_families() {
        gemm_nt_searches,
        [](Runtime& rt, const std::string& shape_class, const Problem& p, std::mt19937_64& rng) {
          return make_gemm_nt_workload_for(rt, gemm_of(p), input_type_of(p), gemm_nt_class_precision(shape_class), rng);
-       }},
+       },
+       gemm_nt_served_by},
       nf4_tuning(nf4_forward_family(), true, make_nf4_forward_workload),
       nf4_tuning(nf4_backward_family(), false, make_nf4_backward_workload),
       lora_tuning(lora_shrink_family()),

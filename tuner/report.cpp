@@ -175,7 +175,7 @@ void write_report(const std::string& dir, const TuneResult& result) {
     for (std::size_t j = 0; j < c.retimed.size(); ++j) json << (j ? ", " : "") << json_choice(c.retimed[j]);
     json << "], \"retime_seconds\": " << c.retime_seconds << "}";
   }
-  json << "\n  ]\n}\n";
+  json << "\n  ],\n  \"served\": " << json_served(result.served) << "\n}\n";
   write_file(std::filesystem::path(dir) / "report.json", json.str());
 }
 

@@ -1377,10 +1377,23 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     return options.classes.empty() ||
            std::find(options.classes.begin(), options.classes.end(), name) != options.classes.end();
   };
+  // A class whose launches here run the very programs of another class of the run, on the same
+  // problem (FamilyTuning::served_by), is not measured again: that class's entry is written for
+  // it too (close_open). Named alone, it is tuned as any class.
+  std::vector<ServedClass> served;
   for (const FamilyTuning& f : families) {
     if (!options.default_classes || !kernel_selected(f.family->name)) continue;
-    for (const ShapeClassSpec& c : f.family->classes)
-      if (class_selected(c.name)) jobs.push_back({&f, c.name, std::nullopt});
+    for (const ShapeClassSpec& c : f.family->classes) {
+      if (!class_selected(c.name)) continue;
+      if (f.served_by)
+        if (std::optional<ServedBy> by = f.served_by(rt, c.name); by && by->shape_class != c.name &&
+                                                                  f.family->find_class(by->shape_class) != nullptr &&
+                                                                  class_selected(by->shape_class)) {
+          served.push_back({f.family->name, c.name, by->shape_class, by->reason});
+          continue;
+        }
+      jobs.push_back({&f, c.name, std::nullopt});
+    }
   }
   for (const UserShape& shape : options.shapes)
     if (kernel_selected(shape.tuning->family->name) && class_selected(shape.shape_class))
@@ -1390,6 +1403,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
 
   // Resume caches, one per kernel; a foreign one stops the run before any measuring.
   TuneResult result;
+  result.served = std::move(served);
   std::map<std::string, std::unique_ptr<TuneCache>> caches;
   const std::string cache_dir = options.cache_dir.empty() ? TuneCache::default_dir() : options.cache_dir;
   if (!cache_dir.empty() && cache_dir != "-") {
@@ -1625,6 +1639,15 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
         entry.default_time_ms = cr.builtin.ok ? cr.builtin.time_ms : 0;
         entry.provenance.kind = "tuned";
         result.profile.entries.push_back(entry);
+        // Its point for the classes it serves (its class's own problem, not a user's shape).
+        if (!jobs[std::size_t(c.job)].problem)
+          for (const ServedClass& s : result.served)
+            if (s.kernel == cr.kernel && s.by == cr.shape_class) {
+              ProfileEntry copy = entry;
+              copy.shape_class = s.shape_class;
+              copy.provenance.note = s.by + "'s point, not measured again: " + s.reason;
+              result.profile.entries.push_back(std::move(copy));
+            }
       }
       result.classes.push_back(std::move(*c.cr));
     }
@@ -1941,6 +1964,15 @@ void print_summary(std::ostream& out, const TuneResult& result) {
         << (unmeasured_defaults == 1 ? " class" : " classes")
         << ": it started past the run's budget and measured the nearest device's point alone (--budget for more)\n";
   for (const std::string& r : result.repeated) out << "tuned once: " << r << " (named again in the shapes)\n";
+  // The classes another's point serves (not measured), per kernel, serving class and reason.
+  std::map<std::tuple<std::string, std::string, std::string>, std::string> served;
+  for (const ServedClass& s : result.served) {
+    std::string& line = served[{s.kernel, s.by, s.reason}];
+    line += (line.empty() ? "" : ", ") + s.shape_class;
+  }
+  for (const auto& [key, classes] : served)
+    out << "not measured, " << std::get<0>(key) << " " << classes << ": " << std::get<1>(key)
+        << "'s point written for them (" << std::get<2>(key) << ")\n";
   // Which known devices seeded the classes (priors.hpp), grouped.
   std::map<std::string, int> seeded;
   for (const ClassResult& c : result.classes) {
@@ -2001,6 +2033,15 @@ std::string json_class_fields(const ClassResult& c) {
   return out.str();
 }
 
+std::string json_served(const std::vector<ServedClass>& served) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < served.size(); ++i)
+    out += std::string(i ? ", " : "") + "{\"kernel\": " + json_string(served[i].kernel) +
+           ", \"class\": " + json_string(served[i].shape_class) + ", \"by\": " + json_string(served[i].by) +
+           ", \"reason\": " + json_string(served[i].reason) + "}";
+  return out + "]";
+}
+
 void print_summary_json(std::ostream& out, const TuneResult& result, const std::string& profile_path) {
   const ProfileDevice& d = result.profile.device;
   out << "{\n  \"device\": {\"name\": " << json_string(d.name) << ", \"vendor\": " << json_string(d.vendor)
@@ -2013,7 +2054,8 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
       << ",\n  \"classes\": [";
   for (std::size_t i = 0; i < result.classes.size(); ++i)
     out << (i ? "," : "") << "\n    {" << json_class_fields(result.classes[i]) << "}";
-  out << "\n  ],\n  \"tuned_once\": " << json_strings(result.repeated) << "\n}\n";
+  out << "\n  ],\n  \"tuned_once\": " << json_strings(result.repeated)
+      << ",\n  \"served\": " << json_served(result.served) << "\n}\n";
 }
 
 }  // namespace ocltk::tuner

@@ -127,6 +127,15 @@ struct ClassResult {
   bool builtin_measured() const { return !builtin.algorithm.empty(); }
 };
 
+// A class `tune` did not measure because on this device its launches run the very programs of
+// another class of the run, on the same problem (FamilyTuning::served_by): the profile gets
+// that class's entry for it.
+struct ServedClass {
+  std::string kernel, shape_class;
+  std::string by;      // the class whose entry serves it
+  std::string reason;  // why, on this device
+};
+
 struct TuneResult {
   Profile profile;
   std::vector<ClassResult> classes;
@@ -139,6 +148,7 @@ struct TuneResult {
   std::string builders;  // where candidates were built ahead: shared, contexts or processes
   // Problems a user's shape repeated (e.g. a class's own), tuned once: "kernel/class problem".
   std::vector<std::string> repeated;
+  std::vector<ServedClass> served;  // in family and class order
 };
 
 // The budget of a run without --budget: 165 s on a CPU device (a whole default run ends
@@ -161,6 +171,9 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
 // evaluations, rejections, seconds, speed-up, weight, priors, seeds, revisits, the built-in
 // default and the best choice (the members of a JSON object, without its braces).
 std::string json_class_fields(const ClassResult& c);
+
+// The served classes as a JSON array of {kernel, class, by, reason} (--json and report.json).
+std::string json_served(const std::vector<ServedClass>& served);
 
 // --report DIR: report.json (every evaluation of every class in order, best so far) and
 // one SVG plot per class (time of each evaluated point and the best so far).

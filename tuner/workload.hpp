@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -84,6 +85,12 @@ struct ModelDescription {
   std::vector<std::int64_t> tokens{1, 16, 512};  // rows per launch to tune for
 };
 
+// What FamilyTuning::served_by answers: the serving class, and why on this device.
+struct ServedBy {
+  std::string shape_class;
+  std::string reason;
+};
+
 struct FamilyTuning {
   const KernelFamily* family;
   // The problem `tune` measures for a class on this device.
@@ -110,6 +117,12 @@ struct FamilyTuning {
   std::function<std::unique_ptr<Workload>(Runtime&, const std::string& shape_class, const Problem&,
                                           std::mt19937_64& rng)>
       make_for_class;
+  // The class whose entry serves a class's launches on this runtime's device with the very
+  // programs that class would measure, on the same problem, and why (null, or nullopt: the
+  // class is its own): gemm_nt's TF32 classes where the probe refuses tensor cores run the
+  // exact class's SIMT kernels. `tune` measures such a class only where the serving class is
+  // not tuned in the same run; otherwise it writes the serving class's entry for it too.
+  std::function<std::optional<ServedBy>(Runtime&, const std::string& shape_class)> served_by;
 };
 
 // Every family the tuner knows, in tuning order.
