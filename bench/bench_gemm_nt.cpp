@@ -11,7 +11,9 @@
 // (kernels/gemm_nt_tc.cl), skipped where the device has no mma.sync.
 // On GPU sizes also the LoRA shapes in bf16 (A, B and C in bf16), gemm_nt_bf16 for the
 // shrink and gemm_nt_accum_bf16 for the expand, ours_default and ours_tuned against cuBLAS
-// bf16: LoRA's adapters are stored in 16 bits in the engines this serves.
+// bf16 (LoRA's adapters are stored in 16 bits in the engines this serves), and in f32 under
+// 3×TF32 (gemm_nt_tf32x3, gemm_nt_accum_tf32x3; classes lora_shrink_tf32x3,
+// lora_expand_tf32x3) against cuBLAS SGEMM, TF32 off: f32 accuracy either way.
 // Each row runs its implementation once and checks it against a double-precision CPU
 // reference before timing (within the bound of its type and precision); a wrong result
 // skips the row with the element at fault.
@@ -115,9 +117,10 @@ std::vector<GemmProblem> problems(bool gpu_sizes) {
   return list;
 }
 
-// The LoRA problems of problems() measured again in bf16 (GPU sizes only: the figures are
-// the H200's, where 16-bit adapters are the engines' case; a CPU device runs them in f32).
-std::vector<GemmProblem> half_lora_problems(bool gpu_sizes) {
+// The LoRA problems of problems() measured again in bf16 and in f32 under 3×TF32 (GPU sizes
+// only: the figures are the H200's, where 16-bit adapters are the engines' case and tensor
+// cores serve the f32 ones; a CPU device runs them as the f32 rows).
+std::vector<GemmProblem> lora_problems(bool gpu_sizes) {
   if (!gpu_sizes) return {};
   return {{4096, 16, 4096}, {4096, 64, 4096}, {4096, 4096, 16}, {4096, 4096, 64}};
 }
@@ -414,9 +417,11 @@ void add_context(bool gpu_sizes, const std::vector<std::string>& classes) {
     benchmark::AddCustomContext(std::string("ocltk_tuned_choice/gemm_nt") + s.op_suffix,
                                 session.tuned().choose_gemm_nt(p, s.type, s.precision).describe());
   }
-  for (const GemmProblem& p : half_lora_problems(gpu_sizes))
-    benchmark::AddCustomContext("ocltk_tuned_choice/gemm_nt_bf16/" + gemm_nt_shape_class(p, ElementType::bf16),
-                                session.tuned().choose_gemm_nt(p, ElementType::bf16).describe());
+  for (const Storage& s : {kTypedStorages[0], kTypedStorages[2]})
+    for (const GemmProblem& p : lora_problems(gpu_sizes))
+      benchmark::AddCustomContext(std::string("ocltk_tuned_choice/gemm_nt") + s.op_suffix + "/" +
+                                      gemm_nt_shape_class(p, s.type, s.precision) + "/" + shape_name(p),
+                                  session.tuned().choose_gemm_nt(p, s.type, s.precision).describe());
 
   benchmark::AddCustomContext("ocltk_sizes", gpu_sizes ? "gpu" : "cpu");
   add_timing_context();
@@ -458,18 +463,18 @@ int main(int argc, char** argv) {
                             ->Unit(benchmark::kMillisecond));
     }
   }
-  const Storage& bf16 = kTypedStorages[0];
-  for (const GemmProblem& p : half_lora_problems(gpu_sizes)) {
-    const std::string shape_class = gemm_nt_shape_class(p, bf16.type);
-    const bool accumulate = benchmark_accumulate(gemm_nt_shape_class(p));  // as the f32 row of the shape
-    for (Impl impl : {Impl::kOursDefault, Impl::kOursTuned}) {
-      const std::string name = std::string(accumulate ? "gemm_nt_accum" : "gemm_nt") + bf16.op_suffix + "/" +
-                               shape_class + "/" + shape_name(p) + "/" + name_of(impl);
-      per_call_min_time(benchmark::RegisterBenchmark(name.c_str(), run_row, p, accumulate, impl, bf16)
-                            ->UseManualTime()
-                            ->Unit(benchmark::kMillisecond));
+  for (const Storage& storage : {kTypedStorages[0], kTypedStorages[2]})  // bf16, f32 under 3×TF32
+    for (const GemmProblem& p : lora_problems(gpu_sizes)) {
+      const std::string shape_class = gemm_nt_shape_class(p, storage.type, storage.precision);
+      const bool accumulate = benchmark_accumulate(gemm_nt_shape_class(p));  // as the f32 row of the shape
+      for (Impl impl : {Impl::kOursDefault, Impl::kOursTuned}) {
+        const std::string name = std::string(accumulate ? "gemm_nt_accum" : "gemm_nt") + storage.op_suffix + "/" +
+                                 shape_class + "/" + shape_name(p) + "/" + name_of(impl);
+        per_call_min_time(benchmark::RegisterBenchmark(name.c_str(), run_row, p, accumulate, impl, storage)
+                              ->UseManualTime()
+                              ->Unit(benchmark::kMillisecond));
+      }
     }
-  }
   per_call_min_time(benchmark::RegisterBenchmark("launch/empty_kernel/1x1x1/floor", run_launch_floor)
                         ->UseManualTime()
                         ->Unit(benchmark::kMillisecond));

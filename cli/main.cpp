@@ -119,8 +119,9 @@ Options:
                       lora_shrink, lora_expand, lora_apply)
   --classes LIST      comma-separated shape classes (default: all; gemm_nt has gemv, lora_shrink,
                       lora_expand, small_batch, large, their 16-bit twins gemv_half, ...,
-                      large_half, and large_tf32, large_tf32x3 (f32 that allows tensor cores);
-                      nf4_* have decode, small_batch, prefill; lora_* have decode,
+                      large_half, and the twins of large, lora_shrink and lora_expand for f32
+                      that allows tensor cores, large_tf32, large_tf32x3, ...,
+                      lora_expand_tf32x3; nf4_* have decode, small_batch, prefill; lora_* have decode,
                       small_batch, prefill, multi_decode, multi_batch)
   --repeats N         timed runs per candidate, median taken (default 5), after a warm-up (on a CPU
                       device 50 ms of runs); a run of a kernel under 1 ms is the mean of back-to-back

@@ -506,7 +506,7 @@ TEST_F(GemmNtTcTest, ProbedTcServesTheProfileAndItsAnswerIsKeptOnDisk) {
   const std::string dir = ocltk_test::make_temp_dir("tc_probe");
   const std::vector<ocltk::ProfileEntry> entries = {
       entry("large_half", "tc", kProbePoint), entry("large_tf32x3", "tc", kProbePoint), entry("large", "tiled", {}),
-      entry("lora_expand", "tc", kProbePoint)};
+      entry("lora_expand_tf32x3", "tc", kProbePoint)};
   {
     std::unique_ptr<ocltk::Runtime> rt = open_with_profile(entries, dir);
     ASSERT_NE(rt, nullptr);
@@ -538,21 +538,23 @@ TEST_F(GemmNtTcTest, ProbedTcServesTheProfileAndItsAnswerIsKeptOnDisk) {
     EXPECT_NE(rt->last_choice().adjusted.find("no profile entry for large_tf32"), std::string::npos)
         << rt->last_choice().describe();
 
-    // A hand-written tc entry in lora_expand: 3×TF32 launches take it from K = 8 on; below,
-    // and for exact launches, the built-in serves instead, saying why.
+    // A tc entry in lora_expand_tf32x3: 3×TF32 LoRA launches take it from K = 8 on; below,
+    // where tc may not compute them, they are lora_expand's, as exact launches are, and run
+    // its choice (the built-in here).
     c.problem = {70, 80, 40};
     EXPECT_TRUE(ocltk_test::run_typed_case(*rt, rng(), c, ElementType::f32, ElementType::f32, profile_path(*rt, true),
                                            GemmPrecision::tf32x3));
     EXPECT_EQ(rt->last_choice().algorithm, "tc") << rt->last_choice().describe();
+    EXPECT_EQ(rt->last_choice().shape_class, "lora_expand_tf32x3");
     c.problem = {70, 80, 5};
     EXPECT_TRUE(ocltk_test::run_typed_case(*rt, rng(), c, ElementType::f32, ElementType::f32, profile_path(*rt, true),
                                            GemmPrecision::tf32x3));
     EXPECT_EQ(rt->last_choice().algorithm, "tiled") << rt->last_choice().describe();
-    EXPECT_NE(rt->last_choice().adjusted.find("below K = 8"), std::string::npos) << rt->last_choice().describe();
+    EXPECT_EQ(rt->last_choice().shape_class, "lora_expand");
     c.problem = {70, 80, 40};
     EXPECT_TRUE(ocltk_test::run_typed_case(*rt, rng(), c, ElementType::f32, ElementType::f32, profile_path(*rt, true)));
     EXPECT_EQ(rt->last_choice().algorithm, "tiled") << rt->last_choice().describe();
-    EXPECT_NE(rt->last_choice().adjusted.find("precision exact"), std::string::npos) << rt->last_choice().describe();
+    EXPECT_EQ(rt->last_choice().shape_class, "lora_expand");
   }
   // One answer per kind probed (bf16, tf32x3), keyed like the probe's program.
   const std::vector<std::string> files = probe_files(dir);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <regex>
 #include <set>
+#include <tuple>
 
 #include "fixture.hpp"
 #include "ocltk/lora.hpp"
@@ -485,8 +486,9 @@ TEST(ShapeClasses, BoundariesAndPrecedence) {
   EXPECT_THROW(ocltk::gemm_nt_class_problem("huge", false), ocltk::Error);
 }
 
-// f32 large launches that allow TF32 have classes of their own (an entry tuned with tensor
-// cores never serves an exact launch); other shapes and 16-bit input ignore the precision.
+// f32 large and LoRA launches that tc may compute under their precision have classes of their
+// own (an entry tuned with tensor cores never serves an exact launch); gemv, small batches,
+// 3×TF32 below K = 8 and 16-bit input ignore the precision.
 // What tc refuses under each precision, and the names the API and the CLI parse.
 TEST(ShapeClasses, PrecisionKeepsTf32EntriesApart) {
   using ocltk::ElementType;
@@ -497,18 +499,37 @@ TEST(ShapeClasses, PrecisionKeepsTf32EntriesApart) {
   EXPECT_EQ(ocltk::gemm_nt_shape_class(large, ElementType::f32, GemmPrecision::tf32x3), "large_tf32x3");
   EXPECT_EQ(ocltk::gemm_nt_shape_class(large, ElementType::bf16, GemmPrecision::tf32x3), "large_half");
   EXPECT_EQ(ocltk::gemm_nt_shape_class({100, 100, 5}, ElementType::f32, GemmPrecision::tf32x3), "lora_expand");
+  EXPECT_EQ(ocltk::gemm_nt_shape_class({100, 100, 5}, ElementType::f32, GemmPrecision::tf32), "lora_expand_tf32");
+  EXPECT_EQ(ocltk::gemm_nt_shape_class({100, 100, 8}, ElementType::f32, GemmPrecision::tf32x3), "lora_expand_tf32x3");
+  EXPECT_EQ(ocltk::gemm_nt_shape_class({100, 16, 100}, ElementType::f32, GemmPrecision::tf32x3), "lora_shrink_tf32x3");
+  EXPECT_EQ(ocltk::gemm_nt_shape_class({100, 64, 100}, ElementType::f32, GemmPrecision::tf32), "lora_shrink_tf32");
+  EXPECT_EQ(ocltk::gemm_nt_shape_class({100, 16, 100}, ElementType::f32, GemmPrecision::exact), "lora_shrink");
+  EXPECT_EQ(ocltk::gemm_nt_shape_class({100, 16, 100}, ElementType::bf16, GemmPrecision::tf32), "lora_shrink_half");
   EXPECT_EQ(ocltk::gemm_nt_shape_class({1, 100, 100}, ElementType::f32, GemmPrecision::tf32), "gemv");
-  for (const std::string cls : {"large_tf32", "large_tf32x3"}) {
-    EXPECT_EQ(ocltk::gemm_nt_exact_class(cls), "large");
-    EXPECT_EQ(ocltk::gemm_nt_class_input(cls), ElementType::f32);
-    const ocltk::BuiltinChoice builtin = family().builtin_for(cls), large_builtin = family().builtin_for("large");
-    EXPECT_EQ(builtin.algorithm, large_builtin.algorithm);
-    EXPECT_EQ(builtin.params, large_builtin.params);
-  }
-  EXPECT_EQ(ocltk::gemm_nt_class_precision("large_tf32"), GemmPrecision::tf32);
-  EXPECT_EQ(ocltk::gemm_nt_class_precision("large_tf32x3"), GemmPrecision::tf32x3);
+  EXPECT_EQ(ocltk::gemm_nt_shape_class({16, 100, 100}, ElementType::f32, GemmPrecision::tf32x3), "small_batch");
+  for (const std::string exact : {"large", "lora_shrink", "lora_expand"})
+    for (const auto& [suffix, precision] :
+         {std::pair{"_tf32", GemmPrecision::tf32}, std::pair{"_tf32x3", GemmPrecision::tf32x3}}) {
+      const std::string cls = exact + suffix;
+      ASSERT_NE(family().find_class(cls), nullptr) << cls;
+      EXPECT_EQ(ocltk::gemm_nt_exact_class(cls), exact);
+      EXPECT_EQ(ocltk::gemm_nt_class_precision(cls), precision) << cls;
+      EXPECT_EQ(ocltk::gemm_nt_class_input(cls), ElementType::f32);
+      EXPECT_EQ(ocltk::gemm_nt_skinny_class(cls), exact == "lora_shrink") << cls;
+      for (const bool cpu : {true, false}) {
+        const GemmProblem p = ocltk::gemm_nt_class_problem(cls, cpu), q = ocltk::gemm_nt_class_problem(exact, cpu);
+        EXPECT_EQ(std::tie(p.m, p.n, p.k), std::tie(q.m, q.n, q.k)) << cls << " is tuned on " << exact << "'s problem";
+      }
+      const ocltk::BuiltinChoice builtin = family().builtin_for(cls), exact_builtin = family().builtin_for(exact);
+      EXPECT_EQ(builtin.algorithm, exact_builtin.algorithm) << cls;
+      EXPECT_EQ(builtin.params, exact_builtin.params) << cls;
+    }
+  EXPECT_EQ(family().find_class("gemv_tf32"), nullptr);
+  EXPECT_EQ(family().find_class("small_batch_tf32x3"), nullptr);
   EXPECT_EQ(ocltk::gemm_nt_class_precision("large_half"), GemmPrecision::exact);
+  EXPECT_EQ(ocltk::gemm_nt_class_precision("lora_shrink"), GemmPrecision::exact);
   EXPECT_EQ(ocltk::gemm_nt_exact_class("gemv_half"), "gemv_half");
+  EXPECT_EQ(ocltk::gemm_nt_exact_class("lora_expand"), "lora_expand");
 
   for (const GemmPrecision p : {GemmPrecision::exact, GemmPrecision::tf32, GemmPrecision::tf32x3})
     EXPECT_EQ(ocltk::parse_gemm_precision(ocltk::to_string(p)), p);

@@ -3427,13 +3427,19 @@ TEST_F(TunerEngine, GemmNtSearchesTcOnlyWhereItsClassAndTheProbeAllowIt) {
                               cls.name.rfind("small_batch", 0) == 0;
           EXPECT_EQ(gemm->searches(rt, cls.name, a), skinny) << cls.name;
         } else if (a.name == "tcs") {
-          // tc's kernels with K split: only the 16-bit twins of those, where the probe passes.
-          const bool skinny_half = gemm_nt_skinny_class(cls.name) && gemm_nt_class_input(cls.name) != ElementType::f32;
-          EXPECT_EQ(gemm->searches(rt, cls.name, a), skinny_half && probe_passes) << cls.name;
-        } else if (a.name == "tcd") {
-          // Fragments straight from global memory: every 16-bit class but large_half.
+          // tc's kernels with K split: only the 16-bit twins of those and lora_shrink's TF32
+          // twins, where the probe passes.
           const bool half = gemm_nt_class_input(cls.name) != ElementType::f32;
-          EXPECT_EQ(gemm->searches(rt, cls.name, a), half && cls.name != "large_half" && probe_passes) << cls.name;
+          const bool skinny_tc = gemm_nt_skinny_class(cls.name) &&
+                                 (half || cls.name == "lora_shrink_tf32" || cls.name == "lora_shrink_tf32x3");
+          EXPECT_EQ(gemm->searches(rt, cls.name, a), skinny_tc && probe_passes) << cls.name;
+        } else if (a.name == "tcd") {
+          // Fragments straight from global memory: every 16-bit class but large_half, and the
+          // LoRA classes' TF32 twins.
+          const bool half = gemm_nt_class_input(cls.name) != ElementType::f32;
+          const bool lora_tf32 = cls.name.find("_tf32") != std::string::npos && cls.name.rfind("lora_", 0) == 0;
+          EXPECT_EQ(gemm->searches(rt, cls.name, a), ((half && cls.name != "large_half") || lora_tf32) && probe_passes)
+              << cls.name;
         } else if (a.name != "tc") {
           EXPECT_TRUE(gemm->searches(rt, cls.name, a)) << cls.name << " " << a.name;
         }
@@ -3448,8 +3454,8 @@ TEST_F(TunerEngine, GemmNtSearchesTcOnlyWhereItsClassAndTheProbeAllowIt) {
       const bool tf32 = gemm_nt_class_precision(cls.name) != GemmPrecision::exact;
       EXPECT_EQ(by.has_value(), tf32 && !probe_passes) << cls.name;
       if (by) {
-        EXPECT_EQ(by->shape_class, "large");
-        EXPECT_NE(by->reason.find("large's SIMT kernels"), std::string::npos) << by->reason;
+        EXPECT_EQ(by->shape_class, gemm_nt_exact_class(cls.name));
+        EXPECT_NE(by->reason.find(gemm_nt_exact_class(cls.name) + "'s SIMT kernels"), std::string::npos) << by->reason;
         EXPECT_NE(by->reason.find(rt.probe_tensor_cores(ElementType::f32, gemm_nt_class_precision(cls.name)).reason),
                   std::string::npos)
             << by->reason;
@@ -3463,11 +3469,15 @@ TEST_F(TunerEngine, GemmNtSearchesTcOnlyWhereItsClassAndTheProbeAllowIt) {
   }
 
   std::mt19937_64 rng(3);
-  for (const auto& [shape_class, split] : {std::pair{"large_tf32", " -DSPLIT=1"}, {"large_tf32x3", " -DSPLIT=3"}}) {
+  for (const auto& [shape_class, split] : {std::pair{"large_tf32", " -DSPLIT=1"},
+                                           {"large_tf32x3", " -DSPLIT=3"},
+                                           {"lora_shrink_tf32x3", " -DSPLIT=3"},
+                                           {"lora_expand_tf32", " -DSPLIT=1"}}) {
     const std::unique_ptr<Workload> w = gemm->make(rt, shape_class, rng);
     EXPECT_EQ(w->variant(tc), std::string(" -DIN_TYPE=0 -DOUT_TYPE=0") + split) << shape_class;
     EXPECT_EQ(w->variant(gemm_nt_family().algorithms.front()), "") << "SIMT f32 builds are the exact ones";
-    EXPECT_EQ(w->problem(), gemm_nt_problem_of(gemm_nt_class_problem("large", rt.device().type == "cpu")));
+    EXPECT_EQ(w->problem(),
+              gemm_nt_problem_of(gemm_nt_class_problem(gemm_nt_exact_class(shape_class), rt.device().type == "cpu")));
   }
 }
 

@@ -38,22 +38,25 @@ Nf4Problem nf4_of(const Problem& p) {
 }
 
 // gemm_nt's tc multiplies f32 in TF32: it is searched only in the classes that allow it
-// (large_tf32, large_tf32x3) and in the 16-bit ones, and only where the probe passes on the
-// device (which also keeps it out where there are no tensor cores). skinny is searched only in
-// the classes with at most 64 rows on one side (gemm_nt_skinny_class): elsewhere it computes
+// (large_tf32 … lora_expand_tf32x3) and in the 16-bit ones, and only where the probe passes on
+// the device (which also keeps it out where there are no tensor cores). skinny is searched only
+// in the classes with at most 64 rows on one side (gemm_nt_skinny_class): elsewhere it computes
 // correctly but streams the big operand once per SR rows of the other. tcs, tc's kernel with
-// small tiles and K split between warp groups, is searched only in the 16-bit skinny classes,
-// under tc's rules; tcd (fragments straight from global memory) in every 16-bit class but
-// large_half, where tc's staged tiles reuse what they load.
+// small tiles and K split between warp groups, is searched only in the skinny classes that tc
+// may serve (the 16-bit ones, lora_shrink's TF32 twins), under tc's rules; tcd (fragments
+// straight from global memory) in the classes tc may serve but large's (large_half,
+// large_tf32, large_tf32x3), where tc's staged tiles reuse what they load.
 bool gemm_nt_searches(Runtime& rt, const std::string& shape_class, const AlgorithmSpec& algorithm) {
   if (algorithm.name == "skinny") return gemm_nt_skinny_class(shape_class);
   const ElementType input = gemm_nt_class_input(shape_class);
-  const bool half = input != ElementType::f32;
-  if (algorithm.name == "tcs" && !(gemm_nt_skinny_class(shape_class) && half)) return false;
-  if (algorithm.name == "tcd" && !(half && shape_class != "large_half")) return false;
-  if (!gemm_nt_tensor_core_algorithm(algorithm.name)) return true;
   const GemmPrecision precision = gemm_nt_class_precision(shape_class);
-  if (input == ElementType::f32 && precision == GemmPrecision::exact) return false;
+  const bool tc_class = input != ElementType::f32 || precision != GemmPrecision::exact;
+  if (algorithm.name == "tcs" && !(gemm_nt_skinny_class(shape_class) && tc_class)) return false;
+  if (algorithm.name == "tcd" &&
+      !(tc_class && gemm_nt_exact_class(shape_class) != "large" && shape_class != "large_half"))
+    return false;
+  if (!gemm_nt_tensor_core_algorithm(algorithm.name)) return true;
+  if (!tc_class) return false;
   return rt.probe_tensor_cores(input, precision).usable;
 }
 

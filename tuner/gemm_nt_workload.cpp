@@ -1,7 +1,7 @@
 // The tuner's view of gemm_nt: a class's representative problem on the device, run with
 // any choice, checked against the double-precision reference on a sample of rows. A, B and
-// C are f32, or bf16 for the *_half classes and problems with input_bits 16; the
-// large_tf32 and large_tf32x3 classes launch with that precision and are held to its bound.
+// C are f32, or bf16 for the *_half classes and problems with input_bits 16; the TF32 classes
+// (large_tf32 … lora_expand_tf32x3) launch with their precision and are held to its bound.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

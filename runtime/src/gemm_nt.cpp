@@ -443,6 +443,14 @@ const KernelFamily& gemm_nt_family() {
     f.builtin.push_back(f.builtin[4]);
     f.classes.push_back({"large_tf32x3", "large, A and B f32, precision tf32x3"});
     f.builtin.push_back(f.builtin[4]);
+    // The same for f32 LoRA launches (lora_shrink, lora_expand), where tc's K-split and
+    // direct-fragment kernels (tcs, tcd) stream the big operand at 16-bit LoRA's rates.
+    for (const std::size_t i : {std::size_t(1), std::size_t(2)})
+      for (const char* precision : {"tf32", "tf32x3"}) {
+        f.classes.push_back(
+            {f.classes[i].name + "_" + precision, f.classes[i].name + ", A and B f32, precision " + precision});
+        f.builtin.push_back(f.builtin[i]);
+      }
     return f;
   }();
   return family;
@@ -468,23 +476,33 @@ std::optional<GemmPrecision> parse_gemm_precision(const std::string& name) {
 
 std::string gemm_nt_shape_class(const GemmProblem& p, ElementType input, GemmPrecision precision) {
   const char* suffix = input == ElementType::f32 ? "" : "_half";
+  // f32 launches that tc may compute under their precision (not 3×TF32 below K = 8).
+  const std::string tf32 = input == ElementType::f32 && gemm_nt_tc_refusal(p, input, precision).empty()
+                               ? std::string("_") + to_string(precision)
+                               : "";
   if (p.m == 1) return std::string("gemv") + suffix;
-  if (p.n <= 64) return std::string("lora_shrink") + suffix;
-  if (p.k <= 64) return std::string("lora_expand") + suffix;
+  if (p.n <= 64) return std::string("lora_shrink") + suffix + tf32;
+  if (p.k <= 64) return std::string("lora_expand") + suffix + tf32;
   if (p.m <= 16) return std::string("small_batch") + suffix;
-  if (input == ElementType::f32 && precision != GemmPrecision::exact)
-    return std::string("large_") + to_string(precision);
-  return std::string("large") + suffix;
+  return std::string("large") + suffix + tf32;
 }
 
+namespace {
+bool ends_with(const std::string& text, const std::string& end) {
+  return text.size() > end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+}
+}  // namespace
+
 GemmPrecision gemm_nt_class_precision(const std::string& shape_class) {
-  if (shape_class == "large_tf32") return GemmPrecision::tf32;
-  if (shape_class == "large_tf32x3") return GemmPrecision::tf32x3;
+  if (ends_with(shape_class, "_tf32")) return GemmPrecision::tf32;
+  if (ends_with(shape_class, "_tf32x3")) return GemmPrecision::tf32x3;
   return GemmPrecision::exact;
 }
 
 std::string gemm_nt_exact_class(const std::string& shape_class) {
-  return gemm_nt_class_precision(shape_class) == GemmPrecision::exact ? shape_class : "large";
+  const GemmPrecision precision = gemm_nt_class_precision(shape_class);
+  if (precision == GemmPrecision::exact) return shape_class;
+  return shape_class.substr(0, shape_class.size() - 1 - std::string(to_string(precision)).size());
 }
 
 namespace {
@@ -538,13 +556,14 @@ bool gemm_nt_tensor_core_algorithm(const std::string& algorithm) {
 }
 
 bool gemm_nt_skinny_class(const std::string& shape_class) {
-  const std::string f32 = f32_class_of(shape_class);
+  const std::string f32 = f32_class_of(gemm_nt_exact_class(shape_class));
   return f32 == "gemv" || f32 == "lora_shrink" || f32 == "small_batch";
 }
 
 GemmProblem gemm_nt_class_problem(const std::string& shape_class, bool cpu_device) {
   if (is_half_class(shape_class)) return gemm_nt_class_problem(f32_class_of(shape_class), cpu_device);
-  if (gemm_nt_class_precision(shape_class) != GemmPrecision::exact) return gemm_nt_class_problem("large", cpu_device);
+  if (gemm_nt_class_precision(shape_class) != GemmPrecision::exact)
+    return gemm_nt_class_problem(gemm_nt_exact_class(shape_class), cpu_device);
   if (shape_class == "gemv") return {1, 4096, 4096};
   if (shape_class == "lora_shrink") return {4096, 16, 4096};
   if (shape_class == "lora_expand") return {4096, 4096, 16};

@@ -52,17 +52,19 @@ const KernelFamily& gemm_nt_family();
 // gemv (M = 1), lora_shrink (N <= 64), lora_expand (K <= 64), small_batch (M <= 16),
 // large (everything else); with 16-bit A and B (`input` f16 or bf16) the same rules name
 // the classes gemv_half, lora_shrink_half, ..., large_half, whose entries are tuned on
-// 16-bit input (another code path, other best parameters). An f32 launch of class large
-// that allows TF32 is filed under large_tf32 or large_tf32x3 (`precision`), so that an
-// entry tuned with tensor cores never serves an exact launch; other f32 shapes keep their
-// exact class whatever the precision (tensor cores do not pay there).
+// 16-bit input (another code path, other best parameters). An f32 launch of class large,
+// lora_shrink or lora_expand that tc may compute under its precision (gemm_nt_tc_refusal:
+// TF32, or 3×TF32 from K = 8) is filed under that class's twin for the precision,
+// large_tf32 … lora_expand_tf32x3, so that an entry tuned with tensor cores never serves an
+// exact launch; gemv and small_batch keep their exact class whatever the precision.
 std::string gemm_nt_shape_class(const GemmProblem& p, ElementType input = ElementType::f32,
                                 GemmPrecision precision = GemmPrecision::exact);
-// The precision a class is tuned and served with: tf32 and tf32x3 for large_tf32 and
-// large_tf32x3, exact for every other class.
+// The precision a class is tuned and served with: tf32 and tf32x3 for the classes named
+// *_tf32 and *_tf32x3, exact for every other class.
 GemmPrecision gemm_nt_class_precision(const std::string& shape_class);
-// The class of the same shape and input with exact precision (large for large_tf32x3; the
-// class itself otherwise): what serves a TF32 launch where its own class has no entry.
+// The class of the same shape and input with exact precision (large for large_tf32x3,
+// lora_shrink for lora_shrink_tf32; the class itself otherwise): what serves a TF32 launch
+// where its own class has no entry.
 std::string gemm_nt_exact_class(const std::string& shape_class);
 
 // A class's representative problem, the one `tune` measures. `cpu_device` picks the
