@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "ocltk/gemm_nt.hpp"
 #include "ocltk/profile.hpp"
 #include "ocltk/runtime.hpp"
 #include "record.hpp"
@@ -213,6 +214,10 @@ int main(int argc, char** argv) {
       const ocltk::tuner::Problem problem = c->workload->problem();
       for (const auto& [name, profile] : profiles) {
         const ProfileEntry* entry = profile.find(tuning.family->name, spec.name, &problem);
+        // A gemm_nt TF32 class the profile lacks runs its exact class's entry, as the runtime
+        // serves it (Runtime::choose_gemm_nt).
+        if (entry == nullptr && tuning.family->name == "gemm_nt")
+          entry = profile.find(tuning.family->name, ocltk::gemm_nt_exact_class(spec.name), &problem);
         if (entry == nullptr) continue;  // a profile without the class: no row
         Choice choice;
         choice.kernel = tuning.family->name;

@@ -63,11 +63,12 @@ def main():
     within = {n: 0 for n in names}
     within_medians = {n: 0 for n in names}
     same_point = {n: 0 for n in names}
-    classes = 0
+    classes = unmatched = 0  # rows with the reference's figure, rows without it
     for (op, cls), cells in table.items():
         ref = cells.get(args.reference)
         row = "| %s | %s | %s |" % (op, cls, "%.4g" % ref if isinstance(ref, float) else ref or "–")
-        classes += 1
+        classes += isinstance(ref, float)
+        unmatched += not isinstance(ref, float)
         for n in names:
             cell = cells.get(n)
             if isinstance(cell, float) and isinstance(ref, float):
@@ -87,11 +88,12 @@ def main():
                 else:
                     row += " – |"
             else:
-                row += " %s | – | – |" % (cell or "–")
+                row += " %s | – | – |" % ("%.4g" % cell if isinstance(cell, float) else cell or "–")
         print(row)
     for n in names:
-        print("\n%s: %d of %d classes within %d %% of %s (%d of them on its very point; %d by the medians)." %
-              (n, within[n], classes, round(args.within * 100), args.reference, same_point[n], within_medians[n]))
+        print("\n%s: %d of %d classes within %d %% of %s (%d of them on its very point; %d by the medians)%s." %
+              (n, within[n], classes, round(args.within * 100), args.reference, same_point[n], within_medians[n],
+               "; %d without a figure of %s, not counted" % (unmatched, args.reference) if unmatched else ""))
 
 
 if __name__ == "__main__":

@@ -80,3 +80,20 @@ def test_reads_the_compressed_file_as_the_plain_one(tmp_path):
     plain = table(tmp_path, rows)
     assert table(tmp_path, rows, "bench.json.gz") == plain
     assert plain[-1].startswith("first: ") and len([l for l in plain if l.startswith("| gemm_nt |")]) == 2
+
+
+def test_a_class_the_reference_lacks_is_shown_but_not_counted(tmp_path):
+    # A class newer than the best known profile (one row of the first profile alone): its
+    # figure is printed like any, and the count is of the classes both profiles measured.
+    r = random.Random()
+    base, alone = r.uniform(0.01, 50), r.uniform(0.01, 50)
+    rows = []
+    for _ in range(3):
+        rows += [row("gemm_nt", "gemv", "best", "tiled VW=16", base, 0),
+                 row("gemm_nt", "gemv", "first", "tiled VW=16", base * 1.02, 0),
+                 row("gemm_nt", "lora_shrink_tf32x3", "first", "tcs KCH=8", alone, 1)]
+    lines = table(tmp_path, rows)
+    body = [l for l in lines if l.startswith("| gemm_nt | lora_shrink_tf32x3 |")][0]
+    assert body == "| gemm_nt | lora_shrink_tf32x3 | – | %.4g | – | – |" % alone
+    assert lines[-1] == ("first: 1 of 1 classes within 10 % of best (1 of them on its very point; 1 by the medians); "
+                         "1 without a figure of best, not counted.")
