@@ -506,7 +506,7 @@ TEST_F(GemmNtTcTest, ProbedTcServesTheProfileAndItsAnswerIsKeptOnDisk) {
   const std::string dir = ocltk_test::make_temp_dir("tc_probe");
   const std::vector<ocltk::ProfileEntry> entries = {
       entry("large_half", "tc", kProbePoint), entry("large_tf32x3", "tc", kProbePoint), entry("large", "tiled", {}),
-      entry("lora_expand_tf32x3", "tc", kProbePoint)};
+      entry("lora_expand_tf32x3", "tc", kProbePoint), entry("lora_expand", "tc", kProbePoint)};
   {
     std::unique_ptr<ocltk::Runtime> rt = open_with_profile(entries, dir);
     ASSERT_NE(rt, nullptr);
@@ -539,8 +539,8 @@ TEST_F(GemmNtTcTest, ProbedTcServesTheProfileAndItsAnswerIsKeptOnDisk) {
         << rt->last_choice().describe();
 
     // A tc entry in lora_expand_tf32x3: 3×TF32 LoRA launches take it from K = 8 on; below,
-    // where tc may not compute them, they are lora_expand's, as exact launches are, and run
-    // its choice (the built-in here).
+    // where tc may not compute them, they are lora_expand's, as exact launches are. A tc entry
+    // written by hand there serves neither: the built-in runs instead, saying why.
     c.problem = {70, 80, 40};
     EXPECT_TRUE(ocltk_test::run_typed_case(*rt, rng(), c, ElementType::f32, ElementType::f32, profile_path(*rt, true),
                                            GemmPrecision::tf32x3));
@@ -551,10 +551,12 @@ TEST_F(GemmNtTcTest, ProbedTcServesTheProfileAndItsAnswerIsKeptOnDisk) {
                                            GemmPrecision::tf32x3));
     EXPECT_EQ(rt->last_choice().algorithm, "tiled") << rt->last_choice().describe();
     EXPECT_EQ(rt->last_choice().shape_class, "lora_expand");
+    EXPECT_NE(rt->last_choice().adjusted.find("below K = 8"), std::string::npos) << rt->last_choice().describe();
     c.problem = {70, 80, 40};
     EXPECT_TRUE(ocltk_test::run_typed_case(*rt, rng(), c, ElementType::f32, ElementType::f32, profile_path(*rt, true)));
     EXPECT_EQ(rt->last_choice().algorithm, "tiled") << rt->last_choice().describe();
     EXPECT_EQ(rt->last_choice().shape_class, "lora_expand");
+    EXPECT_NE(rt->last_choice().adjusted.find("precision exact"), std::string::npos) << rt->last_choice().describe();
   }
   // One answer per kind probed (bf16, tf32x3), keyed like the probe's program.
   const std::vector<std::string> files = probe_files(dir);

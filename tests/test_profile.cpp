@@ -19,6 +19,7 @@
 namespace {
 
 using ocltk::ErrorCode;
+using ocltk::GemmPrecision;
 using ocltk::MatchLevel;
 using ocltk::Profile;
 using ocltk::ProfileCandidate;
@@ -676,6 +677,47 @@ TEST_F(ProfileTest, MissingClassFallsBackToTheNextCandidateThenBuiltin) {
   EXPECT_EQ(expand.algorithm, builtin.algorithm);
   EXPECT_EQ(expand.params, ocltk::gemm_nt_family().find_algorithm(builtin.algorithm)->complete(builtin.params));
   EXPECT_THROW((void)rt->choose("gemm_tn", "large"), ocltk::Error);
+}
+
+// A TF32 twin's SIMT entry is at best its exact class's point (a device without tensor cores
+// writes the exact class's point under the twin's name): where a profile that matches the device
+// better has an entry for the exact class, that one serves a TF32 launch. A twin's tensor-core
+// entry stays the twin's choice (and then falls back where the probe refuses it); so does a
+// SIMT one where no nearer profile has the exact class.
+TEST_F(ProfileTest, ATwinsSimtEntryGivesWayToTheExactClassOfANearerProfile) {
+  ScopedEnv env_path("OCLTK_PROFILE_PATH", dir_);
+  ScopedEnv xdg("XDG_CONFIG_HOME", file("empty_xdg"));
+  ocltk::write_profile_atomically(file("exact.yaml"),
+                                  profile_for_this_device({entry("lora_shrink", "tiled", {{"MWG", 8}, {"MDIMC", 1}})}));
+  Profile vendor = profile_for_this_device({entry("lora_shrink_tf32x3", "tiled", {{"MWG", 32}, {"MDIMC", 4}}),
+                                            entry("lora_expand_tf32", "tiled", {{"MWG", 16}, {"MDIMC", 2}}),
+                                            entry("large_tf32x3", "tc", {})});
+  vendor.device.name = "another device of the same vendor";
+  vendor.device.architecture = "";  // not known: the vendor step
+  ocltk::write_profile_atomically(file("vendor.yaml"), vendor);
+  ocltk::Result<ocltk::Runtime> rt = open_with_profiles();
+  ASSERT_TRUE(rt.ok()) << rt.status().message();
+
+  const ocltk::Choice shrink = rt->choose_gemm_nt({4096, 16, 4096}, ocltk::ElementType::f32, GemmPrecision::tf32x3);
+  EXPECT_EQ(shrink.params.at("MWG"), 8) << shrink.describe();
+  EXPECT_EQ(shrink.source, file("exact.yaml"));
+  EXPECT_EQ(shrink.level, MatchLevel::kExact);
+  EXPECT_NE(shrink.adjusted.find("lora_shrink_tf32x3's entry from " + file("vendor.yaml")), std::string::npos)
+      << shrink.describe();
+  // No nearer profile has lora_expand: the twin's entry serves.
+  const ocltk::Choice expand = rt->choose_gemm_nt({4096, 4096, 16}, ocltk::ElementType::f32, GemmPrecision::tf32);
+  EXPECT_EQ(expand.params.at("MWG"), 16) << expand.describe();
+  EXPECT_EQ(expand.source, file("vendor.yaml"));
+  // A tensor-core twin is kept; on a device whose probe refuses it the exact class's choice
+  // (here the built-in) runs, saying why.
+  const ocltk::Choice large = rt->choose_gemm_nt({512, 512, 512}, ocltk::ElementType::f32, GemmPrecision::tf32x3);
+  if (!ocltk::DeviceLimits::of(runtime().device()).tensor_mma) {
+    EXPECT_NE(large.algorithm, "tc") << large.describe();
+    EXPECT_NE(large.adjusted.find("tc from " + file("vendor.yaml") + " not used"), std::string::npos)
+        << large.describe();
+  } else {
+    EXPECT_EQ(large.algorithm, "tc") << large.describe();
+  }
 }
 
 TEST_F(ProfileTest, VerboseLogsTheChoice) {

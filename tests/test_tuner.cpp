@@ -1992,18 +1992,24 @@ TEST_F(TunerEngine, BudgetsAndFractionsCapEvaluations) {
   EXPECT_TRUE(r.caches.empty());
 }
 
-// Two classes whose workloads take 0.8 s to build, with a 3-s budget: each class's share
-// counts from the class's start, so its build comes out of its own 1.5 s and the run ends
-// near its budget. (When a class's clock started after its build, the first class ran
-// 0.8 + 1.5 s and the run ~3.8 s.)
-TEST_F(TunerEngine, WorkloadBuildTimeComesOutOfTheClassesOwnBudget) {
-  static const KernelFamily two_classes = [] {
+// The mock's algorithm in two classes, c1 and c2, of a kernel named mock2.
+const KernelFamily& mock_two_class_family() {
+  static const KernelFamily f = [] {
     KernelFamily k = mock_family();
     k.name = "mock2";
     k.classes = {{"c1", "first"}, {"c2", "second"}};
     k.builtin = {{"mock", {}}, {"mock", {}}};
     return k;
   }();
+  return f;
+}
+
+// Two classes whose workloads take 0.8 s to build, with a 3-s budget: each class's share
+// counts from the class's start, so its build comes out of its own 1.5 s and the run ends
+// near its budget. (When a class's clock started after its build, the first class ran
+// 0.8 + 1.5 s and the run ~3.8 s.)
+TEST_F(TunerEngine, WorkloadBuildTimeComesOutOfTheClassesOwnBudget) {
+  const KernelFamily& two_classes = mock_two_class_family();
   FamilyTuning slow;
   slow.family = &two_classes;
   slow.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
@@ -2028,13 +2034,7 @@ TEST_F(TunerEngine, WorkloadBuildTimeComesOutOfTheClassesOwnBudget) {
 // alone, and the profile gets c1's entry for c2 too, saying so. Named alone, c2 is tuned as any
 // class; a serving class the family lacks is ignored.
 TEST_F(TunerEngine, AClassAnotherServesIsNotMeasuredButGetsItsEntry) {
-  static const KernelFamily two_classes = [] {
-    KernelFamily k = mock_family();
-    k.name = "mock2";
-    k.classes = {{"c1", "first"}, {"c2", "second"}};
-    k.builtin = {{"mock", {}}, {"mock", {}}};
-    return k;
-  }();
+  const KernelFamily& two_classes = mock_two_class_family();
   std::string serving = "c1";
   families_[0].family = &two_classes;
   families_[0].served_by = [&serving](Runtime&, const std::string& shape_class) -> std::optional<ServedBy> {
@@ -2068,7 +2068,7 @@ TEST_F(TunerEngine, AClassAnotherServesIsNotMeasuredButGetsItsEntry) {
       << text.str();
   print_summary_json(json, r, "p.yaml");
   EXPECT_NE(json.str().find("\"served\": [{\"kernel\": \"mock2\", \"class\": \"c2\", \"by\": \"c1\", "
-                            "\"reason\": \"the same programs here\"}]"),
+                            "\"reason\": \"the same programs here\", \"written\": true}]"),
             std::string::npos)
       << json.str();
   write_report((dir_ / "report").string(), r);
@@ -2076,7 +2076,7 @@ TEST_F(TunerEngine, AClassAnotherServesIsNotMeasuredButGetsItsEntry) {
   const std::string j((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
   EXPECT_NE(j.find("\"served\": [{\"kernel\": \"mock2\", \"class\": \"c2\""), std::string::npos) << j;
 
-  o.classes = {"c2"};  // named alone: measured
+  o.classes = {"c2"};  // named without its serving class: measured
   r = tune(*rt_, o);
   ASSERT_EQ(r.classes.size(), 1u);
   EXPECT_EQ(r.classes[0].shape_class, "c2");
@@ -2085,11 +2085,64 @@ TEST_F(TunerEngine, AClassAnotherServesIsNotMeasuredButGetsItsEntry) {
   ASSERT_NE(r.profile.find("mock2", "c2"), nullptr);
   EXPECT_TRUE(r.profile.find("mock2", "c2")->provenance.note.empty());
 
+  // The serving class named alone: its entries follow to the class it serves, a user's shape of
+  // it too (an entry per problem, as in the serving class).
+  o.classes = {"c1"};
+  UserShape shape;
+  shape.tuning = &families_[0];
+  shape.shape_class = "c1";
+  shape.problem = {{"n", 40}};
+  shape.origin = "shapes[0]";
+  o.shapes = {shape};
+  r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 2u);
+  ASSERT_EQ(r.served.size(), 1u);
+  EXPECT_TRUE(r.served[0].written);
+  for (const Problem& problem : {Problem{{"n", 10}}, Problem{{"n", 40}}}) {
+    const ProfileEntry* own = r.profile.find("mock2", "c1", &problem);
+    const ProfileEntry* copy = r.profile.find("mock2", "c2", &problem);
+    ASSERT_NE(own, nullptr);
+    ASSERT_NE(copy, nullptr);
+    EXPECT_EQ(copy->problem, problem);
+    EXPECT_EQ(copy->params, own->params);
+  }
+  o.shapes.clear();
+
   o.classes.clear();
   serving = "c9";  // not a class of the family
   r = tune(*rt_, o);
   ASSERT_EQ(r.classes.size(), 2u);
   EXPECT_TRUE(r.served.empty());
+}
+
+// Where the serving class keeps no verified point (every candidate fails to build here), nothing
+// is written for the class it serves, and the summary and --json say so.
+TEST_F(TunerEngine, AServedClassGetsNoEntryWhereItsServingClassVerifiedNone) {
+  static const KernelFamily failing = [] {
+    KernelFamily k = mock_two_class_family();
+    k.algorithms[0].params = {{"X", 3, {3}, "x"}, {"Y", 1, {1, 2}, "y"}};  // X = 3 fails to build
+    return k;
+  }();
+  families_[0].family = &failing;
+  families_[0].served_by = [](Runtime&, const std::string& shape_class) -> std::optional<ServedBy> {
+    if (shape_class != "c2") return std::nullopt;
+    return ServedBy{"c1", "the same programs here"};
+  };
+  TuneOptions o = options(4);
+  o.cache_dir = "-";
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  EXPECT_FALSE(r.classes[0].best.ok);
+  ASSERT_EQ(r.served.size(), 1u);
+  EXPECT_FALSE(r.served[0].written);
+  EXPECT_EQ(r.profile.find("mock2", "c2"), nullptr);
+  std::ostringstream text, json;
+  print_summary(text, r);
+  EXPECT_NE(text.str().find("not measured, mock2 c2: c1 kept no verified point, none written for them"),
+            std::string::npos)
+      << text.str();
+  print_summary_json(json, r, "p.yaml");
+  EXPECT_NE(json.str().find("\"written\": false"), std::string::npos) << json.str();
 }
 
 // The nf4 workloads check every candidate against one reference, computed at the first
@@ -3394,10 +3447,11 @@ TEST_F(TunerEngine, LoraAndHalfGemmWorkloadsCheckEveryRun) {
 }
 
 // gemm_nt searches tc only in the classes whose launches may run it (16-bit input, the TF32
-// classes; never exact f32), skinny only in the skinny classes (f32 and 16-bit), tcs in their
-// 16-bit twins, tcd in the 16-bit classes but large_half, and the tensor-core ones only
-// where the runtime's tensor-core probe passes: on PoCL
-// only when OCLTK_TC_PROBE=emulated makes it probe the emulation. The TF32 classes' workloads
+// twins; never exact f32), skinny only in the skinny classes (f32, 16-bit, lora_shrink's TF32
+// twins), tcs in their 16-bit and TF32 twins, tcd in the 16-bit classes but large_half and in
+// the LoRA classes' TF32 twins, and the tensor-core ones only where the runtime's tensor-core
+// probe passes: on PoCL only when OCLTK_TC_PROBE=emulated makes it probe the emulation. Where
+// it does not, the TF32 twins are served by their exact classes. The TF32 classes' workloads
 // build tc with their split and hold every candidate to their precision's bound.
 TEST_F(TunerEngine, GemmNtSearchesTcOnlyWhereItsClassAndTheProbeAllowIt) {
   const FamilyTuning* gemm = nullptr;
@@ -3462,6 +3516,21 @@ TEST_F(TunerEngine, GemmNtSearchesTcOnlyWhereItsClassAndTheProbeAllowIt) {
       }
     }
   }
+  // With every tensor-core algorithm excluded the twins are served too, whatever the probe.
+  {
+    ::setenv("OCLTK_TC_PROBE", "emulated", 1);
+    RuntimeOptions excluding = options;
+    excluding.exclude_algorithms = "gemm_nt:tc,gemm_nt:tcs,gemm_nt:tcd";
+    Result<Runtime> without = Runtime::open(excluding);
+    ASSERT_TRUE(without.ok()) << without.status().message();
+    for (const char* cls : {"large_tf32", "lora_shrink_tf32x3", "lora_expand_tf32"}) {
+      const std::optional<ServedBy> by = gemm->served_by(without.value(), cls);
+      ASSERT_TRUE(by.has_value()) << cls;
+      EXPECT_EQ(by->shape_class, gemm_nt_exact_class(cls));
+      EXPECT_NE(by->reason.find("tensor-core algorithms are excluded"), std::string::npos) << by->reason;
+    }
+    EXPECT_FALSE(gemm->served_by(rt, "lora_shrink_tf32x3").has_value()) << "the probe passes, nothing excluded";
+  }
   if (old_mode != nullptr) {
     ::setenv("OCLTK_TC_PROBE", saved.c_str(), 1);
   } else {
@@ -3479,6 +3548,28 @@ TEST_F(TunerEngine, GemmNtSearchesTcOnlyWhereItsClassAndTheProbeAllowIt) {
     EXPECT_EQ(w->problem(),
               gemm_nt_problem_of(gemm_nt_class_problem(gemm_nt_exact_class(shape_class), rt.device().type == "cpu")));
   }
+}
+
+// What `tune` builds ahead for a class to come (FamilyTuning::class_input_bits, variant_for)
+// is what its workload then launches: the same input width and, for every algorithm, the same
+// build variant (the 16-bit gemm_nt and LoRA classes' SIMT programs are not f32's).
+TEST_F(TunerEngine, ClassesAreBuiltAheadInTheVariantTheirWorkloadsLaunch) {
+  std::mt19937_64 rng(5);
+  int checked = 0;
+  for (const FamilyTuning& f : tunable_families()) {
+    ASSERT_TRUE(f.class_input_bits) << f.family->name;
+    ASSERT_TRUE(f.variant_for) << f.family->name;
+    for (const ShapeClassSpec& c : f.family->classes) {
+      const std::unique_ptr<Workload> w = f.make(*rt_, c.name, rng);
+      const int bits = f.class_input_bits(c.name);
+      EXPECT_EQ(bits, int(input_bits_of(w->problem()))) << f.family->name << " " << c.name;
+      for (const AlgorithmSpec& a : f.family->algorithms) {
+        EXPECT_EQ(f.variant_for(c.name, bits, a), w->variant(a)) << f.family->name << " " << c.name << " " << a.name;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
 }
 
 TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {

@@ -45,32 +45,46 @@ Nf4Problem nf4_of(const Problem& p) {
 // small tiles and K split between warp groups, is searched only in the skinny classes that tc
 // may serve (the 16-bit ones, lora_shrink's TF32 twins), under tc's rules; tcd (fragments
 // straight from global memory) in the classes tc may serve but large's (large_half,
-// large_tf32, large_tf32x3), where tc's staged tiles reuse what they load.
-bool gemm_nt_searches(Runtime& rt, const std::string& shape_class, const AlgorithmSpec& algorithm) {
+// large_tf32, large_tf32x3), where tc's staged tiles reuse what they load. These are the
+// class's rules; gemm_nt_searches adds the probe.
+bool gemm_nt_class_allows(const std::string& shape_class, const AlgorithmSpec& algorithm) {
   if (algorithm.name == "skinny") return gemm_nt_skinny_class(shape_class);
-  const ElementType input = gemm_nt_class_input(shape_class);
-  const GemmPrecision precision = gemm_nt_class_precision(shape_class);
-  const bool tc_class = input != ElementType::f32 || precision != GemmPrecision::exact;
-  if (algorithm.name == "tcs" && !(gemm_nt_skinny_class(shape_class) && tc_class)) return false;
-  if (algorithm.name == "tcd" &&
-      !(tc_class && gemm_nt_exact_class(shape_class) != "large" && shape_class != "large_half"))
-    return false;
   if (!gemm_nt_tensor_core_algorithm(algorithm.name)) return true;
+  const bool tc_class = gemm_nt_class_input(shape_class) != ElementType::f32 ||
+                        gemm_nt_class_precision(shape_class) != GemmPrecision::exact;
   if (!tc_class) return false;
-  return rt.probe_tensor_cores(input, precision).usable;
+  if (algorithm.name == "tcs") return gemm_nt_skinny_class(shape_class);
+  if (algorithm.name == "tcd") return gemm_nt_exact_class(shape_class) != "large" && shape_class != "large_half";
+  return true;
 }
 
-// gemm_nt's TF32 classes where the probe refuses tensor cores for their precision (no NVIDIA
-// GPU, OCLTK_TC_PROBE=off): they search the SIMT algorithms alone, whose programs take no
+bool gemm_nt_searches(Runtime& rt, const std::string& shape_class, const AlgorithmSpec& algorithm) {
+  if (!gemm_nt_class_allows(shape_class, algorithm)) return false;
+  if (!gemm_nt_tensor_core_algorithm(algorithm.name)) return true;
+  return rt.probe_tensor_cores(gemm_nt_class_input(shape_class), gemm_nt_class_precision(shape_class)).usable;
+}
+
+// gemm_nt's TF32 classes where none of their tensor-core algorithms may run: excluded
+// (OCLTK_EXCLUDE_ALGORITHMS), or refused by the probe for their precision (no NVIDIA GPU,
+// OCLTK_TC_PROBE=off). They then search the SIMT algorithms alone, whose programs take no
 // precision (gemm_nt_launch_variant), on the exact class's problem (gemm_nt_class_problem), so
 // they would measure what the exact class measures; the runtime serves them with its point.
 std::optional<ServedBy> gemm_nt_served_by(Runtime& rt, const std::string& shape_class) {
   const GemmPrecision precision = gemm_nt_class_precision(shape_class);
   if (precision == GemmPrecision::exact) return std::nullopt;
+  const std::string exact = gemm_nt_exact_class(shape_class);
+  const std::string runs = "its launches run " + exact + "'s SIMT kernels here: ";
+  bool tensor_cores_left = false;
+  for (const AlgorithmSpec& a : gemm_nt_family().algorithms)
+    tensor_cores_left =
+        tensor_cores_left || (gemm_nt_tensor_core_algorithm(a.name) && gemm_nt_class_allows(shape_class, a) &&
+                              !rt.excluded_algorithms().excludes("gemm_nt", a.name));
+  if (!tensor_cores_left)
+    return ServedBy{exact,
+                    runs + "its tensor-core algorithms are excluded (" + rt.excluded_algorithms().describe() + ")"};
   const TensorCoreProbe probe = rt.probe_tensor_cores(gemm_nt_class_input(shape_class), precision);
   if (probe.usable) return std::nullopt;
-  return ServedBy{gemm_nt_exact_class(shape_class),
-                  "its launches run " + gemm_nt_exact_class(shape_class) + "'s SIMT kernels here: " + probe.reason};
+  return ServedBy{exact, runs + probe.reason};
 }
 
 // LoRA on every projection of the model: x·Aᵀ (shrink to the rank) and h·Bᵀ (expand back),
@@ -128,9 +142,13 @@ FamilyTuning nf4_tuning(const KernelFamily& family, bool forward,
       [](std::int64_t input_bits) -> Problem {
         return {{"experts", 2}, {"n", 128}, {"k", 1024}, {"rows", 8}, {"block_size", 64}, {"input_bits", input_bits}};
       },
-      nullptr,   // searches: every algorithm in every class
-      nullptr,   // make_for_class: make_for serves profile check
-      nullptr};  // served_by: every class is its own
+      nullptr,  // searches: every algorithm in every class
+      nullptr,  // make_for_class: make_for serves profile check
+      nullptr,  // served_by: every class is its own
+      [](const std::string& shape_class) { return int(nf4_class_problem(shape_class, false).input_bits); },
+      [](const std::string&, int input_bits, const AlgorithmSpec& a) {
+        return nf4_launch_variant(a, input_bits == 16 ? ElementType::bf16 : ElementType::f32);
+      }};
 }
 
 // A LoRA problem as the tuner lays it out; shrink's problems have no N and expand's no K
@@ -196,9 +214,15 @@ FamilyTuning lora_tuning(const KernelFamily& family) {
             if (input_bits == 16) p["input_bits"] = 16;
             return p;
           },
-          nullptr,   // searches: every algorithm in every class
-          nullptr,   // make_for_class: make_for serves profile check
-          nullptr};  // served_by: every class is its own
+          nullptr,  // searches: every algorithm in every class
+          nullptr,  // make_for_class: make_for serves profile check
+          nullptr,  // served_by: every class is its own
+          [](const std::string& shape_class) {
+            return lora_class_problem(shape_class, false).type == ElementType::f32 ? 32 : 16;
+          },
+          [](const std::string&, int input_bits, const AlgorithmSpec&) {
+            return lora_launch_variant(input_bits == 16 ? ElementType::bf16 : ElementType::f32);
+          }};
 }
 
 }  // namespace
@@ -222,7 +246,12 @@ const std::vector<FamilyTuning>& tunable_families() {
        [](Runtime& rt, const std::string& shape_class, const Problem& p, std::mt19937_64& rng) {
          return make_gemm_nt_workload_for(rt, gemm_of(p), input_type_of(p), gemm_nt_class_precision(shape_class), rng);
        },
-       gemm_nt_served_by},
+       gemm_nt_served_by,
+       [](const std::string& shape_class) { return gemm_nt_class_input(shape_class) == ElementType::f32 ? 32 : 16; },
+       [](const std::string& shape_class, int input_bits, const AlgorithmSpec& a) {
+         const ElementType type = input_bits == 16 ? ElementType::bf16 : ElementType::f32;
+         return gemm_nt_launch_variant(type, type, a.name, gemm_nt_class_precision(shape_class));
+       }},
       nf4_tuning(nf4_forward_family(), true, make_nf4_forward_workload),
       nf4_tuning(nf4_backward_family(), false, make_nf4_backward_workload),
       lora_tuning(lora_shrink_family()),

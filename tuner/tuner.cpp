@@ -31,9 +31,6 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // Whether two evaluations are of one point (algorithm and parameters).
 bool same_point(const Evaluation& a, const Evaluation& b) { return a.algorithm == b.algorithm && a.params == b.params; }
 
-// The width of a job's input (input_bits_of): f32 for the class's own problem.
-int job_input_bits(const std::optional<Problem>& problem) { return problem ? int(input_bits_of(*problem)) : 32; }
-
 // Runs, verifies, then times a candidate after a warm-up run; stops timing early when the
 // first timed run is already three times slower than the best so far. `hang` is set when a
 // run outlived the workload's time limit (the device may still be busy with it). `quiet` is
@@ -215,14 +212,17 @@ class Prefetcher {
   }
 
   // Queues builds of `points`; urgent ones (about to be measured) go first, in order. For
-  // another job than the one served, name it, its family and input width.
+  // another job than the one served, name it, its family, class and input width, which decide
+  // the variant it will launch.
   void prefetch(const std::vector<const Point*>& points, bool urgent = true, const FamilyTuning* tuning = nullptr,
-                int input_bits = 0, int job = -1) {
+                int input_bits = 0, int job = -1, const std::string& shape_class = "") {
     if (!pool_.enabled()) return;
     const FamilyTuning* t = tuning ? tuning : tuning_;
     const int bits = tuning ? input_bits : input_bits_;
     for (const Point* p : points) {
-      std::string variant = variant_of(*p, tuning == nullptr);
+      std::string variant = tuning == nullptr     ? variant_of(*p, true)
+                            : tuning->variant_for ? tuning->variant_for(shape_class, bits, *p->algorithm)
+                                                  : p->algorithm->tuned_variant;
       std::string key = key_of(*p, variant);
       pool_.add({*p, std::move(variant), t, bits}, key, urgent, tuning ? job : job_);
     }
@@ -1378,21 +1378,21 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
            std::find(options.classes.begin(), options.classes.end(), name) != options.classes.end();
   };
   // A class whose launches here run the very programs of another class of the run, on the same
-  // problem (FamilyTuning::served_by), is not measured again: that class's entry is written for
-  // it too (close_open). Named alone, it is tuned as any class.
+  // problem (FamilyTuning::served_by), is not measured again: that class's entries are written
+  // for it too (close_open), also where the run names the serving class alone, so that they
+  // follow it. Named without its serving class, it is tuned as any class.
   std::vector<ServedClass> served;
   for (const FamilyTuning& f : families) {
     if (!options.default_classes || !kernel_selected(f.family->name)) continue;
     for (const ShapeClassSpec& c : f.family->classes) {
-      if (!class_selected(c.name)) continue;
       if (f.served_by)
         if (std::optional<ServedBy> by = f.served_by(rt, c.name); by && by->shape_class != c.name &&
                                                                   f.family->find_class(by->shape_class) != nullptr &&
                                                                   class_selected(by->shape_class)) {
-          served.push_back({f.family->name, c.name, by->shape_class, by->reason});
+          served.push_back({f.family->name, c.name, by->shape_class, by->reason, false});
           continue;
         }
-      jobs.push_back({&f, c.name, std::nullopt});
+      if (class_selected(c.name)) jobs.push_back({&f, c.name, std::nullopt});
     }
   }
   for (const UserShape& shape : options.shapes)
@@ -1400,6 +1400,11 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       jobs.push_back({shape.tuning, shape.shape_class, shape.problem});
   if (jobs.empty())
     throw Error(ErrorCode::kInvalidArgument, "the selected kernels, classes and shapes leave nothing to tune");
+  // The input width a job's workload runs: its user's problem's, else its class's own.
+  const auto job_input_bits = [](const Job& job) {
+    if (job.problem) return int(input_bits_of(*job.problem));
+    return job.tuning->class_input_bits ? job.tuning->class_input_bits(job.shape_class) : 32;
+  };
 
   // Resume caches, one per kernel; a foreign one stops the run before any measuring.
   TuneResult result;
@@ -1471,7 +1476,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     for (const AlgorithmSpec& algorithm : family.algorithms) {
       if (excluded.excludes(family.name, algorithm.name)) continue;  // OCLTK_EXCLUDE_ALGORITHMS
       if (tuning.searches && !tuning.searches(rt, jobs[ji].shape_class, algorithm)) continue;
-      for (Params& p : algorithm.search_space(&limits, job_input_bits(jobs[ji].problem)))
+      for (Params& p : algorithm.search_space(&limits, job_input_bits(jobs[ji])))
         spaces[ji].push_back({&algorithm, std::move(p)});
     }
     search_rngs.emplace_back(options.seed * 0x9E3779B97F4A7C15ull + ji + 1);
@@ -1491,7 +1496,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     first_points[ji].push_back(builtin_points[ji]);
     const std::optional<ClassPrior> p =
         prior_of(family.name, jobs[ji].shape_class, jobs[ji].problem ? &*jobs[ji].problem : nullptr);
-    const int bits = job_input_bits(jobs[ji].problem);
+    const int bits = job_input_bits(jobs[ji]);
     if (p) {
       prior_known[ji] = true;
       outrun[ji] = outrun_algorithms(*p, spaces[ji]);
@@ -1503,7 +1508,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     std::vector<const Point*> hint;
     for (const Point& p : first_points[ji]) hint.push_back(&p);
-    prefetcher.prefetch(hint, false, jobs[ji].tuning, job_input_bits(jobs[ji].problem), int(ji));
+    prefetcher.prefetch(hint, false, jobs[ji].tuning, job_input_bits(jobs[ji]), int(ji), jobs[ji].shape_class);
   }
   // On a CPU device, not the opening's points of an algorithm a first point covers where the
   // nearest devices know the class: there a class's budget is short, and the guided opening
@@ -1519,7 +1524,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     std::vector<const Point*> opening;
     for (const Point* p : opening_points(options.strategy, spaces[ji], search_rngs[ji], device.type == "cpu" ? 8 : 24))
       if (!covered.count(p->algorithm)) opening.push_back(p);
-    prefetcher.prefetch(opening, false, jobs[ji].tuning, job_input_bits(jobs[ji].problem), int(ji));
+    prefetcher.prefetch(opening, false, jobs[ji].tuning, job_input_bits(jobs[ji]), int(ji), jobs[ji].shape_class);
   }
 
   // The best point of each problem tuned so far, by (kernel, class): with warm_start the
@@ -1639,15 +1644,16 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
         entry.default_time_ms = cr.builtin.ok ? cr.builtin.time_ms : 0;
         entry.provenance.kind = "tuned";
         result.profile.entries.push_back(entry);
-        // Its point for the classes it serves (its class's own problem, not a user's shape).
-        if (!jobs[std::size_t(c.job)].problem)
-          for (const ServedClass& s : result.served)
-            if (s.kernel == cr.kernel && s.by == cr.shape_class) {
-              ProfileEntry copy = entry;
-              copy.shape_class = s.shape_class;
-              copy.provenance.note = s.by + "'s point, not measured again: " + s.reason;
-              result.profile.entries.push_back(std::move(copy));
-            }
+        // Its point for the classes it serves (a user's shape of it too: the runtime picks
+        // the entry of the nearest problem in the served class as in its own).
+        for (ServedClass& s : result.served)
+          if (s.kernel == cr.kernel && s.by == cr.shape_class) {
+            ProfileEntry copy = entry;
+            copy.shape_class = s.shape_class;
+            copy.provenance.note = s.by + "'s point, not measured again: " + s.reason;
+            result.profile.entries.push_back(std::move(copy));
+            s.written = true;
+          }
       }
       result.classes.push_back(std::move(*c.cr));
     }
@@ -1683,7 +1689,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     std::unique_ptr<Workload> workload = jobs[ji].problem ? jobs[ji].tuning->make_for(rt, *jobs[ji].problem, rng)
                                                           : jobs[ji].tuning->make(rt, shape_class, rng);
     previous_workload.reset();  // kept until now, so data it shares with this one is reused
-    const int input_bits = job_input_bits(jobs[ji].problem);
+    const int input_bits = job_input_bits(jobs[ji]);
     // The width the workload runs (a class of 16-bit input names it in its problem): what a
     // build worker's small problem must run to build the same program.
     prefetcher.serve(workload.get(), jobs[ji].tuning, int(input_bits_of(workload->problem())), int(ji));
@@ -1964,15 +1970,17 @@ void print_summary(std::ostream& out, const TuneResult& result) {
         << (unmeasured_defaults == 1 ? " class" : " classes")
         << ": it started past the run's budget and measured the nearest device's point alone (--budget for more)\n";
   for (const std::string& r : result.repeated) out << "tuned once: " << r << " (named again in the shapes)\n";
-  // The classes another's point serves (not measured), per kernel, serving class and reason.
-  std::map<std::tuple<std::string, std::string, std::string>, std::string> served;
+  // The classes another's point serves (not measured), per kernel, serving class, reason and
+  // whether that class had a point to write for them.
+  std::map<std::tuple<std::string, std::string, std::string, bool>, std::string> served;
   for (const ServedClass& s : result.served) {
-    std::string& line = served[{s.kernel, s.by, s.reason}];
+    std::string& line = served[{s.kernel, s.by, s.reason, s.written}];
     line += (line.empty() ? "" : ", ") + s.shape_class;
   }
   for (const auto& [key, classes] : served)
     out << "not measured, " << std::get<0>(key) << " " << classes << ": " << std::get<1>(key)
-        << "'s point written for them (" << std::get<2>(key) << ")\n";
+        << (std::get<3>(key) ? "'s point written for them (" : " kept no verified point, none written for them (")
+        << std::get<2>(key) << ")\n";
   // Which known devices seeded the classes (priors.hpp), grouped.
   std::map<std::string, int> seeded;
   for (const ClassResult& c : result.classes) {
@@ -2038,7 +2046,8 @@ std::string json_served(const std::vector<ServedClass>& served) {
   for (std::size_t i = 0; i < served.size(); ++i)
     out += std::string(i ? ", " : "") + "{\"kernel\": " + json_string(served[i].kernel) +
            ", \"class\": " + json_string(served[i].shape_class) + ", \"by\": " + json_string(served[i].by) +
-           ", \"reason\": " + json_string(served[i].reason) + "}";
+           ", \"reason\": " + json_string(served[i].reason) +
+           ", \"written\": " + (served[i].written ? "true" : "false") + "}";
   return out + "]";
 }
 

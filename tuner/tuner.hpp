@@ -132,8 +132,9 @@ struct ClassResult {
 // that class's entry for it.
 struct ServedClass {
   std::string kernel, shape_class;
-  std::string by;      // the class whose entry serves it
-  std::string reason;  // why, on this device
+  std::string by;        // the class whose entries serve it
+  std::string reason;    // why, on this device
+  bool written = false;  // whether `by` kept a verified point, written for it
 };
 
 struct TuneResult {
@@ -172,7 +173,8 @@ void print_summary_json(std::ostream& out, const TuneResult& result, const std::
 // default and the best choice (the members of a JSON object, without its braces).
 std::string json_class_fields(const ClassResult& c);
 
-// The served classes as a JSON array of {kernel, class, by, reason} (--json and report.json).
+// The served classes as a JSON array of {kernel, class, by, reason, written} (--json and
+// report.json).
 std::string json_served(const std::vector<ServedClass>& served);
 
 // --report DIR: report.json (every evaluation of every class in order, best so far) and

@@ -123,6 +123,14 @@ struct FamilyTuning {
   // exact class's SIMT kernels. `tune` measures such a class only where the serving class is
   // not tuned in the same run; otherwise it writes the serving class's entry for it too.
   std::function<std::optional<ServedBy>(Runtime&, const std::string& shape_class)> served_by;
+  // The input width (32 or 16) a class's own problem runs (null: 32): gemm_nt's *_half classes
+  // and the LoRA classes run 16-bit input.
+  std::function<int(const std::string& shape_class)> class_input_bits;
+  // The build variant a class's workload launches `algorithm` with at `input_bits`
+  // (Workload::variant), known before the workload is made: what `tune` builds ahead for the
+  // classes to come. Null: the algorithm's tuned_variant, which is f32's for gemm_nt's SIMT
+  // algorithms and the LoRA kernels, whose 16-bit classes measure other programs.
+  std::function<std::string(const std::string& shape_class, int input_bits, const AlgorithmSpec&)> variant_for;
 };
 
 // Every family the tuner knows, in tuning order.

@@ -301,8 +301,9 @@ AlgorithmSpec tc_algorithm() {
 // 64 rows (LoRA shrink, small batches, gemv), so C has few tiles; KSPLIT warp groups share
 // each tile's K, so that the few workgroups still keep enough loads in flight. Small tiles
 // and warp tiles, which tc's search leaves out, are what it searches; the stores are tc's
-// EPI 0 (C is small). Searched only in the 16-bit skinny classes (gemm_nt_skinny_class),
-// where the probe passes; it shares tc's precision rules (gemm_nt_tensor_core_algorithm).
+// EPI 0 (C is small). Searched only in the skinny classes tc may serve (the 16-bit ones,
+// lora_shrink's TF32 twins: gemm_nt_searches), where the probe passes; it shares tc's
+// precision rules (gemm_nt_tensor_core_algorithm).
 AlgorithmSpec tcs_algorithm() {
   AlgorithmSpec a;
   a.name = "tcs";
@@ -365,8 +366,8 @@ std::int64_t tcd_registers(const Params& p) {
 // The tensor-core product with fragments loaded straight from global memory
 // (gemm_nt_tcd.cl): no local tiles or barriers, for the shapes that stream one big operand
 // past a small one (LoRA expand and shrink, small batches, gemv), where tc's staging costs
-// more instructions than it saves. Searched in the 16-bit classes but large_half
-// (gemm_nt_searches), where the probe passes; tc's precision rules.
+// more instructions than it saves. Searched in the 16-bit classes but large_half and in the
+// LoRA classes' TF32 twins (gemm_nt_searches), where the probe passes; tc's precision rules.
 AlgorithmSpec tcd_algorithm() {
   AlgorithmSpec a;
   a.name = "tcd";

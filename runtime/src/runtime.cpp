@@ -452,6 +452,17 @@ Choice Runtime::choose_gemm_nt(const GemmProblem& problem, ElementType input, Ge
     // No profile tuned this precision: the exact class's entry is as accurate and tuned.
     c = choose("gemm_nt", exact_class, key);
     c.adjusted = "no profile entry for " + shape_class + ": " + exact_class + "'s";
+  } else if (exact_class != shape_class && !gemm_nt_tensor_core_algorithm(c.algorithm)) {
+    // A twin's SIMT entry is at best its exact class's point (a device without tensor cores
+    // writes the exact class's point under the twin's name): a profile that matches this
+    // device better and has an entry for the exact class serves instead.
+    Choice exact = choose("gemm_nt", exact_class, key);
+    if (exact.level < c.level) {
+      exact.adjusted = (exact.adjusted.empty() ? "" : exact.adjusted + "; ") + shape_class + "'s entry from " +
+                       c.source + " (match: " + to_string(c.level) + ") names a SIMT algorithm: " + exact_class +
+                       "'s of a nearer profile";
+      c = exact;
+    }
   }
   if (!gemm_nt_tensor_core_algorithm(c.algorithm)) return c;
   std::string why = gemm_nt_tc_refusal(problem, input, precision);

@@ -93,8 +93,9 @@ bool gemm_nt_tensor_core_algorithm(const std::string& algorithm);
 // it may: f32 input needs precision tf32 or tf32x3, and tf32x3 needs K >= kTf32x3MinK.
 std::string gemm_nt_tc_refusal(const GemmProblem& p, ElementType input, GemmPrecision precision);
 
-// Whether algorithm skinny serves a class's launches: gemv, lora_shrink and small_batch and
-// their 16-bit twins, where one operand has at most 64 rows (what the tuner searches it in).
+// Whether algorithm skinny serves a class's launches: gemv, lora_shrink and small_batch, their
+// 16-bit twins and lora_shrink's TF32 twins, where one operand has at most 64 rows (what the
+// tuner searches it in).
 // It computes any shape correctly, but elsewhere it streams the operand with more rows once
 // per SR rows of the other.
 bool gemm_nt_skinny_class(const std::string& shape_class);

@@ -174,8 +174,10 @@ class Runtime {
   Choice choose(const std::string& kernel, const std::string& shape_class,
                 const std::map<std::string, std::int64_t>& problem = {}) const;
   // The choice that serves a gemm_nt launch whose A and B are of type `input` (the *_half
-  // classes for 16-bit input) under `precision` (large_tf32 and large_tf32x3 for f32 large
-  // launches that allow TF32; where neither profile has an entry for those, large's). A
+  // classes for 16-bit input) under `precision` (the TF32 twins of large, lora_shrink and
+  // lora_expand for f32 launches that tensor cores may compute so: gemm_nt_shape_class; where
+  // no profile has an entry for the twin, or where the twin's entry names a SIMT algorithm and
+  // a better-matched profile has one for the exact class, the exact class's). A
   // profile's tc entry serves only where gemm_nt_tc_refusal allows it and
   // probe_tensor_cores passes (which the first such choice runs); elsewhere the launch gets
   // the SIMT choice of the exact class (f32) or the class's built-in (16-bit), and
