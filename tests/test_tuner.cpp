@@ -2085,9 +2085,8 @@ TEST_F(TunerEngine, AClassAnotherServesIsNotMeasuredButGetsItsEntry) {
   ASSERT_NE(r.profile.find("mock2", "c2"), nullptr);
   EXPECT_TRUE(r.profile.find("mock2", "c2")->provenance.note.empty());
 
-  // The serving class named alone: its entries follow to the class it serves, a user's shape of
-  // it too (an entry per problem, as in the serving class).
-  o.classes = {"c1"};
+  // A user's shape of the serving class: an entry of it for the served class too, per problem.
+  o.classes.clear();
   UserShape shape;
   shape.tuning = &families_[0];
   shape.shape_class = "c1";
@@ -2107,6 +2106,12 @@ TEST_F(TunerEngine, AClassAnotherServesIsNotMeasuredButGetsItsEntry) {
     EXPECT_EQ(copy->params, own->params);
   }
   o.shapes.clear();
+
+  o.classes = {"c1"};  // the serving class alone: the served class is neither tuned nor written
+  r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  EXPECT_TRUE(r.served.empty());
+  EXPECT_EQ(r.profile.find("mock2", "c2"), nullptr);
 
   o.classes.clear();
   serving = "c9";  // not a class of the family

@@ -1379,12 +1379,13 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
   };
   // A class whose launches here run the very programs of another class of the run, on the same
   // problem (FamilyTuning::served_by), is not measured again: that class's entries are written
-  // for it too (close_open), also where the run names the serving class alone, so that they
-  // follow it. Named without its serving class, it is tuned as any class.
+  // for it too (close_open). Named without its serving class, it is tuned as any class; a run
+  // that names the serving class alone leaves it as the profile at --out has it.
   std::vector<ServedClass> served;
   for (const FamilyTuning& f : families) {
     if (!options.default_classes || !kernel_selected(f.family->name)) continue;
     for (const ShapeClassSpec& c : f.family->classes) {
+      if (!class_selected(c.name)) continue;
       if (f.served_by)
         if (std::optional<ServedBy> by = f.served_by(rt, c.name); by && by->shape_class != c.name &&
                                                                   f.family->find_class(by->shape_class) != nullptr &&
@@ -1392,7 +1393,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
           served.push_back({f.family->name, c.name, by->shape_class, by->reason, false});
           continue;
         }
-      if (class_selected(c.name)) jobs.push_back({&f, c.name, std::nullopt});
+      jobs.push_back({&f, c.name, std::nullopt});
     }
   }
   for (const UserShape& shape : options.shapes)
