@@ -1682,6 +1682,17 @@ class TunerEngine : public ::testing::Test {
     ASSERT_EQ(r.classes[1].best.params, (Params{{"X", 5}, {"Y", 3}}));
     ASSERT_EQ(r.classes[2].best.params, (Params{{"X", 7}, {"Y", 3}}));
   }
+  // What print_summary and print_summary_json print of a run.
+  static std::string summary_of(const TuneResult& r) {
+    std::ostringstream out;
+    print_summary(out, r);
+    return out.str();
+  }
+  static std::string json_of(const TuneResult& r) {
+    std::ostringstream out;
+    print_summary_json(out, r, "p.yaml");
+    return out.str();
+  }
   // options(max_evals) seeded by `known` (PriorUse `use`), warm-started, without a cache.
   TuneOptions seeded(std::int64_t max_evals, const std::vector<PriorDevice>& known, PriorUse use = PriorUse::kAll) {
     TuneOptions o = options(max_evals);
@@ -2061,16 +2072,14 @@ TEST_F(TunerEngine, AClassAnotherServesIsNotMeasuredButGetsItsEntry) {
   EXPECT_EQ(c2->provenance.kind, "tuned");
   EXPECT_EQ(c2->provenance.note, "c1's point, not measured again: the same programs here");
   EXPECT_TRUE(c1->provenance.note.empty());
-  std::ostringstream text, json;
-  print_summary(text, r);
-  EXPECT_NE(text.str().find("not measured, mock2 c2: c1's point written for them (the same programs here)"),
+  const std::string text = summary_of(r), json = json_of(r);
+  EXPECT_NE(text.find("not measured, mock2 c2: c1's point written for them (the same programs here)"),
             std::string::npos)
-      << text.str();
-  print_summary_json(json, r, "p.yaml");
-  EXPECT_NE(json.str().find("\"served\": [{\"kernel\": \"mock2\", \"class\": \"c2\", \"by\": \"c1\", "
-                            "\"reason\": \"the same programs here\", \"written\": true}]"),
+      << text;
+  EXPECT_NE(json.find("\"served\": [{\"kernel\": \"mock2\", \"class\": \"c2\", \"by\": \"c1\", "
+                      "\"reason\": \"the same programs here\", \"written\": true}]"),
             std::string::npos)
-      << json.str();
+      << json;
   write_report((dir_ / "report").string(), r);
   std::ifstream report(dir_ / "report" / "report.json");
   const std::string j((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
@@ -2141,13 +2150,10 @@ TEST_F(TunerEngine, AServedClassGetsNoEntryWhereItsServingClassVerifiedNone) {
   ASSERT_EQ(r.served.size(), 1u);
   EXPECT_FALSE(r.served[0].written);
   EXPECT_EQ(r.profile.find("mock2", "c2"), nullptr);
-  std::ostringstream text, json;
-  print_summary(text, r);
-  EXPECT_NE(text.str().find("not measured, mock2 c2: c1 kept no verified point, none written for them"),
+  EXPECT_NE(summary_of(r).find("not measured, mock2 c2: c1 kept no verified point, none written for them"),
             std::string::npos)
-      << text.str();
-  print_summary_json(json, r, "p.yaml");
-  EXPECT_NE(json.str().find("\"written\": false"), std::string::npos) << json.str();
+      << summary_of(r);
+  EXPECT_NE(json_of(r).find("\"written\": false"), std::string::npos) << json_of(r);
 }
 
 // The nf4 workloads check every candidate against one reference, computed at the first

@@ -475,24 +475,33 @@ std::optional<GemmPrecision> parse_gemm_precision(const std::string& name) {
   return std::nullopt;
 }
 
+namespace {
+constexpr const char kHalfSuffix[] = "_half";
+
+bool ends_with(const std::string& text, const std::string& end) {
+  return text.size() > end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+}
+
+bool is_half_class(const std::string& shape_class) { return ends_with(shape_class, kHalfSuffix); }
+
+// Whether tc may compute an f32 launch under `precision` (what gemm_nt_tc_refusal says in
+// words where not): TF32, or 3×TF32 from K = kTf32x3MinK.
+bool tc_computes_f32(const GemmProblem& p, GemmPrecision precision) {
+  return precision == GemmPrecision::tf32 || (precision == GemmPrecision::tf32x3 && p.k >= kTf32x3MinK);
+}
+}  // namespace
+
 std::string gemm_nt_shape_class(const GemmProblem& p, ElementType input, GemmPrecision precision) {
-  const char* suffix = input == ElementType::f32 ? "" : "_half";
+  const char* suffix = input == ElementType::f32 ? "" : kHalfSuffix;
   // f32 launches that tc may compute under their precision (not 3×TF32 below K = 8).
-  const std::string tf32 = input == ElementType::f32 && gemm_nt_tc_refusal(p, input, precision).empty()
-                               ? std::string("_") + to_string(precision)
-                               : "";
+  const std::string tf32 =
+      input == ElementType::f32 && tc_computes_f32(p, precision) ? std::string("_") + to_string(precision) : "";
   if (p.m == 1) return std::string("gemv") + suffix;
   if (p.n <= 64) return std::string("lora_shrink") + suffix + tf32;
   if (p.k <= 64) return std::string("lora_expand") + suffix + tf32;
   if (p.m <= 16) return std::string("small_batch") + suffix;
   return std::string("large") + suffix + tf32;
 }
-
-namespace {
-bool ends_with(const std::string& text, const std::string& end) {
-  return text.size() > end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
-}
-}  // namespace
 
 GemmPrecision gemm_nt_class_precision(const std::string& shape_class) {
   if (ends_with(shape_class, "_tf32")) return GemmPrecision::tf32;
@@ -507,13 +516,6 @@ std::string gemm_nt_exact_class(const std::string& shape_class) {
 }
 
 namespace {
-constexpr const char kHalfSuffix[] = "_half";
-
-bool is_half_class(const std::string& shape_class) {
-  const std::size_t n = sizeof kHalfSuffix - 1;
-  return shape_class.size() > n && shape_class.compare(shape_class.size() - n, n, kHalfSuffix) == 0;
-}
-
 // The f32 class a 16-bit class twins (the class itself where it is not one).
 std::string f32_class_of(const std::string& shape_class) {
   return is_half_class(shape_class) ? shape_class.substr(0, shape_class.size() - (sizeof kHalfSuffix - 1))
@@ -542,14 +544,12 @@ std::string gemm_nt_launch_variant(ElementType input, ElementType output, const 
 }
 
 std::string gemm_nt_tc_refusal(const GemmProblem& p, ElementType input, GemmPrecision precision) {
-  if (input != ElementType::f32) return "";
+  if (input != ElementType::f32 || tc_computes_f32(p, precision)) return "";
   if (precision == GemmPrecision::exact)
     return "f32 A and B with precision exact never run on tensor cores (tc multiplies them in TF32; "
            "GemmNtArgs::precision tf32 or tf32x3 allows it)";
-  if (precision == GemmPrecision::tf32x3 && p.k < kTf32x3MinK)
-    return "3×TF32 can exceed the f32 bound below K = " + std::to_string(kTf32x3MinK) + " (K = " + std::to_string(p.k) +
-           "): such launches belong to a SIMT algorithm";
-  return "";
+  return "3×TF32 can exceed the f32 bound below K = " + std::to_string(kTf32x3MinK) + " (K = " + std::to_string(p.k) +
+         "): such launches belong to a SIMT algorithm";
 }
 
 bool gemm_nt_tensor_core_algorithm(const std::string& algorithm) {
