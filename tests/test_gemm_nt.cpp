@@ -76,9 +76,9 @@ const std::vector<Point>& points() {
         {"LOADK", 1},
         {"PREFETCH", 2},
         {"WARPM", 4}}},
-      {"xgemm_warpm2_rows_vwn1",  // 2 × 16 blocks, 4 along M; scalar C stores
+      {"xgemm_warpm2_rows_vwn1",  // 2 × 16 blocks, 2 along N and 4 along M; scalar C stores
        "xgemm",
-       {{"MWG", 64}, {"NWG", 64}, {"KWG", 16}, {"MDIMC", 8}, {"NDIMC", 16}, {"VWM", 4}, {"VWN", 1}, {"WARPM", 2}}},
+       {{"MWG", 64}, {"NWG", 64}, {"KWG", 16}, {"MDIMC", 8}, {"NDIMC", 32}, {"VWM", 4}, {"VWN", 1}, {"WARPM", 2}}},
       {"xgemm_warpm8_kwg32",  // 8 × 4 blocks, 8 along N
        "xgemm",
        {{"MWG", 64},

@@ -198,8 +198,12 @@ AlgorithmSpec xgemm_algorithm() {
                           (param(p, "NWG") * param(p, "KWG") / 4) % wgs(p) == 0;
                  }),
   };
-  // Regions that are certainly slow on a GPU (the tuner never picks xgemm on a CPU).
+  // Regions that are certainly slow on a GPU (on a CPU the shipped profiles choose xgemm only
+  // for LoRA expand), and WARPM blocks as wide as the workgroup, which repeat WARPM 0's layout.
   a.search_pruning = {
+      constraint("WARPM == 0 or 32 / WARPM != NDIMC (a block as wide as the workgroup is the local ids' own "
+                 "layout, WARPM 0)",
+                 [](const Params& p) { return param(p, "WARPM") == 0 || 32 / param(p, "WARPM") != param(p, "NDIMC"); }),
       constraint("VWM and VWN are 1 or 4 (a 2-wide local read moves half a 4-wide one's bytes for the same "
                  "instruction; 1 keeps C's stores coalesced along N)",
                  [](const Params& p) { return param(p, "VWM") != 2 && param(p, "VWN") != 2; }),
@@ -223,7 +227,8 @@ AlgorithmSpec xgemm_algorithm() {
           [](const Params& p) { return param(p, "PREFETCH") == 0 || (param(p, "VWM") == 4 && param(p, "VWN") == 4); }),
   };
   // A CPU device runs a workgroup's work-items as loops, vectorised along local id 0: there is
-  // no warp whose reads WARPM could merge, only index arithmetic in the way of that vectorising.
+  // no warp whose reads WARPM could merge, only index arithmetic in the way of that vectorising
+  // (not measured: a layout argument; the points stay legal).
   a.cpu_search_pruning = {
       constraint("WARPM == 0 (no warps on a CPU device)", [](const Params& p) { return param(p, "WARPM") == 0; }),
   };
