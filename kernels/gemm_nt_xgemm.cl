@@ -15,14 +15,6 @@
 // VWM-row groups tm, tm+MDIMC, ... and the VWN-column groups tn, tn+NDIMC, ...; every
 // output is a scalar accumulator.
 //
-// Which work-item is (tm, tn) (WARPM):
-//   0: its local ids (tn = local id 0): 32 consecutive work-items (an NVIDIA warp) span up to
-//      32 values of tn, so a warp's local reads of B move 32 distinct vectors a K step.
-//   2, 4, 8: each 32 consecutive work-items (linear local id) form a WARPM × (32 / WARPM)
-//      block of (tm, tn), the blocks laid out along N first: a warp's reads of a K step move
-//      WARPM vectors of A and 32 / WARPM of B (4 × 8: 12 vectors instead of 33), fewer
-//      local-memory wavefronts for the same multiply-adds.
-//
 // Who loads what (LOADK), for a tile of ROWS rows × KWG columns in float4s q = 0..KWG/4-1:
 //   LOADK 0: work-item idx takes row idx % ROWS, float4 idx / ROWS: a warp's 32 loads
 //            touch 32 rows, 16 bytes each (the original mapping).
@@ -70,9 +62,6 @@
 #ifndef PREFETCH
 #define PREFETCH 0  // 0 none, 1 next tile into registers during the multiply, 2 same + two local buffers
 #endif
-#ifndef WARPM
-#define WARPM 0  // rows of (tm, tn) each 32 consecutive work-items cover: 0 the local ids' own layout, 2, 4, 8
-#endif
 
 #define WGS (MDIMC * NDIMC)
 #define MWI (MWG / MDIMC)  // outputs per work-item along M
@@ -101,12 +90,6 @@
 #endif
 #if PREFETCH < 0 || PREFETCH > 2
 #error "PREFETCH must be 0, 1 or 2"
-#endif
-#if WARPM != 0 && WARPM != 2 && WARPM != 4 && WARPM != 8
-#error "WARPM must be 0, 2, 4 or 8"
-#endif
-#if WARPM != 0 && (MDIMC % WARPM != 0 || NDIMC % (32 / WARPM) != 0)
-#error "WARPM blocks of WARPM x 32/WARPM work-items must tile the MDIMC x NDIMC workgroup"
 #endif
 #if LOADK == 1 && (KWG > 32 || MWG % 32 != 0 || NWG % 32 != 0)
 #error "LOADK 1 swizzles float4 groups inside 32-float blocks: it needs KWG <= 32 and MWG, NWG multiples of 32"
@@ -274,16 +257,9 @@ inline void gemm_nt_xgemm_body(const int M, const int N, const int K, const floa
                                const __global in_t* restrict A, const int lda,
                                const __global in_t* restrict B, const int ldb, __global out_t* C,
                                const int ldc, const int accumulate, __local float* As, __local float* Bs) {
-#if WARPM == 0
   const int tn = get_local_id(0);
   const int tm = get_local_id(1);
   const int lid = tm * NDIMC + tn;
-#else
-  const int lid = get_local_id(1) * NDIMC + get_local_id(0);
-  const int lane = lid % 32, block = lid / 32;  // (32 / WARPM) lanes along N, WARPM along M
-  const int tn = block % (NDIMC / (32 / WARPM)) * (32 / WARPM) + lane % (32 / WARPM);
-  const int tm = block / (NDIMC / (32 / WARPM)) * WARPM + lane / (32 / WARPM);
-#endif
   const int m0 = get_group_id(1) * MWG;
   const int n0 = get_group_id(0) * NWG;
 

@@ -31,7 +31,7 @@ struct Point {
 };
 
 // Chosen to cover USE_LOCAL 0/1, VW 1/4/8/16, non-default MDIMC/NDIMC and tall/wide
-// tiles (tiled); KWG 8/16/32, VWM/VWN 1/2/4, LOADK 0/1, PREFETCH 0/1/2, WARPM 0/2/4/8 and 128
+// tiles (tiled); KWG 8/16/32, VWM/VWN 1/2/4, LOADK 0/1, PREFETCH 0/1/2 and 128
 // accumulators (xgemm); RW 1/4/8/32, TR 1/2/4/8, KWG 128/512 and WGS 16..256 (reduce); RW
 // 1..32, BR 1..8, SR 1..64, VW 1/2/4/8 and UNROLL 1/2/4 (skinny).
 const std::vector<Point>& points() {
@@ -66,29 +66,6 @@ const std::vector<Point>& points() {
       {"xgemm_prefetch2_kwg8_acc128",
        "xgemm",
        {{"MWG", 128}, {"NWG", 64}, {"KWG", 8}, {"MDIMC", 8}, {"NDIMC", 8}, {"LOADK", 1}, {"PREFETCH", 2}}},
-      {"xgemm_warpm4_prefetch2",  // 4 × 8 blocks of work-items, 2 along N and 2 along M
-       "xgemm",
-       {{"MWG", 64},
-        {"NWG", 64},
-        {"KWG", 16},
-        {"MDIMC", 8},
-        {"NDIMC", 16},
-        {"LOADK", 1},
-        {"PREFETCH", 2},
-        {"WARPM", 4}}},
-      {"xgemm_warpm2_rows_vwn1",  // 2 × 16 blocks, 2 along N and 4 along M; scalar C stores
-       "xgemm",
-       {{"MWG", 64}, {"NWG", 64}, {"KWG", 16}, {"MDIMC", 8}, {"NDIMC", 32}, {"VWM", 4}, {"VWN", 1}, {"WARPM", 2}}},
-      {"xgemm_warpm8_kwg32",  // 8 × 4 blocks, 8 along N
-       "xgemm",
-       {{"MWG", 64},
-        {"NWG", 128},
-        {"KWG", 32},
-        {"MDIMC", 8},
-        {"NDIMC", 32},
-        {"LOADK", 1},
-        {"PREFETCH", 1},
-        {"WARPM", 8}}},
       {"reduce_defaults", "reduce", {}},
       {"reduce_rw1_tr4_vw4", "reduce", {{"WGS", 64}, {"RW", 1}, {"TR", 4}, {"VW", 4}}},
       {"reduce_local_tr8_kwg128",

@@ -340,38 +340,6 @@ TEST(ParamTables, LoraAccumulatorsAreSearchedAsTheDeviceWantsThem) {
   EXPECT_EQ(algorithms, 4u);  // shrink's tiled, expand's tiled, apply's fused and split
 }
 
-// xgemm's WARPM (work-items laid out in blocks per warp): a CPU searches WARPM 0 alone, a GPU
-// every value but a block as wide as the workgroup (WARPM 0's own layout); every point stays
-// legal on both.
-TEST(ParamTables, XgemmWarpBlocksAreSearchedOnGpusOnly) {
-  ocltk::DeviceLimits cpu, gpu;
-  cpu.local_mem_bytes = gpu.local_mem_bytes = 48 * 1024;
-  cpu.cpu = true;
-  gpu.gpu = true;
-  const AlgorithmSpec& xgemm = *ocltk::gemm_nt_family().find_algorithm("xgemm");
-  const std::vector<Params> on_cpu = xgemm.search_space(&cpu), on_gpu = xgemm.search_space(&gpu);
-  ASSERT_FALSE(on_cpu.empty());
-  for (const Params& p : on_cpu) ASSERT_EQ(p.at("WARPM"), 0) << ocltk::format_params(p);
-  std::set<int> warpm_on_gpu;
-  for (const Params& p : on_gpu) {
-    warpm_on_gpu.insert(p.at("WARPM"));
-    if (p.at("WARPM") != 0) {
-      EXPECT_NE(32 / p.at("WARPM"), p.at("NDIMC")) << ocltk::format_params(p);
-      EXPECT_EQ(p.at("MDIMC") % p.at("WARPM"), 0) << ocltk::format_params(p);
-      EXPECT_EQ(p.at("NDIMC") % (32 / p.at("WARPM")), 0) << ocltk::format_params(p);
-    }
-  }
-  EXPECT_EQ(warpm_on_gpu, (std::set<int>{0, 2, 4, 8}));
-  // The GPU's WARPM 0 points are the CPU's search, but for the regions only a GPU prunes.
-  std::size_t gpu_plain = 0;
-  for (const Params& p : on_gpu) gpu_plain += p.at("WARPM") == 0;
-  EXPECT_GT(gpu_plain, 0u);
-  const Params blocked = xgemm.complete({{"MDIMC", 8}, {"NDIMC", 32}, {"WARPM", 4}});
-  EXPECT_FALSE(xgemm.violation(blocked, &cpu).has_value()) << "WARPM 4 stays legal on a CPU";
-  const Params untiled = xgemm.complete({{"MDIMC", 8}, {"NDIMC", 8}, {"WARPM", 2}});
-  EXPECT_TRUE(xgemm.violation(untiled, &gpu).has_value()) << "2 × 16 blocks do not tile 8 × 8 work-items";
-}
-
 // REGS, the register target, is legal other than 0 only where binaries are PTX (NVIDIA):
 // elsewhere the legal space holds the compiler's choice alone, and a profile that asks for
 // a target is refused by name.

@@ -167,11 +167,6 @@ AlgorithmSpec xgemm_algorithm() {
        {0, 1, 2},
        "next K tile: 0 loaded after the barrier, 1 into registers during the multiply, 2 as 1 with two local "
        "buffers"},
-      {"WARPM",
-       0,
-       {0, 2, 4, 8},
-       "work-item layout: 0 as the local ids, else each 32 consecutive work-items cover WARPM rows by 32 / WARPM "
-       "columns (fewer distinct local reads a warp)"},
   };
   auto mwi = [](const Params& p) { return param(p, "MWG") / param(p, "MDIMC"); };
   auto nwi = [](const Params& p) { return param(p, "NWG") / param(p, "NDIMC"); };
@@ -186,24 +181,14 @@ AlgorithmSpec xgemm_algorithm() {
                  [mwi, nwi](const Params& p) { return mwi(p) * nwi(p) + xgemm_prefetch_registers(p) <= 160; }),
       constraint("MDIMC * NDIMC >= 64 (enough work-items to stage the tiles)",
                  [wgs](const Params& p) { return wgs(p) >= 64; }),
-      constraint("WARPM == 0 or WARPM × (32 / WARPM) blocks tile the workgroup: MDIMC % WARPM == 0, NDIMC % (32 / "
-                 "WARPM) == 0",
-                 [](const Params& p) {
-                   const int warpm = param(p, "WARPM");
-                   return warpm == 0 || (param(p, "MDIMC") % warpm == 0 && param(p, "NDIMC") % (32 / warpm) == 0);
-                 }),
       constraint("tiles split evenly into 4-wide loads: (MWG * KWG / 4) % (MDIMC * NDIMC) == 0, same for NWG",
                  [wgs](const Params& p) {
                    return (param(p, "MWG") * param(p, "KWG") / 4) % wgs(p) == 0 &&
                           (param(p, "NWG") * param(p, "KWG") / 4) % wgs(p) == 0;
                  }),
   };
-  // Regions that are certainly slow on a GPU (on a CPU the shipped profiles choose xgemm only
-  // for LoRA expand), and WARPM blocks as wide as the workgroup, which repeat WARPM 0's layout.
+  // Regions that are certainly slow on a GPU (on a CPU the shipped profiles choose xgemm only for LoRA expand).
   a.search_pruning = {
-      constraint("WARPM == 0 or 32 / WARPM != NDIMC (a block as wide as the workgroup is the local ids' own "
-                 "layout, WARPM 0)",
-                 [](const Params& p) { return param(p, "WARPM") == 0 || 32 / param(p, "WARPM") != param(p, "NDIMC"); }),
       constraint("VWM and VWN are 1 or 4 (a 2-wide local read moves half a 4-wide one's bytes for the same "
                  "instruction; 1 keeps C's stores coalesced along N)",
                  [](const Params& p) { return param(p, "VWM") != 2 && param(p, "VWN") != 2; }),
@@ -225,12 +210,6 @@ AlgorithmSpec xgemm_algorithm() {
           "PREFETCH > 0 only with VWM == VWN == 4 (long K: 4-wide local reads and float4 C stores win; "
           "VWN = 1's coalesced scalar stores matter only for short K)",
           [](const Params& p) { return param(p, "PREFETCH") == 0 || (param(p, "VWM") == 4 && param(p, "VWN") == 4); }),
-  };
-  // A CPU device runs a workgroup's work-items as loops, vectorised along local id 0: there is
-  // no warp whose reads WARPM could merge, only index arithmetic in the way of that vectorising
-  // (not measured: a layout argument; the points stay legal).
-  a.cpu_search_pruning = {
-      constraint("WARPM == 0 (no warps on a CPU device)", [](const Params& p) { return param(p, "WARPM") == 0; }),
   };
   a.local_mem_bytes = [](const Params& p, const DeviceLimits&) -> std::uint64_t {
     const int buffers = param(p, "PREFETCH") == 2 ? 2 : 1;
