@@ -320,6 +320,29 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
       if (f.chosen && !outrun_by_recording(f.c, *f.chosen)) out.chosen.push_back(*f.chosen);
       out.devices.push_back(f.device->device.name);
     }
+  // Where the nearest devices know the class by their profiles' entries alone (no full list of
+  // kFullList points), the nearest devices further on that recorded it lend their recordings:
+  // their points after the nearest's, for the guided model and as near ties and contenders.
+  // How near a class is stays judged by the nearest devices alone (best_ratio). On the 2-core
+  // AVX-512 EPYC, seeded by the Xeon's profile entry for lora_expand decode, a first tune tried
+  // TR 2 only with CB 256 or CN 8, far from where the Zen 2's recording of the class has its
+  // best (CB 1024-4096, CW 4, VA 1, small workgroups), and kept a point 1.35x the long tune's
+  // best, which lies there.
+  const std::size_t own = nearest.size();
+  if (out.distance > 0 && full.empty()) {
+    int lender = -1;
+    for (const Found& f : found)
+      if (f.distance > out.distance && f.c != nullptr && f.c->points.size() >= kFullList &&
+          (lender < 0 || f.distance < lender))
+        lender = f.distance;
+    for (const Found& f : found)
+      if (f.distance == lender && f.c->points.size() >= kFullList) {
+        nearest.push_back(f.c);
+        full.push_back(f.device);
+        out.lenders.push_back(f.device->device.name);
+        out.lender_distance = lender;
+      }
+  }
   std::set<std::string> taken;
   for (std::size_t rank = 0;; ++rank) {
     bool any = false;
@@ -332,8 +355,8 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
   }
   double log_sum = 0;
   int ratios = 0;
-  for (const PriorClass* c : nearest)
-    if (c->builtin_ms > 0) {
+  for (std::size_t i = 0; i < own; ++i)
+    if (const PriorClass* c = nearest[i]; c->builtin_ms > 0) {
       log_sum += std::log(c->points.front().time_ms / c->builtin_ms);
       ++ratios;
     }

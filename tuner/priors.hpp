@@ -100,6 +100,12 @@ struct ClassPrior {
   // than the recordings, or one they were made without, is none.
   std::set<std::string> outrun;
   std::vector<std::string> devices;  // their names, nearest first
+  // Where the nearest devices know the class by profile entries alone (no kFullList points),
+  // the nearest devices further on with a full list of it, at `lender_distance`: their points
+  // come after the nearest devices' in `points`, `near_ties` and `contenders` (class_prior);
+  // `distance` and `best_ratio` stay the nearest devices'. Empty and -1: none.
+  std::vector<std::string> lenders;
+  int lender_distance = -1;
 };
 
 // How many points a known device's class lists, at least, for the algorithms it leaves out to

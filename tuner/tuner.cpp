@@ -1753,6 +1753,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     if (class_known) {
       cr.prior_distance = class_known->distance;
       cr.prior_devices = class_known->devices;
+      cr.prior_lenders = class_known->lenders;
+      cr.lender_distance = class_known->lender_distance;
       own_seed = own_seed || class_known->distance == 0;
       std::size_t ahead = 1, placed = 0;  // the first `ahead` before the sibling classes' points
       for (const Point& p : prior_candidates(*class_known, family, limits, excluded, input_bits, &ahead)) {
@@ -1988,7 +1990,13 @@ void print_summary(std::ostream& out, const TuneResult& result) {
     if (c.prior_distance < 0) continue;
     std::string from;
     for (const std::string& d : c.prior_devices) from += (from.empty() ? "" : ", ") + d;
-    ++seeded[from + " (distance " + std::to_string(c.prior_distance) + ")"];
+    from += " (distance " + std::to_string(c.prior_distance) + ")";
+    if (!c.prior_lenders.empty()) {
+      from += ", with the recordings of ";
+      for (std::size_t i = 0; i < c.prior_lenders.size(); ++i) from += (i ? ", " : "") + c.prior_lenders[i];
+      from += " (distance " + std::to_string(c.lender_distance) + ")";
+    }
+    ++seeded[from];
   }
   for (const auto& [from, classes] : seeded)
     out << "seeded from " << from << ": " << classes << (classes == 1 ? " class\n" : " classes\n");
@@ -2032,6 +2040,7 @@ std::string json_class_fields(const ClassResult& c) {
       << ", \"evaluations\": " << c.evaluations << ", \"rejected\": " << c.rejected << ", \"cached\": " << c.cached
       << ", \"seconds\": " << c.seconds << ", \"speedup\": " << c.speedup() << ", \"weight\": " << c.weight
       << ", \"prior_distance\": " << c.prior_distance << ", \"prior_devices\": " << json_strings(c.prior_devices)
+      << ", \"prior_lenders\": " << json_strings(c.prior_lenders) << ", \"lender_distance\": " << c.lender_distance
       << ", \"seed_classes\": " << json_strings(c.seed_classes)
       << ", \"default_stand_in\": " << json_string(c.default_stand_in)
       << ", \"revisited_from\": " << json_strings(c.revisited_from)

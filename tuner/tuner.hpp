@@ -96,6 +96,10 @@ struct ClassResult {
   // the weight of its share when it ended (class_share).
   int prior_distance = -1;
   std::vector<std::string> prior_devices;
+  // The devices further on that lent their recordings of the class (ClassPrior::lenders) and
+  // their distance (-1: none).
+  std::vector<std::string> prior_lenders;
+  int lender_distance = -1;
   // The earlier classes of its kernel in this run whose best points it measured first, where
   // this device had no point of its own for it (no profile choice, recording or earlier
   // problem of the class), nearest first.
