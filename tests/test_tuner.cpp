@@ -824,59 +824,76 @@ TEST(Priors, TheNearestDevicesThatKnowAClassSeedIt) {
       << "a GPU's points seeded a CPU";
 }
 
-// Where the nearest devices know a class by their profiles' entries alone, the nearest device
-// further on with a full recording of it (kFullList points) lends its points, after theirs:
-// for the model, as near ties; how near a class is stays judged by the nearest (best_ratio).
-// Not where a nearest device recorded the class, not from a device further still, not at
-// distance 0 (the device's own profile), and never from another kind.
+// Where no nearest device lists kFullList points of a class (a profile's entry), the nearest
+// devices further on that do lend their lists, after the nearest devices' points: for the
+// model, as near ties and contenders; how near a class is stays judged by the nearest
+// (best_ratio). Not where a nearest device lists as many, not from a device further still or
+// with a short list, not at distance 0 (the device's own profile), never from another kind,
+// and a device there that knows the class by a pinned entry alone (no list) is passed over.
 TEST(Priors, AFartherRecordingFillsInForANearerProfileEntry) {
   const std::string arch = "pocl:skx";
   const DeviceInfo me = device_named("Me", "V", "cpu", "P", arch);
   const Problem gemv{{"k", 4096}, {"m", 1}, {"n", 4096}};
-  auto known_device = [&](const std::string& name, const std::string& architecture, const std::string& type,
-                          std::size_t points, double best_ms, double builtin_ms) {
-    PriorDevice d = prior_device(name, "V", type);
+  // `points` reduce points from best_ms on, 1 ms apart, each device's its own (`tr`); a second
+  // algorithm's point 5 % behind its best where `tied` names one.
+  auto known_device = [&](const std::string& name, const std::string& architecture, std::size_t points, int tr,
+                          double best_ms, double builtin_ms, const std::string& tied = "") {
+    PriorDevice d = prior_device(name, "V", "cpu");
     d.device.architecture = architecture;
     PriorClass c{"gemm_nt", "gemv", gemv, {}, builtin_ms};
-    const int tr = points == 1 ? 2 : 1;  // a profile's entry apart from every recorded point
     for (std::size_t i = 0; i < points; ++i)
       c.points.push_back({"reduce", reduce_point(2 << (i % 8), 1 << (i / 8), tr), true, "", best_ms + double(i), true});
+    if (!tied.empty())
+      c.points.insert(c.points.begin() + 1, {tied, reduce_point(2, 1, tr), true, "", 1.05 * best_ms, true});
     d.classes.push_back(c);
     return d;
   };
-  const PriorDevice entry = known_device("Entry", arch, "cpu", 1, 3.0, 12.0);                     // distance 1
-  const PriorDevice recorded = known_device("Recorded", "pocl:hsw", "cpu", kFullList, 2.0, 4.0);  // 2
-  const PriorDevice further = known_device("Further", "", "cpu", kFullList, 7.0, 14.0);           // 2, no arch
-  PriorDevice far_platform = known_device("Far", "other", "cpu", kFullList, 9.0, 18.0);
+  const PriorDevice entry = known_device("Entry", arch, 1, 2, 3.0, 12.0);                              // distance 1
+  const PriorDevice recorded = known_device("Recorded", "pocl:hsw", kFullList, 1, 2.0, 4.0, "tiled");  // 2
+  const PriorDevice further = known_device("Further", "", kFullList, 4, 7.0, 14.0);                    // 2, no arch
+  PriorDevice far_platform = known_device("Far", "other", kFullList, 8, 9.0, 18.0);
   far_platform.device.vendor = "W";  // 3: same platform, another vendor
-  const PriorDevice gpu = known_device("GPU", "sm_90", "gpu", kFullList, 0.5, 1.0);
+  PriorDevice gpu = known_device("GPU", "sm_90", kFullList, 8, 0.5, 1.0);
+  gpu.device.type = "gpu";                      // another kind
+  PriorDevice pinned = prior_device("Pinned");  // 2: a pinned entry without a time, no list
+  ProfileEntry pin;
+  pin.kernel = "gemm_nt";
+  pin.shape_class = "gemv";
+  pin.algorithm = "reduce";
+  pin.params = reduce_point(64, 2, 1);
+  pin.problem = gemv;
+  pinned.chosen.entries.push_back(pin);
 
   const std::optional<ClassPrior> p =
-      class_prior({entry, far_platform, recorded, gpu}, me, PriorUse::kOthers, "gemm_nt", "gemv", &gemv);
+      class_prior({entry, far_platform, pinned, recorded, gpu}, me, PriorUse::kOthers, "gemm_nt", "gemv", &gemv);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->distance, 1);
   EXPECT_EQ(p->devices, (std::vector<std::string>{"Entry"}));
   EXPECT_EQ(p->lenders, (std::vector<std::string>{"Recorded"}));
   EXPECT_EQ(p->lender_distance, 2);
-  ASSERT_EQ(p->points.size(), 1 + kFullList);
+  ASSERT_EQ(p->points.size(), 2 + kFullList);
   EXPECT_DOUBLE_EQ(p->points[0].time_ms, 3.0) << "the nearest device's entry first";
-  EXPECT_DOUBLE_EQ(p->points[1].time_ms, 2.0) << "then the recording's best";
-  EXPECT_DOUBLE_EQ(p->best_ratio, 0.25) << "the nearest device's 3 of 12, not the recording's 2 of 4";
+  EXPECT_DOUBLE_EQ(p->points[1].time_ms, 2.0) << "then the lent list's best";
+  EXPECT_DOUBLE_EQ(p->best_ratio, 0.25) << "the nearest device's 3 of 12, not the lent list's 2 of 4";
   std::vector<double> ties;
   for (const Evaluation& e : p->near_ties) ties.push_back(e.time_ms);
-  EXPECT_EQ(ties, (std::vector<double>{3.0, 2.0})) << "each device's points within kContenderMargin of its best";
+  EXPECT_EQ(ties, (std::vector<double>{3.0, 2.0, 2.1})) << "each device's points within kContenderMargin of its best";
+  ASSERT_EQ(p->contenders.size(), 1u);
+  EXPECT_EQ(p->contenders[0].algorithm, "tiled") << "the lent list's other algorithm as fast";
 
-  // Both devices at the lender's distance lend; one further on does not.
+  // Every device at the lender's distance with a list lends, in turn by rank, after the
+  // nearest's; one further on does not.
   const std::optional<ClassPrior> two =
-      class_prior({entry, recorded, further, far_platform}, me, PriorUse::kOthers, "gemm_nt", "gemv", &gemv);
+      class_prior({recorded, entry, further, far_platform}, me, PriorUse::kOthers, "gemm_nt", "gemv", &gemv);
   ASSERT_TRUE(two.has_value());
   EXPECT_EQ(two->lenders, (std::vector<std::string>{"Recorded", "Further"}));
-  EXPECT_EQ(two->points.size(), 1 + kFullList) << "the points both list, once";
-  EXPECT_DOUBLE_EQ(two->points[2].time_ms, 3.0)
-      << "by rank: Recorded's second next (Further's points, the same, are taken once)";
+  ASSERT_EQ(two->points.size(), 2 + 2 * kFullList);
+  std::vector<double> first;
+  for (std::size_t i = 0; i < 4; ++i) first.push_back(two->points[i].time_ms);
+  EXPECT_EQ(first, (std::vector<double>{3.0, 2.0, 7.0, 2.1}));
 
-  // A nearest device that recorded the class: no lender.
-  const PriorDevice entry_recorded = known_device("Entry", arch, "cpu", kFullList, 3.0, 12.0);
+  // A nearest device that lists as many: no lender.
+  const PriorDevice entry_recorded = known_device("Entry", arch, kFullList, 2, 3.0, 12.0);
   const std::optional<ClassPrior> recorded_near =
       class_prior({entry_recorded, recorded}, me, PriorUse::kOthers, "gemm_nt", "gemv", &gemv);
   ASSERT_TRUE(recorded_near.has_value());
@@ -884,8 +901,8 @@ TEST(Priors, AFartherRecordingFillsInForANearerProfileEntry) {
   EXPECT_EQ(recorded_near->lender_distance, -1);
   EXPECT_EQ(recorded_near->points.size(), kFullList);
 
-  // A lender's list short of kFullList lends nothing, nor does one of another kind.
-  const PriorDevice short_list = known_device("Short", "pocl:hsw", "cpu", kFullList - 1, 2.0, 4.0);
+  // A list short of kFullList lends nothing, nor does another kind's.
+  const PriorDevice short_list = known_device("Short", "pocl:hsw", kFullList - 1, 1, 2.0, 4.0);
   const std::optional<ClassPrior> none =
       class_prior({entry, short_list, gpu}, me, PriorUse::kOthers, "gemm_nt", "gemv", &gemv);
   ASSERT_TRUE(none.has_value());
@@ -893,7 +910,7 @@ TEST(Priors, AFartherRecordingFillsInForANearerProfileEntry) {
   EXPECT_EQ(none->points.size(), 1u);
 
   // The device's own profile entry (distance 0) borrows nothing.
-  const PriorDevice own = known_device("Me", arch, "cpu", 1, 3.0, 12.0);
+  const PriorDevice own = known_device("Me", arch, 1, 2, 3.0, 12.0);
   const std::optional<ClassPrior> mine = class_prior({own, recorded}, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
   ASSERT_TRUE(mine.has_value());
   EXPECT_EQ(mine->distance, 0);

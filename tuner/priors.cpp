@@ -320,39 +320,42 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
       if (f.chosen && !outrun_by_recording(f.c, *f.chosen)) out.chosen.push_back(*f.chosen);
       out.devices.push_back(f.device->device.name);
     }
-  // Where the nearest devices know the class by their profiles' entries alone (no full list of
-  // kFullList points), the nearest devices further on that recorded it lend their recordings:
-  // their points after the nearest's, for the guided model and as near ties and contenders.
-  // How near a class is stays judged by the nearest devices alone (best_ratio). On the 2-core
-  // AVX-512 EPYC, seeded by the Xeon's profile entry for lora_expand decode, a first tune tried
-  // TR 2 only with CB 256 or CN 8, far from where the Zen 2's recording of the class has its
-  // best (CB 1024-4096, CW 4, VA 1, small workgroups), and kept a point 1.35x the long tune's
-  // best, which lies there.
+  // Where no nearest device lists kFullList points of the class (they know it by their
+  // profiles' entries, or by a short recording), the nearest devices further on that list as
+  // many lend their lists: their points after all of the nearest's, for the guided model and as
+  // near ties and contenders, and the algorithms their lists leave out count as outrun. How near
+  // a class is stays judged by the nearest devices alone (best_ratio). On the 2-core AVX-512
+  // EPYC, seeded by the Xeon's profile entry for lora_expand decode, a first tune tried TR 2
+  // only with CB 256 or CN 8, far from where the Zen 2's recording of the class has its best
+  // (CB 1024-4096, CW 4, VA 1, small workgroups), and kept a point 1.35x the long tune's best,
+  // which lies there; lent that recording, 1.15x.
   const std::size_t own = nearest.size();
   if (out.distance > 0 && full.empty()) {
+    const auto lends = [](const Found& f) { return f.c != nullptr && f.c->points.size() >= kFullList; };
     int lender = -1;
     for (const Found& f : found)
-      if (f.distance > out.distance && f.c != nullptr && f.c->points.size() >= kFullList &&
-          (lender < 0 || f.distance < lender))
-        lender = f.distance;
+      if (f.distance > out.distance && lends(f) && (lender < 0 || f.distance < lender)) lender = f.distance;
     for (const Found& f : found)
-      if (f.distance == lender && f.c->points.size() >= kFullList) {
+      if (f.distance == lender && lends(f)) {
         nearest.push_back(f.c);
         full.push_back(f.device);
         out.lenders.push_back(f.device->device.name);
         out.lender_distance = lender;
       }
   }
+  // The lists interleaved by rank, the nearest devices' first, then the lenders'.
   std::set<std::string> taken;
-  for (std::size_t rank = 0;; ++rank) {
-    bool any = false;
-    for (const PriorClass* c : nearest) {
-      if (rank >= c->points.size()) continue;
-      any = true;
-      if (taken.insert(point_key(c->points[rank])).second) out.points.push_back(c->points[rank]);
+  for (const auto& [from, to] : {std::pair<std::size_t, std::size_t>{0, own}, {own, nearest.size()}})
+    for (std::size_t rank = 0;; ++rank) {
+      bool any = false;
+      for (std::size_t i = from; i < to; ++i) {
+        const PriorClass* c = nearest[i];
+        if (rank >= c->points.size()) continue;
+        any = true;
+        if (taken.insert(point_key(c->points[rank])).second) out.points.push_back(c->points[rank]);
+      }
+      if (!any) break;
     }
-    if (!any) break;
-  }
   double log_sum = 0;
   int ratios = 0;
   for (std::size_t i = 0; i < own; ++i)

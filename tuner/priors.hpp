@@ -92,7 +92,7 @@ struct ClassPrior {
   // here either; the points a class measures first are chosen among them by how far apart
   // they are (prior_candidates in tuner/tuner.cpp).
   std::vector<Evaluation> near_ties;
-  // The algorithms a nearest device's full list of the class (kFullList points or more, a
+  // The algorithms a nearest (or lending) device's full list of the class (kFullList points or more, a
   // recording's fastest; a derived prior file keeps 24) leaves out though its recordings of
   // the kernel hold them in another class (its search had them), where no nearest device lists
   // or chose them for the class: there each of their points ran behind all of that list, so
@@ -100,10 +100,11 @@ struct ClassPrior {
   // than the recordings, or one they were made without, is none.
   std::set<std::string> outrun;
   std::vector<std::string> devices;  // their names, nearest first
-  // Where the nearest devices know the class by profile entries alone (no kFullList points),
-  // the nearest devices further on with a full list of it, at `lender_distance`: their points
-  // come after the nearest devices' in `points`, `near_ties` and `contenders` (class_prior);
-  // `distance` and `best_ratio` stay the nearest devices'. Empty and -1: none.
+  // Where no nearest device lists kFullList points of the class (a profile's entry, a short
+  // recording), the nearest devices further on that do, at `lender_distance`: their points
+  // come after the nearest devices' in `points`, `near_ties` and `contenders`, and their lists
+  // count for `outrun` (class_prior); `distance`, `chosen` and `best_ratio` stay the nearest
+  // devices'. Empty and -1: none.
   std::vector<std::string> lenders;
   int lender_distance = -1;
 };
@@ -128,7 +129,8 @@ constexpr double kOutrunRatio = 1.5;
 
 // The known devices nearest to `device` under `use` (all at the smallest distance), and
 // what they say about `kernel`/`shape_class` (on the problem nearest to `problem` where
-// given); nullopt where none knows the class.
+// given), with the lists the devices further on lend where theirs are short
+// (ClassPrior::lenders); nullopt where none knows the class.
 std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, const DeviceInfo& device, PriorUse use,
                                       const std::string& kernel, const std::string& shape_class,
                                       const Problem* problem);

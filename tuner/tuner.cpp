@@ -1157,8 +1157,9 @@ std::vector<RevisitPoint> revisit_points(const std::vector<RunClass>& run, std::
 }
 
 // A class of a device nobody tuned that knows the algorithm of its built-in default by that
-// default alone (none of the nearest devices' points of the class is of it but the default
-// itself, which their recordings hold, nor any point it measures first): a default is a
+// default alone (none of the nearest devices' points of the class, or those lent to them
+// (ClassPrior::lenders), is of it but the default itself, which their recordings hold, nor
+// any point it measures first): a default is a
 // portable guess, and the guided model ranks an algorithm by its points, so it does not come
 // back to one its default put far behind. On the 2-core Zen 2 EPYC, gemm_nt gemv_half's default
 // (reduce RW 32 VW 1) ran 9.3 ms, 6.5x the long tune's best reduce point, and first tunes kept
