@@ -328,7 +328,7 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
   // EPYC, seeded by the Xeon's profile entry for lora_expand decode, a first tune tried TR 2
   // only with CB 256 or CN 8, far from where the Zen 2's recording of the class has its best
   // (CB 1024-4096, CW 4, VA 1, small workgroups), and kept a point 1.35x the long tune's best,
-  // which lies there; lent that recording, 1.15x.
+  // which lies there; lent that recording, two first tunes kept 1.15x and 1.08x.
   const std::size_t own = nearest.size();
   if (out.distance > 0 && full.empty()) {
     const auto lends = [](const Found& f) { return f.c != nullptr && f.c->points.size() >= kFullList; };
