@@ -600,6 +600,18 @@ PriorDevice prior_device(const std::string& name, const std::string& vendor = "V
   return d;
 }
 
+// A known device's profile entry for gemm_nt/gemv at k = n = 4096 (time 0: pinned without one).
+ProfileEntry gemv_entry(const std::string& algorithm, const Params& params, double time_ms) {
+  ProfileEntry e;
+  e.kernel = "gemm_nt";
+  e.shape_class = "gemv";
+  e.algorithm = algorithm;
+  e.params = params;
+  e.problem = {{"k", 4096}, {"m", 1}, {"n", 4096}};
+  e.time_ms = time_ms;
+  return e;
+}
+
 TEST(Priors, DistanceFollowsNameArchitectureVendorPlatformAndKind) {
   const DeviceInfo gpu = device_named("GPU X", "NVIDIA Corporation", "gpu", "NVIDIA CUDA", "sm_90");
   EXPECT_EQ(prior_distance(header_of(gpu), gpu), 0);
@@ -856,13 +868,7 @@ TEST(Priors, AFartherRecordingFillsInForANearerProfileEntry) {
   PriorDevice gpu = known_device("GPU", "sm_90", kFullList, 8, 0.5, 1.0);
   gpu.device.type = "gpu";                      // another kind
   PriorDevice pinned = prior_device("Pinned");  // 2: a pinned entry without a time, no list
-  ProfileEntry pin;
-  pin.kernel = "gemm_nt";
-  pin.shape_class = "gemv";
-  pin.algorithm = "reduce";
-  pin.params = reduce_point(64, 2, 1);
-  pin.problem = gemv;
-  pinned.chosen.entries.push_back(pin);
+  pinned.chosen.entries.push_back(gemv_entry("reduce", reduce_point(64, 2, 1), 0));
 
   const std::optional<ClassPrior> p =
       class_prior({entry, far_platform, pinned, recorded, gpu}, me, PriorUse::kOthers, "gemm_nt", "gemv", &gemv);
@@ -931,14 +937,7 @@ TEST(Priors, AChoiceItsOwnRecordingOutranIsNotMeasuredFirst) {
     c.points.push_back({"reduce", reduce_point(16, 1, 1), true, "", 1.2, true});
     c.points.push_back({"tiled", reduce_point(32, 1, 1), true, "", tiled_ms, true});
     d.classes.push_back(c);
-    ProfileEntry e;
-    e.kernel = "gemm_nt";
-    e.shape_class = "gemv";
-    e.algorithm = chosen_algorithm;
-    e.params = reduce_point(64, 2, 1);
-    e.problem = gemv;
-    e.time_ms = 3.0;
-    d.chosen.entries.push_back(e);
+    d.chosen.entries.push_back(gemv_entry(chosen_algorithm, reduce_point(64, 2, 1), 3.0));
     return d;
   };
   struct Case {
@@ -1067,14 +1066,7 @@ TEST(Priors, AnAlgorithmAFullListLeavesOutIsOutrun) {
   // B: a short list of gemv, one xgemm point; and a profile choosing skinny for it.
   PriorDevice b = prior_device("B");
   b.classes.push_back({"gemm_nt", "gemv", gemv, {{"xgemm", reduce_point(64, 1, 1), true, "", 3.0, true}}, 10.0});
-  ProfileEntry skinny;
-  skinny.kernel = "gemm_nt";
-  skinny.shape_class = "gemv";
-  skinny.algorithm = "skinny";
-  skinny.params = reduce_point(32, 1, 1);
-  skinny.problem = gemv;
-  skinny.time_ms = 2.5;
-  b.chosen.entries.push_back(skinny);
+  b.chosen.entries.push_back(gemv_entry("skinny", reduce_point(32, 1, 1), 2.5));
   auto outrun = [&](const std::vector<PriorDevice>& known) {
     const std::optional<ClassPrior> p = class_prior(known, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
     EXPECT_TRUE(p.has_value());
