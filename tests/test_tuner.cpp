@@ -1078,6 +1078,18 @@ TEST(Priors, AnAlgorithmAFullListLeavesOutIsOutrun) {
   PriorDevice a_alone = device_a(kFullList);
   a_alone.classes.pop_back();  // A's recordings hold nothing but tiled
   EXPECT_TRUE(outrun({a_alone}).empty()) << "algorithms A's recordings never hold";
+  // A list lent (ClassPrior::lenders) counts as a nearest device's, and so does its device's
+  // profile choice.
+  const DeviceInfo me_skx = device_named("Me", "V", "cpu", "P", "pocl:skx");
+  PriorDevice entry = prior_device("Entry");  // distance 1, one point; A at 2
+  entry.device.architecture = "pocl:skx";
+  entry.classes.push_back({"gemm_nt", "gemv", gemv, {{"tiled", reduce_point(99, 1, 1), true, "", 2.0, true}}, 10.0});
+  PriorDevice lender = device_a(kFullList);
+  lender.chosen.entries.push_back(gemv_entry("skinny", reduce_point(32, 1, 1), 2.5));
+  const std::optional<ClassPrior> lent = class_prior({entry, lender}, me_skx, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+  ASSERT_TRUE(lent.has_value());
+  EXPECT_EQ(lent->lenders, std::vector<std::string>{"A"});
+  EXPECT_EQ(lent->outrun, (std::set<std::string>{"reduce", "xgemm"})) << "A chose skinny";
 }
 
 // --derive-priors: per class the `top` fastest verified points of today's algorithms and the

@@ -339,6 +339,7 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
       if (f.distance == lender && lends(f)) {
         nearest.push_back(f.c);
         full.push_back(f.device);
+        if (f.chosen) known_here.insert(f.chosen->algorithm);  // none of outrun, as a nearest's
         out.lenders.push_back(f.device->device.name);
         out.lender_distance = lender;
       }
