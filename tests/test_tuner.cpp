@@ -1092,6 +1092,32 @@ TEST(Priors, AnAlgorithmAFullListLeavesOutIsOutrun) {
   EXPECT_EQ(lent->outrun, (std::set<std::string>{"reduce", "xgemm"})) << "A chose skinny";
 }
 
+// The summary groups the classes by the devices that seeded them, the lenders after them.
+TEST(Priors, TheSummaryNamesTheSeedingAndLendingDevices) {
+  TuneResult r;
+  auto seeded = [&](const std::string& shape_class, std::vector<std::string> devices,
+                    std::vector<std::string> lenders) {
+    ClassResult c;
+    c.kernel = "gemm_nt";
+    c.shape_class = shape_class;
+    c.prior_distance = 1;
+    c.prior_devices = std::move(devices);
+    c.lender_distance = lenders.empty() ? -1 : 2;
+    c.prior_lenders = std::move(lenders);
+    r.classes.push_back(c);
+  };
+  seeded("gemv", {"Xeon"}, {});
+  seeded("lora_shrink", {"Xeon"}, {"Zen 2", "Zen 3"});
+  seeded("lora_expand", {"Xeon"}, {"Zen 2", "Zen 3"});
+  std::ostringstream summary;
+  print_summary(summary, r);
+  const std::string text = summary.str();
+  EXPECT_NE(text.find("seeded from Xeon (distance 1): 1 class\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("seeded from Xeon (distance 1), with the recordings of Zen 2, Zen 3 (distance 2): 2 classes\n"),
+            std::string::npos)
+      << text;
+}
+
 // --derive-priors: per class the `top` fastest verified points of today's algorithms and the
 // built-in default, from recordings of one device; what it writes reads back as the same
 // points. Recordings of two devices are refused, naming both.

@@ -92,12 +92,13 @@ struct ClassPrior {
   // here either; the points a class measures first are chosen among them by how far apart
   // they are (prior_candidates in tuner/tuner.cpp).
   std::vector<Evaluation> near_ties;
-  // The algorithms a nearest (or lending) device's full list of the class (kFullList points or more, a
-  // recording's fastest; a derived prior file keeps 24) leaves out though its recordings of
-  // the kernel hold them in another class (its search had them), where no nearest device lists
-  // or chose them for the class: there each of their points ran behind all of that list, so
-  // the guided opening gives them no point (tuner.cpp, outrun_algorithms). An algorithm newer
-  // than the recordings, or one they were made without, is none.
+  // The algorithms a nearest (or lending) device's full list of the class (kFullList points
+  // or more, a recording's fastest; a derived prior file keeps 24) leaves out though its
+  // recordings of the kernel hold them in another class (its search had them), where no
+  // nearest (or lending) device lists or chose them for the class: there each of their
+  // points ran behind all of that list, so the guided opening gives them no point (tuner.cpp,
+  // outrun_algorithms). An algorithm newer than the recordings, or one they were made
+  // without, is none.
   std::set<std::string> outrun;
   std::vector<std::string> devices;  // their names, nearest first
   // Where no nearest device lists kFullList points of the class (a profile's entry, a short

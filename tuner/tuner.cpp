@@ -1987,16 +1987,15 @@ void print_summary(std::ostream& out, const TuneResult& result) {
         << std::get<2>(key) << ")\n";
   // Which known devices seeded the classes (priors.hpp), grouped.
   std::map<std::string, int> seeded;
+  const auto named = [](const std::vector<std::string>& devices, int distance) {
+    std::string out;
+    for (const std::string& d : devices) out += (out.empty() ? "" : ", ") + d;
+    return out + " (distance " + std::to_string(distance) + ")";
+  };
   for (const ClassResult& c : result.classes) {
     if (c.prior_distance < 0) continue;
-    std::string from;
-    for (const std::string& d : c.prior_devices) from += (from.empty() ? "" : ", ") + d;
-    from += " (distance " + std::to_string(c.prior_distance) + ")";
-    if (!c.prior_lenders.empty()) {
-      from += ", with the recordings of ";
-      for (std::size_t i = 0; i < c.prior_lenders.size(); ++i) from += (i ? ", " : "") + c.prior_lenders[i];
-      from += " (distance " + std::to_string(c.lender_distance) + ")";
-    }
+    std::string from = named(c.prior_devices, c.prior_distance);
+    if (!c.prior_lenders.empty()) from += ", with the recordings of " + named(c.prior_lenders, c.lender_distance);
     ++seeded[from];
   }
   for (const auto& [from, classes] : seeded)
