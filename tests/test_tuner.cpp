@@ -1638,7 +1638,7 @@ class MockWorkload : public Workload {
     return p;
   }
   double flops() const override { return 1e6; }
-  double min_bytes() const override { return 0; }
+  double min_bytes() const override { return bytes; }
   void poison() override {
     wrong_ = false;
     ++s_.measurements;
@@ -1656,6 +1656,8 @@ class MockWorkload : public Workload {
     return (x - xo) * (x - xo) + (y - 3) * (y - 3) + 1.0 - (z2 ? 0.5 : 0.0) - (w1 ? 0.25 : 0.0);
   }
   std::string verify() override { return wrong_ ? "wrong result: injected" : ""; }
+
+  double bytes = 0;  // min_bytes(): the class's floor, where they exceed the device's cache
 
  private:
   MockState& s_;
@@ -3387,6 +3389,28 @@ TEST_F(TunerEngine, ClassesNearWhatIsKnownLeaveTimeToTheOthers) {
     }
     EXPECT_DOUBLE_EQ(r.classes[1].weight, 1.0) << "nothing is known of c2";
   }
+}
+
+// A memory floor says near only where the copy bandwidth bounds the device's kernels: on a CPU
+// a read-mostly kernel outruns a copy (floor_bounds_kernels). A class whose bytes would take
+// hours at any copy bandwidth, with nothing else known, keeps an even share on the CI's PoCL
+// device; on a GPU its floor calls every point near.
+TEST_F(TunerEngine, AFloorSaysNearOnlyWhereTheCopyBandwidthBoundsKernels) {
+  static const KernelFamily family = mock_family();
+  FamilyTuning huge;
+  huge.family = &family;
+  huge.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    auto w = std::make_unique<MockWorkload>(state_);
+    w->bytes = 1e15;
+    return std::unique_ptr<Workload>(std::move(w));
+  };
+  families_ = {huge};
+  const std::vector<PriorDevice> none;
+  TuneOptions o = seeded(0, none);
+  o.budget_seconds = 2;
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.classes[0].weight, rt_->device().type == "cpu" ? 1.0 : 0.4);
 }
 
 // Build workers: a request line is built (on PoCL: launched once on the family's small

@@ -1211,8 +1211,8 @@ int default_compile_threads(const DeviceInfo& device, Builders builders) {
 // within kNearGap of the best a nearest device measured on the same problem (distance 0) or
 // of the share of its built-in default's time the nearest devices' search saved (the smaller
 // gap of the two counts), or within kNearFloor of its memory floor (where the class's bytes
-// do not fit the device's cache; a read kernel reached 92-99 % of the copy bandwidth on the
-// H200, docs/performance.md): kNearWeight. Far: over kFarGap from what the nearest devices
+// do not fit the device's cache, on a device the copy bandwidth bounds: floor_bounds_kernels):
+// kNearWeight. Far: over kFarGap from what the nearest devices
 // reached: kFarWeight (a floor never says far: no kernel may reach it). Else, or with nothing
 // known, 1. The share saved says near only from devices of the class's architecture or nearer
 // (kSavedShareNear, a prior_distance): the built-in default is a portable guess, and on another
@@ -1240,6 +1240,14 @@ double class_weight(const Evaluation& best, const Evaluation& builtin, const std
   if (*gap > kFarGap) return kFarWeight;
   return 1;
 }
+
+// Whether the copy bandwidth bounds the device's kernels, so that a class's floor can say near:
+// on a GPU a read kernel reached 92-99 % of it (the H200, docs/performance.md), but a CPU's
+// copy pays for its writes what a read-mostly kernel does not: on the 2-core AVX-512 EPYC
+// through PoCL, `gemm_nt` gemv read its 67 MB in 1.24 ms (54 GB/s, 1.48x the copy's 36.5), so
+// its floor called a point near that the benchmark then read at 1.10-1.13x the long tune's
+// best (results/first-tune/pocl-epyc/, 7a15f27), with 7 evaluations at weight 0.4.
+bool floor_bounds_kernels(const DeviceInfo& device) { return device.type != "cpu"; }
 
 std::uint64_t global_cache_bytes(const DeviceInfo& device) {
   cl_ulong cache = 0;
@@ -1841,7 +1849,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     // The class's share follows how near its best is to what is known (class_weight): a
     // class already there leaves time to the others, one far from it takes more.
     double floor_ms = 0;
-    if (workload->min_bytes() > double(global_cache_bytes(device))) {
+    if (floor_bounds_kernels(device) && workload->min_bytes() > double(global_cache_bytes(device))) {
       if (!bandwidth) bandwidth = copy_bandwidth(rt);
       if (*bandwidth > 0) floor_ms = workload->min_bytes() / *bandwidth * 1e3;
     }
