@@ -1656,6 +1656,10 @@ class MockWorkload : public Workload {
     return (x - xo) * (x - xo) + (y - 3) * (y - 3) + 1.0 - (z2 ? 0.5 : 0.0) - (w1 ? 0.25 : 0.0);
   }
   std::string verify() override { return wrong_ ? "wrong result: injected" : ""; }
+  // A 16-bit problem builds another variant, as gemm_nt's and the LoRA kernels' do.
+  std::string variant(const AlgorithmSpec& algorithm) const override {
+    return algorithm.tuned_variant + (input_bits_ == 16 ? " -DMOCK_HALF" : "");
+  }
 
   double bytes = 0;  // min_bytes(): the class's floor, where they exceed the device's cache
 
@@ -2554,6 +2558,29 @@ TEST_F(TunerEngine, AClassNobodyMeasuredStartsFromItsSiblingClassesBest) {
       EXPECT_EQ(summary.find("seeded from classes"), std::string::npos) << summary;
     }
   }
+}
+
+// A sibling class of another input width launches other build variants by that alone: it is
+// as near as a 16-fold size (problem_distance), not twice that. c3 (n = 40, 32-bit) is seeded
+// by c1 (n = 40, 16-bit, distance 4) before c2 (n = 1280, 32-bit, distance 5). On the H100
+// the TF32 twin lora_shrink_tf32 ranked its 16-bit twin, whose `tcs` tile is its best, behind
+// large_tf32 (4096 columns against 16) and was seeded by neither.
+TEST_F(TunerEngine, ASiblingOfAnotherWidthCountsItsOtherVariantsOnce) {
+  families_[0].family = &mock_three_class_family();
+  families_[0].make = [this](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    if (shape_class == "c1") return std::unique_ptr<Workload>(new MockWorkload(state_, 0, 40, 16));
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, shape_class == "c2" ? 1280 : 40));
+  };
+  const std::vector<PriorDevice> none;
+  const TuneResult r = tune(*rt_, seeded(0, none));
+  ASSERT_EQ(r.classes.size(), 3u);
+  ASSERT_EQ(r.classes[0].best.params, (Params{{"X", 4}, {"Y", 3}}));
+  ASSERT_EQ(r.classes[1].best.params, (Params{{"X", 8}, {"Y", 3}}));
+  EXPECT_EQ(r.classes[2].seed_classes, (std::vector<std::string>{"c1", "c2"}));
+  const std::vector<Evaluation>& h = r.classes[2].history;
+  ASSERT_GE(h.size(), 3u);
+  EXPECT_EQ(h[1].params, (Params{{"X", 4}, {"Y", 3}})) << "the other width's class, at the same size, first";
+  EXPECT_EQ(h[2].params, (Params{{"X", 8}, {"Y", 3}}));
 }
 
 // The first of another device's near ties is measured before the sibling classes' best

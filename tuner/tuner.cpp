@@ -960,12 +960,15 @@ constexpr std::size_t kSiblingClasses = 2;  // classes whose points enter the mo
 constexpr std::size_t kSiblingPoints = 24;  // points of each, at most (a prior file's top 24)
 
 // Nearest first: problem_distance, plus 4 (a 16-fold size) where the classes launch other
-// build variants, so a class of the same input type and precision comes before one of the
-// same sizes; among equals the class tuned last. Each class gives its first point (the best
-// it kept) that is legal here, searched in this class (`searched`) and not in `skip` (where it
-// is added), until kSiblingSeeds; the nearest kSiblingClasses with a legal point enter the
-// model, each class's times relative to its own best (the guided model shifts them to this
-// class's times).
+// build variants at one input width, so a class of the same input type and precision comes
+// before one of the same sizes; a class of another width has other variants by that alone, and
+// problem_distance counts the width already (4). Counted twice, on the H100 the TF32 twin
+// lora_shrink_tf32 ranked its 16-bit twin (whose `tcs` tile its 4-minute tune found best) behind
+// large_tf32, 256 times as many columns: neither seeded it, and its first tunes kept `skinny`
+// at 1.57x that best (results/first-tune/h100/). Among equals the class tuned last. Each class gives its first point
+// (the best it kept) that is legal here, searched in this class (`searched`) and not in `skip` (where it is added),
+// until kSiblingSeeds; the nearest kSiblingClasses with a legal point enter the model, each class's times relative to
+// its own best (the guided model shifts them to this class's times).
 SiblingSeeds sibling_seeds(const std::vector<RunClass>& run, const KernelFamily& family, const std::string& shape_class,
                            const Problem& problem, const std::string& variants, int input_bits,
                            const DeviceLimits& limits, const AlgorithmExclusions& excluded,
@@ -974,7 +977,9 @@ SiblingSeeds sibling_seeds(const std::vector<RunClass>& run, const KernelFamily&
   for (std::size_t i = 0; i < run.size(); ++i)
     if (run[i].kernel == family.name && run[i].shape_class != shape_class && !run[i].points.empty())
       order.push_back(
-          {problem_distance(run[i].problem, problem) + (run[i].variants == variants ? 0.0 : 4.0), run.size() - i});
+          {problem_distance(run[i].problem, problem) +
+               (run[i].variants == variants || input_bits_of(run[i].problem) != input_bits_of(problem) ? 0.0 : 4.0),
+           run.size() - i});
   std::sort(order.begin(), order.end());
   SiblingSeeds out;
   std::size_t modelled = 0;
