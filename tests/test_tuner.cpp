@@ -2562,25 +2562,45 @@ TEST_F(TunerEngine, AClassNobodyMeasuredStartsFromItsSiblingClassesBest) {
 
 // A sibling class of another input width launches other build variants by that alone: it is
 // as near as a 16-fold size (problem_distance), not twice that. c3 (n = 40, 32-bit) is seeded
-// by c1 (n = 40, 16-bit, distance 4) before c2 (n = 1280, 32-bit, distance 5). On the H100
-// the TF32 twin lora_shrink_tf32 ranked its 16-bit twin, whose `tcs` tile is its best, behind
-// large_tf32 (4096 columns against 16) and was seeded by neither.
+// by c1 (n = 40, 16-bit, distance 4) before c2 (n = 1280, 32-bit, distance 5). At one width
+// other variants still weigh 4: c1 at n = 40 of c3's width but another variant comes after c2
+// at n = 320 (distance 3). On the H100 the TF32 twin lora_shrink_tf32 ranked its 16-bit twin,
+// whose `tcs` tile is its best, behind large_tf32 (4096 columns against 16).
 TEST_F(TunerEngine, ASiblingOfAnotherWidthCountsItsOtherVariantsOnce) {
-  families_[0].family = &mock_three_class_family();
-  families_[0].make = [this](Runtime&, const std::string& shape_class, std::mt19937_64&) {
-    if (shape_class == "c1") return std::unique_ptr<Workload>(new MockWorkload(state_, 0, 40, 16));
-    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, shape_class == "c2" ? 1280 : 40));
+  // The mock at 32 bits with a build variant of its own.
+  class OtherVariant : public MockWorkload {
+   public:
+    using MockWorkload::MockWorkload;
+    std::string variant(const AlgorithmSpec& algorithm) const override {
+      return algorithm.tuned_variant + " -DMOCK_OTHER";
+    }
   };
+  families_[0].family = &mock_three_class_family();
   const std::vector<PriorDevice> none;
-  const TuneResult r = tune(*rt_, seeded(0, none));
-  ASSERT_EQ(r.classes.size(), 3u);
-  ASSERT_EQ(r.classes[0].best.params, (Params{{"X", 4}, {"Y", 3}}));
-  ASSERT_EQ(r.classes[1].best.params, (Params{{"X", 8}, {"Y", 3}}));
-  EXPECT_EQ(r.classes[2].seed_classes, (std::vector<std::string>{"c1", "c2"}));
-  const std::vector<Evaluation>& h = r.classes[2].history;
-  ASSERT_GE(h.size(), 3u);
-  EXPECT_EQ(h[1].params, (Params{{"X", 4}, {"Y", 3}})) << "the other width's class, at the same size, first";
-  EXPECT_EQ(h[2].params, (Params{{"X", 8}, {"Y", 3}}));
+  for (const bool other_width : {true, false}) {
+    SCOPED_TRACE(other_width ? "c1 of another width" : "c1 of another variant at c3's width");
+    families_[0].make = [this, other_width](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+      if (shape_class == "c1")
+        return other_width ? std::unique_ptr<Workload>(new MockWorkload(state_, 0, 40, 16))
+                           : std::unique_ptr<Workload>(new OtherVariant(state_, 0, 40));
+      return std::unique_ptr<Workload>(new MockWorkload(state_, 0,
+                                                        shape_class == "c3" ? 40
+                                                        : other_width       ? 1280
+                                                                            : 320));
+    };
+    const TuneResult r = tune(*rt_, seeded(0, none));
+    ASSERT_EQ(r.classes.size(), 3u);
+    ASSERT_EQ(r.classes[0].best.params, (Params{{"X", 4}, {"Y", 3}}));
+    ASSERT_EQ(r.classes[1].best.params, (Params{{"X", 8}, {"Y", 3}}));
+    const Params c1 = r.classes[0].best.params, c2 = r.classes[1].best.params;
+    const std::vector<std::string> seeds =
+        other_width ? std::vector<std::string>{"c1", "c2"} : std::vector<std::string>{"c2", "c1"};
+    EXPECT_EQ(r.classes[2].seed_classes, seeds);
+    const std::vector<Evaluation>& h = r.classes[2].history;
+    ASSERT_GE(h.size(), 3u);
+    EXPECT_EQ(h[1].params, other_width ? c1 : c2) << "the nearer sibling's best first";
+    EXPECT_EQ(h[2].params, other_width ? c2 : c1);
+  }
 }
 
 // The first of another device's near ties is measured before the sibling classes' best
@@ -3419,9 +3439,9 @@ TEST_F(TunerEngine, ClassesNearWhatIsKnownLeaveTimeToTheOthers) {
 }
 
 // A memory floor says near only where the copy bandwidth bounds the device's kernels: on a CPU
-// a read-mostly kernel outruns a copy (floor_bounds_kernels). A class whose bytes would take
-// hours at any copy bandwidth, with nothing else known, keeps an even share on the CI's PoCL
-// device; on a GPU its floor calls every point near.
+// a read-mostly kernel outruns a copy (floor_bounds_kernels). A class of 10^15 bytes (minutes
+// at any copy bandwidth, its points take milliseconds), with nothing else known, keeps an even
+// share on the CI's PoCL device; on a GPU its floor calls every point near.
 TEST_F(TunerEngine, AFloorSaysNearOnlyWhereTheCopyBandwidthBoundsKernels) {
   static const KernelFamily family = mock_family();
   FamilyTuning huge;

@@ -961,13 +961,15 @@ constexpr std::size_t kSiblingPoints = 24;  // points of each, at most (a prior 
 
 // Nearest first: problem_distance, plus 4 (a 16-fold size) where the classes launch other
 // build variants at one input width, so a class of the same input type and precision comes
-// before one of the same sizes; a class of another width has other variants by that alone, and
-// problem_distance counts the width already (4). Counted twice, on the H100 the TF32 twin
-// lora_shrink_tf32 ranked its 16-bit twin (whose `tcs` tile its 4-minute tune found best) behind
-// large_tf32, 256 times as many columns: neither seeded it, and its first tunes kept `skinny`
-// at 1.57x that best (results/first-tune/h100/). Among equals the class tuned last. Each class gives its first point
-// (the best it kept) that is legal here, searched in this class (`searched`) and not in `skip` (where it is added),
-// until kSiblingSeeds; the nearest kSiblingClasses with a legal point enter the model, each class's times relative to
+// before one of the same sizes; a class of another width has other variants by that alone,
+// and problem_distance counts the width already (4). Counted twice, on the H100 the TF32 twin
+// lora_shrink_tf32 put its 16-bit twin (whose `tcs` tile the twin's 4-minute tune found best)
+// at 8, tied with large_tf32 (256 times as many columns), which was tuned later and came
+// first: lora_shrink (4) and large_tf32 seeded it, neither with a `tcs` point, and its first
+// tunes kept `skinny` at 1.57x that best (results/first-tune/h100/). Among equals the class
+// tuned last. Each class gives its first point (the best it kept) that is legal here, searched
+// in this class (`searched`) and not in `skip` (where it is added), until kSiblingSeeds; the
+// nearest kSiblingClasses with a legal point enter the model, each class's times relative to
 // its own best (the guided model shifts them to this class's times).
 SiblingSeeds sibling_seeds(const std::vector<RunClass>& run, const KernelFamily& family, const std::string& shape_class,
                            const Problem& problem, const std::string& variants, int input_bits,
@@ -1217,14 +1219,13 @@ int default_compile_threads(const DeviceInfo& device, Builders builders) {
 // of the share of its built-in default's time the nearest devices' search saved (the smaller
 // gap of the two counts), or within kNearFloor of its memory floor (where the class's bytes
 // do not fit the device's cache, on a device the copy bandwidth bounds: floor_bounds_kernels):
-// kNearWeight. Far: over kFarGap from what the nearest devices
-// reached: kFarWeight (a floor never says far: no kernel may reach it). Else, or with nothing
-// known, 1. The share saved says near only from devices of the class's architecture or nearer
-// (kSavedShareNear, a prior_distance): the built-in default is a portable guess, and on another
-// microarchitecture it runs at another fraction of the best. On the 2-core Zen 2 EPYC, seeded by
-// the Xeon (distance 3), a first tune called five classes near by it, gemm_nt gemv and
-// gemv_half among them, which the benchmarked first tune of that code had kept at 1.22x and
-// 1.18x the long tune's best (results/first-tune/pocl-zen2/): gemv's default ran 4.7x that best.
+// kNearWeight. Far: over kFarGap from what the nearest devices reached: kFarWeight (a floor
+// never says far: no kernel may reach it). Else, or with nothing known, 1. The share saved says near only from devices
+// of the class's architecture or nearer (kSavedShareNear, a prior_distance): the built-in default is a portable guess,
+// and on another microarchitecture it runs at another fraction of the best. On the 2-core Zen 2 EPYC, seeded by the
+// Xeon (distance 3), a first tune called five classes near by it, gemm_nt gemv and gemv_half among them, which the
+// benchmarked first tune of that code had kept at 1.22x and 1.18x the long tune's best (results/first-tune/pocl-zen2/):
+// gemv's default ran 4.7x that best.
 constexpr double kNearGap = 0.05, kFarGap = 0.5, kNearFloor = 0.25;
 constexpr double kNearWeight = 0.4, kFarWeight = 1.5;
 constexpr int kSavedShareNear = 1;
@@ -1247,7 +1248,8 @@ double class_weight(const Evaluation& best, const Evaluation& builtin, const std
 }
 
 // Whether the copy bandwidth bounds the device's kernels, so that a class's floor can say near:
-// on a GPU a read kernel reached 92-99 % of it (the H200, docs/performance.md), but a CPU's
+// every device but a CPU, taken to behave as a GPU does (an accelerator, another kind). On a GPU
+// a read kernel reached 92-99 % of it (the H200, docs/performance.md), but a CPU's
 // copy pays for its writes what a read-mostly kernel does not: on the 2-core AVX-512 EPYC
 // through PoCL, `gemm_nt` gemv read its 67 MB in 1.24 ms (54 GB/s, 1.48x the copy's 36.5), so
 // its floor called a point near that the benchmark then read at 1.10-1.13x the long tune's
