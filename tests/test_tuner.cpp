@@ -3443,9 +3443,8 @@ TEST_F(TunerEngine, ClassesNearWhatIsKnownLeaveTimeToTheOthers) {
 // at any copy bandwidth, its points take milliseconds), with nothing else known, keeps an even
 // share on the CI's PoCL device; on a GPU its floor calls every point near.
 TEST_F(TunerEngine, AFloorSaysNearOnlyWhereTheCopyBandwidthBoundsKernels) {
-  static const KernelFamily family = mock_family();
   FamilyTuning huge;
-  huge.family = &family;
+  huge.family = &mock_family();
   huge.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
     auto w = std::make_unique<MockWorkload>(state_);
     w->bytes = 1e15;

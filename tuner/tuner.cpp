@@ -1166,14 +1166,13 @@ std::vector<RevisitPoint> revisit_points(const std::vector<RunClass>& run, std::
 // A class of a device nobody tuned that knows the algorithm of its built-in default by that
 // default alone (none of the nearest devices' points of the class, or those lent to them
 // (ClassPrior::lenders), is of it but the default itself, which their recordings hold, nor
-// any point it measures first): a default is a
-// portable guess, and the guided model ranks an algorithm by its points, so it does not come
-// back to one its default put far behind. On the 2-core Zen 2 EPYC, gemm_nt gemv_half's default
-// (reduce RW 32 VW 1) ran 9.3 ms, 6.5x the long tune's best reduce point, and first tunes kept
-// tiled at 1.3-1.8x that point. What stands in for it: the nearest devices' point of that
-// algorithm in the kernel's nearest other class (algorithm_elsewhere), legal here and not the
-// default itself (the Xeon's gemv reduce RW 1 TR 2 VW 8, one parameter from the Zen 2
-// gemv_half's best); nullopt where there is none.
+// any point it measures first): a default is a portable guess, and the guided model ranks an
+// algorithm by its points, so it does not come back to one its default put far behind. On the
+// 2-core Zen 2 EPYC, gemm_nt gemv_half's default (reduce RW 32 VW 1) ran 9.3 ms, 6.5x the long
+// tune's best reduce point, and first tunes kept tiled at 1.3-1.8x that point. What stands in
+// for it: the nearest devices' point of that algorithm in the kernel's nearest other class
+// (algorithm_elsewhere), legal here and not the default itself (the Xeon's gemv reduce RW 1
+// TR 2 VW 8, one parameter from the Zen 2 gemv_half's best); nullopt where there is none.
 std::optional<RevisitPoint> builtin_stand_in(const std::vector<PriorDevice>& known, const DeviceInfo& device,
                                              PriorUse use, const ClassPrior& prior, const KernelFamily& family,
                                              const std::string& shape_class, const Problem& problem,
@@ -1220,12 +1219,13 @@ int default_compile_threads(const DeviceInfo& device, Builders builders) {
 // gap of the two counts), or within kNearFloor of its memory floor (where the class's bytes
 // do not fit the device's cache, on a device the copy bandwidth bounds: floor_bounds_kernels):
 // kNearWeight. Far: over kFarGap from what the nearest devices reached: kFarWeight (a floor
-// never says far: no kernel may reach it). Else, or with nothing known, 1. The share saved says near only from devices
-// of the class's architecture or nearer (kSavedShareNear, a prior_distance): the built-in default is a portable guess,
-// and on another microarchitecture it runs at another fraction of the best. On the 2-core Zen 2 EPYC, seeded by the
-// Xeon (distance 3), a first tune called five classes near by it, gemm_nt gemv and gemv_half among them, which the
-// benchmarked first tune of that code had kept at 1.22x and 1.18x the long tune's best (results/first-tune/pocl-zen2/):
-// gemv's default ran 4.7x that best.
+// never says far: no kernel may reach it). Else, or with nothing known, 1. The share saved
+// says near only from devices of the class's architecture or nearer (kSavedShareNear, a
+// prior_distance): the built-in default is a portable guess, and on another microarchitecture
+// it runs at another fraction of the best. On the 2-core Zen 2 EPYC, seeded by the Xeon
+// (distance 3), a first tune called five classes near by it, gemm_nt gemv and gemv_half among
+// them, which the benchmarked first tune of that code had kept at 1.22x and 1.18x the long
+// tune's best (results/first-tune/pocl-zen2/): gemv's default ran 4.7x that best.
 constexpr double kNearGap = 0.05, kFarGap = 0.5, kNearFloor = 0.25;
 constexpr double kNearWeight = 0.4, kFarWeight = 1.5;
 constexpr int kSavedShareNear = 1;
@@ -1248,9 +1248,9 @@ double class_weight(const Evaluation& best, const Evaluation& builtin, const std
 }
 
 // Whether the copy bandwidth bounds the device's kernels, so that a class's floor can say near:
-// every device but a CPU, taken to behave as a GPU does (an accelerator, another kind). On a GPU
-// a read kernel reached 92-99 % of it (the H200, docs/performance.md), but a CPU's
-// copy pays for its writes what a read-mostly kernel does not: on the 2-core AVX-512 EPYC
+// every device but a CPU, taken to behave as a GPU does (an accelerator, another kind). On a
+// GPU a read kernel reached 92-99 % of it (the H200, docs/performance.md), but a CPU's copy
+// pays for its writes what a read-mostly kernel does not: on the 2-core AVX-512 EPYC
 // through PoCL, `gemm_nt` gemv read its 67 MB in 1.24 ms (54 GB/s, 1.48x the copy's 36.5), so
 // its floor called a point near that the benchmark then read at 1.10-1.13x the long tune's
 // best (results/first-tune/pocl-epyc/, 7a15f27), with 7 evaluations at weight 0.4.
