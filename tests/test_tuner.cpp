@@ -924,6 +924,67 @@ TEST(Priors, AFartherRecordingFillsInForANearerProfileEntry) {
   EXPECT_EQ(mine->points.size(), 1u);
 }
 
+// Where the nearest devices share the architecture (distance 1), the profiles' choices of the
+// devices of this one's vendor and kind (distance 2) come too, after theirs (ClassPrior::
+// vendor_chosen): not one the nearest chose too, nor one its own recording outran, nor from a
+// device further still; nothing where the nearest are the device itself or of its vendor alone.
+TEST(Priors, TheVendorsChoicesComeBesideTheSameArchitectures) {
+  const std::string skx = "pocl:skx";
+  const DeviceInfo me = device_named("EPYC", "AMD", "cpu", "P", skx);
+  const Problem gemv{{"k", 4096}, {"m", 1}, {"n", 4096}};
+  auto known_device = [&](const std::string& name, const std::string& vendor, const std::string& architecture,
+                          const Params& choice) {
+    PriorDevice d = prior_device(name, vendor);
+    d.device.architecture = architecture;
+    d.chosen.entries.push_back(gemv_entry("reduce", choice, 2.0));
+    return d;
+  };
+  const PriorDevice xeon = known_device("Xeon", "Intel", skx, reduce_point(64, 1, 1));              // 1
+  const PriorDevice zen2 = known_device("Zen 2", "AMD", "pocl:hsw", reduce_point(128, 4, 2));       // 2
+  const PriorDevice zen1 = known_device("Zen 1", "amd", "pocl:znver1", reduce_point(32, 8, 1));     // 2
+  const PriorDevice same = known_device("Zen 3", "AMD", "pocl:znver3", reduce_point(64, 1, 1));     // 2, Xeon's
+  const PriorDevice intel = known_device("Haswell", "Intel", "pocl:hsw", reduce_point(256, 2, 4));  // 3
+  const PriorDevice own = known_device("EPYC", "AMD", skx, reduce_point(16, 1, 1));                 // 0
+  const auto wgs_of = [](const std::vector<Evaluation>& points) {
+    std::vector<std::int64_t> out;
+    for (const Evaluation& e : points) out.push_back(e.params.at("WGS"));
+    return out;
+  };
+
+  const std::optional<ClassPrior> p =
+      class_prior({intel, zen2, same, xeon, zen1}, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->distance, 1);
+  EXPECT_EQ(p->devices, std::vector<std::string>{"Xeon"});
+  EXPECT_EQ(wgs_of(p->chosen), std::vector<std::int64_t>{64});
+  EXPECT_EQ(wgs_of(p->vendor_chosen), (std::vector<std::int64_t>{128, 32})) << "in the devices' order";
+  EXPECT_EQ(p->vendor_devices, (std::vector<std::string>{"Zen 2", "Zen 1"}));
+
+  // A choice its own recording ran over kOutrunRatio behind its best, of another algorithm.
+  PriorDevice outrun = zen2;
+  outrun.classes.push_back({"gemm_nt", "gemv", gemv, {}, 0});
+  outrun.classes[0].points = {{"tiled", gemm_nt_family().find_algorithm("tiled")->defaults(), true, "", 1.0, true},
+                              {"reduce", reduce_point(128, 4, 2), true, "", 1.6, true}};
+  const std::optional<ClassPrior> ran_behind =
+      class_prior({xeon, outrun}, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+  ASSERT_TRUE(ran_behind.has_value());
+  EXPECT_TRUE(ran_behind->vendor_chosen.empty());
+
+  // The device's own profile: nearest at 0. Without the Xeon, the vendor's devices are the nearest.
+  for (const std::vector<PriorDevice>& known : {std::vector<PriorDevice>{own, xeon, zen2}, {zen2, intel}}) {
+    const std::optional<ClassPrior> q = class_prior(known, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+    ASSERT_TRUE(q.has_value());
+    EXPECT_NE(q->distance, 1);
+    EXPECT_TRUE(q->vendor_chosen.empty());
+    EXPECT_TRUE(q->vendor_devices.empty());
+  }
+  // Its own set aside (others): the Xeon's and the Zen 2's again.
+  const std::optional<ClassPrior> others =
+      class_prior({own, xeon, zen2}, me, PriorUse::kOthers, "gemm_nt", "gemv", &gemv);
+  ASSERT_TRUE(others.has_value());
+  EXPECT_EQ(wgs_of(others->vendor_chosen), std::vector<std::int64_t>{128});
+}
+
 // A profile's choice whose algorithm its own device's recording timed over kOutrunRatio behind
 // its best (one of another algorithm) is no choice to measure first; one within it, or of an
 // algorithm the recording never timed, stays the choice.
@@ -1109,11 +1170,16 @@ TEST(Priors, TheSummaryNamesTheSeedingAndLendingDevices) {
   seeded("gemv", {"Xeon"}, {});
   seeded("lora_shrink", {"Xeon"}, {"Zen 2", "Zen 3"});
   seeded("lora_expand", {"Xeon"}, {"Zen 2", "Zen 3"});
+  seeded("large", {"Xeon"}, {});
+  r.classes.back().vendor_choices = {"Zen 2"};
   std::ostringstream summary;
   print_summary(summary, r);
   const std::string text = summary.str();
   EXPECT_NE(text.find("seeded from Xeon (distance 1): 1 class\n"), std::string::npos) << text;
   EXPECT_NE(text.find("seeded from Xeon (distance 1), with the recordings of Zen 2, Zen 3 (distance 2): 2 classes\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("seeded from Xeon (distance 1), and the choices of Zen 2 (distance 2): 1 class\n"),
             std::string::npos)
       << text;
 }
@@ -2386,6 +2452,87 @@ TEST_F(TunerEngine, TheNearestKnownDevicesBestPointsAreMeasuredFirst) {
       print_summary(summary, r);
       EXPECT_EQ(summary.str().find("seeded from") != std::string::npos, !cold && use != PriorUse::kNone)
           << summary.str();
+    }
+  }
+}
+
+// The profile's choice of a device of this one's vendor and kind (distance 2) is measured after
+// the points of the nearest devices, of its architecture (distance 1): the four of another
+// device, then it, not that device's recorded point (a list of one lends nothing).
+TEST_F(TunerEngine, TheVendorsChoiceIsMeasuredAfterTheSameArchitectures) {
+  if (rt_->device().architecture.empty()) GTEST_SKIP() << "the device names no architecture";
+  PriorDevice target =
+      mock_known(rt_->device(), "Same target", {{6, 3, 1.0}, {5, 3, 2.0}, {4, 3, 3.0}, {3, 3, 4.0}, {2, 3, 5.0}}, 30);
+  target.device.architecture = rt_->device().architecture;
+  target.device.vendor = "Another vendor";
+  PriorDevice vendor = mock_known(rt_->device(), "Same vendor", {{1, 1, 0.5}}, 30);
+  vendor.device.architecture = "another target";
+  ProfileEntry choice;
+  choice.kernel = "mock";
+  choice.shape_class = "c1";
+  choice.algorithm = "mock";
+  choice.params = {{"X", 2}, {"Y", 2}};
+  choice.problem = {{"n", 10}};
+  choice.time_ms = 0.5;
+  vendor.chosen.entries.push_back(choice);
+  const std::vector<PriorDevice> known = {vendor, target};
+  const TuneResult r = tune(*rt_, seeded(10, known));
+  ASSERT_EQ(r.classes.size(), 1u);
+  EXPECT_EQ(r.classes[0].prior_distance, 1);
+  EXPECT_EQ(r.classes[0].vendor_choices, std::vector<std::string>{"Same vendor"});
+  const std::vector<Evaluation>& h = r.classes[0].history;
+  ASSERT_GE(h.size(), 6u);
+  std::vector<std::pair<std::int64_t, std::int64_t>> first;
+  for (std::size_t i = 1; i < 6; ++i) first.emplace_back(h[i].params.at("X"), h[i].params.at("Y"));
+  EXPECT_EQ(first, (std::vector<std::pair<std::int64_t, std::int64_t>>{{6, 3}, {5, 3}, {4, 3}, {3, 3}, {2, 2}}));
+}
+
+// A MockWorkload where (5, 3), a point 1 ms from the optimum (6, 3), runs in `ms` instead.
+class OnePointAtWorkload : public MockWorkload {
+ public:
+  OnePointAtWorkload(MockState& s, double ms) : MockWorkload(s), ms_(ms) {}
+  double run(const Choice& c) override {
+    const double ms = MockWorkload::run(c);
+    return c.params.at("X") == 5 && c.params.at("Y") == 3 ? ms_ : ms;
+  }
+
+ private:
+  double ms_;
+};
+
+// A known device's profile choice is timed again beside the best at the class's end, from as
+// far as kRevisitMargin behind it, and kept where it comes within kKnownTieMargin of it.
+TEST_F(TunerEngine, AKnownChoiceIsTimedAgainAndKeptOnATie) {
+  // Its recording lists both points; its profile chose (5, 3), or nothing.
+  const PriorDevice listed = mock_known(rt_->device(), "A sibling", {{6, 3, 1.0}, {5, 3, 1.0}}, 30);
+  PriorDevice chosen = listed;
+  ProfileEntry choice;
+  choice.kernel = "mock";
+  choice.shape_class = "c1";
+  choice.algorithm = "mock";
+  choice.params = {{"X", 5}, {"Y", 3}};
+  choice.problem = {{"n", 10}};
+  choice.time_ms = 1.0;
+  chosen.chosen.entries.push_back(choice);
+  for (const double ms : {1.01, 1.05, 1.8}) {
+    SCOPED_TRACE(ms);
+    families_[0].make = [this, ms](Runtime&, const std::string&, std::mt19937_64&) {
+      return std::unique_ptr<Workload>(new OnePointAtWorkload(state_, ms));
+    };
+    for (const bool with_choice : {true, false}) {
+      SCOPED_TRACE(with_choice ? "the known choice" : "no known choice");
+      const std::vector<PriorDevice> known = {with_choice ? chosen : listed};
+      const TuneResult r = tune(*rt_, seeded(10, known));
+      ASSERT_EQ(r.classes.size(), 1u);
+      const ClassResult& c = r.classes[0];
+      ASSERT_TRUE(std::any_of(c.history.begin(), c.history.end(), [](const Evaluation& e) {
+        return e.params.at("X") == 5 && e.params.at("Y") == 3;
+      })) << "the search never measured (5, 3)";
+      const bool retimed = std::any_of(c.retimed.begin(), c.retimed.end(), [](const Evaluation& e) {
+        return e.params.at("X") == 5 && e.params.at("Y") == 3;
+      });
+      EXPECT_EQ(retimed, with_choice || ms < 1.5) << "timed again";
+      EXPECT_EQ(c.best.params.at("X"), with_choice && ms < 1.02 ? 5 : 6);
     }
   }
 }
@@ -3801,10 +3948,13 @@ TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {
     for (std::size_t at = text.find(field); at != std::string::npos; at = text.find(field, at + 1)) ++n;
     return n;
   };
-  for (const char* name : {"kernel",        "class",           "problem",        "space_size",       "evaluations",
-                           "seconds",       "speedup",         "weight",         "prior_distance",   "prior_devices",
-                           "prior_lenders", "lender_distance", "seed_classes",   "default_stand_in", "revisited_from",
-                           "revisit_kept",  "neighbours_from", "neighbour_kept", "default",          "best"}) {
+  for (const char* name : {"kernel",         "class",         "problem",
+                           "space_size",     "evaluations",   "seconds",
+                           "speedup",        "weight",        "prior_distance",
+                           "prior_devices",  "prior_lenders", "lender_distance",
+                           "vendor_choices", "seed_classes",  "default_stand_in",
+                           "revisited_from", "revisit_kept",  "neighbours_from",
+                           "neighbour_kept", "default",       "best"}) {
     const std::string field = "\"" + std::string(name) + "\": ";
     EXPECT_EQ(count(summary.str(), field), r.classes.size() + (std::string(name) == "seconds")) << name;
     EXPECT_EQ(count(j, field), r.classes.size() + (std::string(name) == "seconds")) << name;

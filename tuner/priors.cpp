@@ -344,6 +344,17 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
         out.lender_distance = lender;
       }
   }
+  if (out.distance == 1)
+    for (const Found& f : found)
+      if (f.distance == 2 && f.chosen && !outrun_by_recording(f.c, *f.chosen)) {
+        const std::string key = point_key(*f.chosen);
+        const auto same = [&key](const Evaluation& e) { return point_key(e) == key; };
+        if (std::none_of(out.chosen.begin(), out.chosen.end(), same) &&
+            std::none_of(out.vendor_chosen.begin(), out.vendor_chosen.end(), same)) {
+          out.vendor_chosen.push_back(*f.chosen);
+          out.vendor_devices.push_back(f.device->device.name);
+        }
+      }
   // The lists interleaved by rank, the nearest devices' first, then the lenders'.
   std::set<std::string> taken;
   for (const auto& [from, to] : {std::pair<std::size_t, std::size_t>{0, own}, {own, nearest.size()}})
