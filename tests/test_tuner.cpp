@@ -924,10 +924,12 @@ TEST(Priors, AFartherRecordingFillsInForANearerProfileEntry) {
   EXPECT_EQ(mine->points.size(), 1u);
 }
 
-// Where the nearest devices share the architecture (distance 1), the profiles' choices of the
-// devices of this one's vendor and kind (distance 2) come too, after theirs (ClassPrior::
-// vendor_chosen): not one the nearest chose too, nor one its own recording outran, nor from a
-// device further still; nothing where the nearest are the device itself or of its vendor alone.
+// Where the nearest devices share the architecture but not the vendor (distance 1), the
+// profiles' choices of the devices of this one's vendor and kind (distance 2) come too, after
+// theirs (ClassPrior::vendor_chosen): one a nearest device's recording lists too, not one the
+// nearest chose too or another vendor's device chose before, nor one its own recording outran,
+// nor from a device further still; nothing where a nearest device is of this vendor, the device
+// itself, or where the vendor's devices are the nearest.
 TEST(Priors, TheVendorsChoicesComeBesideTheSameArchitectures) {
   const std::string skx = "pocl:skx";
   const DeviceInfo me = device_named("EPYC", "AMD", "cpu", "P", skx);
@@ -939,7 +941,12 @@ TEST(Priors, TheVendorsChoicesComeBesideTheSameArchitectures) {
     d.chosen.entries.push_back(gemv_entry("reduce", choice, 2.0));
     return d;
   };
-  const PriorDevice xeon = known_device("Xeon", "Intel", skx, reduce_point(64, 1, 1));              // 1
+  PriorDevice xeon = known_device("Xeon", "Intel", skx, reduce_point(64, 1, 1));  // 1
+  // Its recording lists the Zen 1's choice: that stays a vendor's choice.
+  xeon.classes.push_back({"gemm_nt", "gemv", gemv, {}, 0});
+  xeon.classes[0].points = {{"reduce", reduce_point(64, 1, 1), true, "", 2.0, true},
+                            {"reduce", reduce_point(32, 8, 1), true, "", 2.4, true}};
+  const PriorDevice zen4 = known_device("Zen 4", "AMD", "pocl:znver4", reduce_point(128, 4, 2));    // 2, Zen 2's
   const PriorDevice zen2 = known_device("Zen 2", "AMD", "pocl:hsw", reduce_point(128, 4, 2));       // 2
   const PriorDevice zen1 = known_device("Zen 1", "amd", "pocl:znver1", reduce_point(32, 8, 1));     // 2
   const PriorDevice same = known_device("Zen 3", "AMD", "pocl:znver3", reduce_point(64, 1, 1));     // 2, Xeon's
@@ -952,7 +959,7 @@ TEST(Priors, TheVendorsChoicesComeBesideTheSameArchitectures) {
   };
 
   const std::optional<ClassPrior> p =
-      class_prior({intel, zen2, same, xeon, zen1}, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+      class_prior({intel, zen2, same, xeon, zen4, zen1}, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->distance, 1);
   EXPECT_EQ(p->devices, std::vector<std::string>{"Xeon"});
@@ -969,6 +976,15 @@ TEST(Priors, TheVendorsChoicesComeBesideTheSameArchitectures) {
       class_prior({xeon, outrun}, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
   ASSERT_TRUE(ran_behind.has_value());
   EXPECT_TRUE(ran_behind->vendor_chosen.empty());
+
+  // A nearest device of this vendor (an AMD CPU of the same target): the vendor's devices
+  // further on add nothing.
+  const PriorDevice amd_skx = known_device("Zen 4 AVX-512", "AMD", skx, reduce_point(512, 1, 1));
+  const std::optional<ClassPrior> same_vendor =
+      class_prior({xeon, amd_skx, zen2}, me, PriorUse::kAll, "gemm_nt", "gemv", &gemv);
+  ASSERT_TRUE(same_vendor.has_value());
+  EXPECT_EQ(same_vendor->distance, 1);
+  EXPECT_TRUE(same_vendor->vendor_chosen.empty());
 
   // The device's own profile: nearest at 0. Without the Xeon, the vendor's devices are the nearest.
   for (const std::vector<PriorDevice>& known : {std::vector<PriorDevice>{own, xeon, zen2}, {zen2, intel}}) {
@@ -1153,7 +1169,8 @@ TEST(Priors, AnAlgorithmAFullListLeavesOutIsOutrun) {
   EXPECT_EQ(lent->outrun, (std::set<std::string>{"reduce", "xgemm"})) << "A chose skinny";
 }
 
-// The summary groups the classes by the devices that seeded them, the lenders after them.
+// The summary groups the classes by the devices that seeded them, the lenders after them, and
+// the devices of the same vendor whose choices they took after those.
 TEST(Priors, TheSummaryNamesTheSeedingAndLendingDevices) {
   TuneResult r;
   auto seeded = [&](const std::string& shape_class, std::vector<std::string> devices,
@@ -1171,7 +1188,7 @@ TEST(Priors, TheSummaryNamesTheSeedingAndLendingDevices) {
   seeded("lora_shrink", {"Xeon"}, {"Zen 2", "Zen 3"});
   seeded("lora_expand", {"Xeon"}, {"Zen 2", "Zen 3"});
   seeded("large", {"Xeon"}, {});
-  r.classes.back().vendor_choices = {"Zen 2"};
+  r.classes.back().vendor_devices = {"Zen 2"};
   std::ostringstream summary;
   print_summary(summary, r);
   const std::string text = summary.str();
@@ -2456,85 +2473,123 @@ TEST_F(TunerEngine, TheNearestKnownDevicesBestPointsAreMeasuredFirst) {
   }
 }
 
-// The profile's choice of a device of this one's vendor and kind (distance 2) is measured after
-// the points of the nearest devices, of its architecture (distance 1): the four of another
-// device, then it, not that device's recorded point (a list of one lends nothing).
-TEST_F(TunerEngine, TheVendorsChoiceIsMeasuredAfterTheSameArchitectures) {
-  if (rt_->device().architecture.empty()) GTEST_SKIP() << "the device names no architecture";
-  PriorDevice target =
-      mock_known(rt_->device(), "Same target", {{6, 3, 1.0}, {5, 3, 2.0}, {4, 3, 3.0}, {3, 3, 4.0}, {2, 3, 5.0}}, 30);
-  target.device.architecture = rt_->device().architecture;
-  target.device.vendor = "Another vendor";
-  PriorDevice vendor = mock_known(rt_->device(), "Same vendor", {{1, 1, 0.5}}, 30);
-  vendor.device.architecture = "another target";
-  ProfileEntry choice;
-  choice.kernel = "mock";
-  choice.shape_class = "c1";
-  choice.algorithm = "mock";
-  choice.params = {{"X", 2}, {"Y", 2}};
-  choice.problem = {{"n", 10}};
-  choice.time_ms = 0.5;
-  vendor.chosen.entries.push_back(choice);
-  const std::vector<PriorDevice> known = {vendor, target};
-  const TuneResult r = tune(*rt_, seeded(10, known));
-  ASSERT_EQ(r.classes.size(), 1u);
-  EXPECT_EQ(r.classes[0].prior_distance, 1);
-  EXPECT_EQ(r.classes[0].vendor_choices, std::vector<std::string>{"Same vendor"});
-  const std::vector<Evaluation>& h = r.classes[0].history;
-  ASSERT_GE(h.size(), 6u);
-  std::vector<std::pair<std::int64_t, std::int64_t>> first;
-  for (std::size_t i = 1; i < 6; ++i) first.emplace_back(h[i].params.at("X"), h[i].params.at("Y"));
-  EXPECT_EQ(first, (std::vector<std::pair<std::int64_t, std::int64_t>>{{6, 3}, {5, 3}, {4, 3}, {3, 3}, {2, 2}}));
-}
-
-// A MockWorkload where (5, 3), a point 1 ms from the optimum (6, 3), runs in `ms` instead.
-class OnePointAtWorkload : public MockWorkload {
+// A MockWorkload where the points `at` names run in the time given there.
+class PointsAtWorkload : public MockWorkload {
  public:
-  OnePointAtWorkload(MockState& s, double ms) : MockWorkload(s), ms_(ms) {}
+  PointsAtWorkload(MockState& s, std::map<std::pair<int, int>, double> at) : MockWorkload(s), at_(std::move(at)) {}
   double run(const Choice& c) override {
     const double ms = MockWorkload::run(c);
-    return c.params.at("X") == 5 && c.params.at("Y") == 3 ? ms_ : ms;
+    const auto it = at_.find({int(c.params.at("X")), int(c.params.at("Y"))});
+    return it == at_.end() ? ms : it->second;
   }
 
  private:
-  double ms_;
+  std::map<std::pair<int, int>, double> at_;
 };
 
-// A known device's profile choice is timed again beside the best at the class's end, from as
-// far as kRevisitMargin behind it, and kept where it comes within kKnownTieMargin of it.
+// A mock profile entry for class c1 (n 10).
+ProfileEntry mock_entry(int x, int y) {
+  ProfileEntry e;
+  e.kernel = "mock";
+  e.shape_class = "c1";
+  e.algorithm = "mock";
+  e.params = {{"X", x}, {"Y", y}};
+  e.problem = {{"n", 10}};
+  e.time_ms = 1.0;
+  return e;
+}
+
+// The profile's choice of a device of this one's vendor and kind (distance 2) is measured after
+// the points of the nearest devices, of its architecture and another vendor (distance 1, a PoCL
+// target): the four of another device, then it, and it is timed again as a known choice (its
+// time here ties the best). Not that device's recorded point (a list of one lends nothing), and
+// nothing of it where the nearest device is of this one's vendor too.
+TEST_F(TunerEngine, TheVendorsChoiceIsMeasuredAfterTheSameArchitectures) {
+  if (rt_->device().architecture.rfind(kPoclArchitecturePrefix, 0) != 0)
+    GTEST_SKIP() << "the device is no PoCL target: an architecture counts only with the vendor";
+  families_[0].make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new PointsAtWorkload(state_, {{{2, 2}, 1.005}}));
+  };
+  PriorDevice target =
+      mock_known(rt_->device(), "Same target", {{6, 3, 1.0}, {5, 3, 2.0}, {4, 3, 3.0}, {3, 3, 4.0}, {2, 3, 5.0}}, 30);
+  target.device.architecture = rt_->device().architecture;
+  PriorDevice vendor = mock_known(rt_->device(), "Same vendor", {{1, 2, 0.5}}, 30);
+  vendor.device.architecture = "another target";
+  vendor.chosen.entries.push_back(mock_entry(2, 2));
+  for (const bool target_of_vendor : {false, true}) {
+    SCOPED_TRACE(target_of_vendor ? "the nearest of this vendor" : "the nearest of another vendor");
+    target.device.vendor = target_of_vendor ? rt_->device().vendor : "Another vendor";
+    const std::vector<PriorDevice> known = {vendor, target};
+    const TuneResult r = tune(*rt_, seeded(10, known));
+    ASSERT_EQ(r.classes.size(), 1u);
+    const ClassResult& c = r.classes[0];
+    EXPECT_EQ(c.prior_distance, 1);
+    const std::vector<Evaluation>& h = c.history;
+    ASSERT_GE(h.size(), 6u);
+    std::vector<std::pair<std::int64_t, std::int64_t>> first;
+    for (std::size_t i = 1; i < 6; ++i) first.emplace_back(h[i].params.at("X"), h[i].params.at("Y"));
+    for (const auto& xy : first) EXPECT_NE(xy, std::make_pair(std::int64_t(1), std::int64_t(2))) << "its list lent";
+    if (target_of_vendor) {
+      EXPECT_TRUE(c.vendor_devices.empty());
+      EXPECT_NE(first.back(), std::make_pair(std::int64_t(2), std::int64_t(2)));
+      continue;
+    }
+    EXPECT_EQ(c.vendor_devices, std::vector<std::string>{"Same vendor"});
+    EXPECT_EQ(first, (std::vector<std::pair<std::int64_t, std::int64_t>>{{6, 3}, {5, 3}, {4, 3}, {3, 3}, {2, 2}}));
+    EXPECT_EQ(c.best.params.at("X"), 2) << "a known choice within kKnownTieMargin";
+  }
+}
+
+// A known device's profile choice is timed again beside the best (6, 3) at the class's end, from
+// as far as kRevisitMargin behind it, and kept where it comes within kKnownTieMargin of it; of
+// two such choices, the faster. A point its recording lists but no profile chose is neither.
 TEST_F(TunerEngine, AKnownChoiceIsTimedAgainAndKeptOnATie) {
-  // Its recording lists both points; its profile chose (5, 3), or nothing.
-  const PriorDevice listed = mock_known(rt_->device(), "A sibling", {{6, 3, 1.0}, {5, 3, 1.0}}, 30);
-  PriorDevice chosen = listed;
-  ProfileEntry choice;
-  choice.kernel = "mock";
-  choice.shape_class = "c1";
-  choice.algorithm = "mock";
-  choice.params = {{"X", 5}, {"Y", 3}};
-  choice.problem = {{"n", 10}};
-  choice.time_ms = 1.0;
-  chosen.chosen.entries.push_back(choice);
-  for (const double ms : {1.01, 1.05, 1.8}) {
+  // The recordings list the points; the profiles chose (5, 3) and (6, 2), or nothing.
+  const std::vector<std::tuple<int, int, double>> list = {{6, 3, 1.0}, {5, 3, 1.0}, {6, 2, 1.0}};
+  const PriorDevice listed = mock_known(rt_->device(), "A sibling", list, 30);
+  const PriorDevice listed_too = mock_known(rt_->device(), "B sibling", list, 30);
+  PriorDevice chose = listed, chose_too = listed_too;
+  chose.chosen.entries.push_back(mock_entry(5, 3));
+  chose_too.chosen.entries.push_back(mock_entry(6, 2));
+  const auto is = [](int x, int y) {
+    return [x, y](const Evaluation& e) { return e.params.at("X") == x && e.params.at("Y") == y; };
+  };
+  for (const double ms : {1.01, 1.05, 1.8, 2.5}) {
     SCOPED_TRACE(ms);
     families_[0].make = [this, ms](Runtime&, const std::string&, std::mt19937_64&) {
-      return std::unique_ptr<Workload>(new OnePointAtWorkload(state_, ms));
+      return std::unique_ptr<Workload>(new PointsAtWorkload(state_, {{{5, 3}, ms}, {{6, 2}, 30.0}}));
     };
     for (const bool with_choice : {true, false}) {
       SCOPED_TRACE(with_choice ? "the known choice" : "no known choice");
-      const std::vector<PriorDevice> known = {with_choice ? chosen : listed};
+      const std::vector<PriorDevice> known = {with_choice ? chose : listed};
       const TuneResult r = tune(*rt_, seeded(10, known));
       ASSERT_EQ(r.classes.size(), 1u);
       const ClassResult& c = r.classes[0];
-      ASSERT_TRUE(std::any_of(c.history.begin(), c.history.end(), [](const Evaluation& e) {
-        return e.params.at("X") == 5 && e.params.at("Y") == 3;
-      })) << "the search never measured (5, 3)";
-      const bool retimed = std::any_of(c.retimed.begin(), c.retimed.end(), [](const Evaluation& e) {
-        return e.params.at("X") == 5 && e.params.at("Y") == 3;
-      });
-      EXPECT_EQ(retimed, with_choice || ms < 1.5) << "timed again";
+      ASSERT_TRUE(std::any_of(c.history.begin(), c.history.end(), is(5, 3))) << "never measured (5, 3)";
+      EXPECT_EQ(std::any_of(c.retimed.begin(), c.retimed.end(), is(5, 3)), ms < (with_choice ? 2.0 : 1.5))
+          << "timed again";
       EXPECT_EQ(c.best.params.at("X"), with_choice && ms < 1.02 ? 5 : 6);
     }
   }
+  // Both choices within the margin, past the three points timed again by their figures (so that
+  // they come in by key, (5, 3) first): the faster is kept.
+  const std::vector<std::tuple<int, int, double>> longer = {
+      {6, 3, 1.0}, {7, 3, 1.0}, {6, 4, 1.0}, {5, 3, 1.0}, {6, 2, 1.0}};
+  PriorDevice a = mock_known(rt_->device(), "A sibling", longer, 30), b = a;
+  b.device.name = "B sibling";
+  a.chosen.entries.push_back(mock_entry(5, 3));
+  b.chosen.entries.push_back(mock_entry(6, 2));
+  families_[0].make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(
+        new PointsAtWorkload(state_, {{{7, 3}, 1.001}, {{6, 4}, 1.002}, {{5, 3}, 1.015}, {{6, 2}, 1.005}}));
+  };
+  const std::vector<PriorDevice> both = {a, b};
+  const TuneResult r = tune(*rt_, seeded(40, both));
+  ASSERT_EQ(r.classes.size(), 1u);
+  for (const auto& [x, y, ms] : longer)
+    ASSERT_TRUE(std::any_of(r.classes[0].history.begin(), r.classes[0].history.end(), is(x, y))) << x << "," << y;
+  EXPECT_EQ(r.classes[0].best.params.at("X"), 6);
+  EXPECT_EQ(r.classes[0].best.params.at("Y"), 2);
 }
 
 // Another device's points within kContenderMargin of its best are measured furthest apart
@@ -3952,7 +4007,7 @@ TEST_F(TunerEngine, ReportHasJsonAndOnePlotPerClass) {
                            "space_size",     "evaluations",   "seconds",
                            "speedup",        "weight",        "prior_distance",
                            "prior_devices",  "prior_lenders", "lender_distance",
-                           "vendor_choices", "seed_classes",  "default_stand_in",
+                           "vendor_devices", "seed_classes",  "default_stand_in",
                            "revisited_from", "revisit_kept",  "neighbours_from",
                            "neighbour_kept", "default",       "best"}) {
     const std::string field = "\"" + std::string(name) + "\": ";

@@ -344,7 +344,13 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
         out.lender_distance = lender;
       }
   }
-  if (out.distance == 1)
+  // Where the nearest devices share the architecture but not the vendor (PoCL's compiler
+  // targets), the vendor's devices further on add their choices (ClassPrior::vendor_chosen).
+  const auto other_vendor = [&device](const Found& f) {
+    return lower(f.device->device.vendor) != lower(device.vendor);
+  };
+  if (out.distance == 1 &&
+      std::all_of(found.begin(), found.end(), [&](const Found& f) { return f.distance != 1 || other_vendor(f); }))
     for (const Found& f : found)
       if (f.distance == 2 && f.chosen && !outrun_by_recording(f.c, *f.chosen)) {
         const std::string key = point_key(*f.chosen);

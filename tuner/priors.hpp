@@ -108,15 +108,17 @@ struct ClassPrior {
   // devices'. Empty and -1: none.
   std::vector<std::string> lenders;
   int lender_distance = -1;
-  // Where the nearest devices share this device's architecture (distance 1), the profiles'
-  // choices of the devices of its vendor and kind (distance 2) that differ from theirs, for the
-  // problem (Profile::find), those devices' names in `vendor_devices`. For PoCL the
-  // architecture is the compiler target whoever made the CPU, while the vendor's cores set the
-  // caches and memory a memory-bound class runs from: on the AVX-512 AMD EPYC, gemm_nt gemv's
-  // 20-minute tune's best point was the Zen 2 EPYC's shipped choice and the Xeon recording's
-  // fifth point, and first tunes seeded by the Xeon missed it in four of five runs (1.22x and
-  // 1.30x in the last two). Measured after the nearest devices' points (prior_candidates in
-  // tuner/tuner.cpp); nothing else of those devices counts here.
+  // Where the nearest devices share this device's architecture but none its vendor (distance
+  // 1: PoCL's compiler target, whoever made the CPU), the profiles' choices for the problem
+  // (Profile::find) of the devices of its vendor and kind (distance 2), in their order, each
+  // device's name beside it in `vendor_devices`: not one a nearest device chose too or another
+  // of them chose before, nor one its own device's recording outran (kOutrunRatio, as for
+  // `chosen`). The vendor's cores set the caches and memory a memory-bound class runs from: on
+  // the AVX-512 AMD EPYC, gemm_nt gemv's 20-minute tune's best point was the Zen 2 EPYC's shipped
+  // choice and the Xeon recording's fifth point, and first tunes seeded by the Xeon missed it in
+  // four of five runs (1.22x and 1.30x in the last two). Measured after the nearest devices' and
+  // the sibling classes' points (prior_candidates in tuner/tuner.cpp); nothing else of those
+  // devices counts here.
   std::vector<Evaluation> vendor_chosen;
   std::vector<std::string> vendor_devices;
 };

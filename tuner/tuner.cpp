@@ -455,18 +455,20 @@ constexpr double kRetimeMargin = 1.5, kRetimeShare = 0.1;
 constexpr std::size_t kRetimeCount = 3;
 
 // A sibling class's best point measured within this of a class's best is timed again beside it
-// after the kernel's last class (DeviceMeasure::retime): one evaluation's figure can be that far
-// off on a shared CPU. On the 2-core PoCL machine a first tune timed lora_shrink multi_batch's
-// best known point (prefill's best in that run) at 1.76 ms in its search, 1.57x its best then;
-// the benchmark read it at 0.85x that best.
+// after the kernel's last class, and a known device's profile choice for the class at its end
+// and then (DeviceMeasure::retime): one evaluation's figure can be that far off on a shared CPU. On the 2-core PoCL
+// machine a first tune timed lora_shrink multi_batch's best known point (prefill's best in that run) at 1.76 ms in its
+// search, 1.57x its best then; the benchmark read it at 0.85x that best.
 constexpr double kRevisitMargin = 2.0;
 
 // A known device's profile choice for a class whose fastest figure comes within this of the
 // re-timing's fastest is kept (DeviceMeasure::retime): their order is then the order of one
-// moment. On the 2-core AMD EPYC a first tune kept lora_shrink prefill's tiled TR 8 VW 8 by its
-// search's figure, 0.6295 ms, over the Xeon's choice TR 4 VW 16 at 0.6314 (its re-timings read
-// it faster both times); the benchmark after, other tenants at work on the host, read them at
-// 1.015 and 0.618 ms.
+// moment, and the choice was a long tune's answer there. This device's own shipped choice
+// (distance 0) counts too; a warm start's profile choice does not (the class keeps its best
+// anyway unless something ran faster). On the 2-core AMD EPYC a first tune kept lora_shrink
+// prefill's tiled TR 8 VW 8 by its search's figure, 0.6295 ms, over the Xeon's choice TR 4 VW
+// 16 at 0.6314 (both re-timings read the choice faster); the benchmark after, other tenants at
+// work on the host, read them at 1.015 and 0.618 ms.
 constexpr double kKnownTieMargin = 1.02;
 
 // The part of the run's budget held for the revisits after each kernel's last class
@@ -718,22 +720,29 @@ class DeviceMeasure : public Measure {
       if (e.ok && same_point(e, best_) && std::find(close.begin(), close.end(), &e) == close.end())
         close.insert(close.begin(), &e);
     if (close.size() > kRetimeCount) close.resize(kRetimeCount);
-    for (const std::string& key : also)
-      if (const auto it = seen_.find(key); it != seen_.end()) {
-        const Evaluation& e = it->second;
-        if (e.ok && !e.cached && e.time_ms <= kRevisitMargin * best_.time_ms &&
-            std::find(close.begin(), close.end(), &e) == close.end())
-          close.push_back(&e);
-      }
-    if (close.size() < 2) return;
+    // Their runs, then each of `also` while they all fit in kRetimeShare of the class's time.
     const int repeats = std::max(1, s_.options.repeats);
+    const double limit_ms = kRetimeShare * s_.budget_seconds * 1e3 - settle_ms();
     double expected_ms = 0;
     std::vector<int> blocks;
     for (const Evaluation* e : close) {
       blocks.push_back(block_runs(e->time_ms));
       expected_ms += (1 + repeats * blocks.back()) * e->time_ms;
     }
-    if ((expected_ms + settle_ms()) * 1e-3 > kRetimeShare * s_.budget_seconds) return;
+    if (expected_ms > limit_ms) return;
+    for (const std::string& key : also)
+      if (const auto it = seen_.find(key); it != seen_.end()) {
+        const Evaluation& e = it->second;
+        const int block = block_runs(e.time_ms);
+        const double ms = (1 + repeats * block) * e.time_ms;
+        if (e.ok && !e.cached && e.time_ms <= kRevisitMargin * best_.time_ms && expected_ms + ms <= limit_ms &&
+            std::find(close.begin(), close.end(), &e) == close.end()) {
+          close.push_back(&e);
+          blocks.push_back(block);
+          expected_ms += ms;
+        }
+      }
+    if (close.size() < 2) return;
     std::vector<Choice> choices;
     for (const Evaluation* e : close) {
       Choice c;
@@ -778,12 +787,14 @@ class DeviceMeasure : public Measure {
     const auto known = [this](const Evaluation* e) {
       return known_choices_.count(e->algorithm + " " + format_params(e->params)) > 0;
     };
-    if (!known(close[fastest]))
+    if (!known(close[fastest])) {
+      std::size_t tie = close.size();
       for (std::size_t i = 0; i < close.size(); ++i)
-        if (known(close[i]) && least[i] <= kKnownTieMargin * least[fastest]) {
-          fastest = i;
-          break;
-        }
+        if (known(close[i]) && least[i] <= kKnownTieMargin * least[fastest] &&
+            (tie == close.size() || least[i] < least[tie]))
+          tie = i;
+      if (tie < close.size()) fastest = tie;
+    }
     best_ = *close[fastest];
     best_.time_ms = least[fastest];
     s_.cr.retime_seconds += seconds_since(started);
@@ -1543,9 +1554,17 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     if (p) {
       prior_known[ji] = true;
       outrun[ji] = outrun_algorithms(*p, spaces[ji]);
-      for (const Point& point : prior_candidates(*p, family, limits, excluded, bits)) first_points[ji].push_back(point);
-      for (const Point& point : contender_points(*p, family, limits, excluded, bits, {}))
-        first_points[ji].push_back(point);
+      // In the order the class measures them: the first, its contenders, the others.
+      const std::vector<Point> firsts = prior_candidates(*p, family, limits, excluded, bits);
+      for (std::size_t i = 0; i < firsts.size(); ++i) {
+        first_points[ji].push_back(firsts[i]);
+        if (i == 0)
+          for (const Point& point : contender_points(*p, family, limits, excluded, bits, {firsts[0].key()}))
+            first_points[ji].push_back(point);
+      }
+      if (firsts.empty())
+        for (const Point& point : contender_points(*p, family, limits, excluded, bits, {}))
+          first_points[ji].push_back(point);
     }
   }
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
@@ -1792,12 +1811,12 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     std::optional<Point> first_prior_point;
     std::set<std::string> contender_keys;  // measured right after the first, past time like it
     std::size_t sibling_at = warm.size();
+    const std::size_t warm_before_prior = warm.size();
     if (class_known) {
       cr.prior_distance = class_known->distance;
       cr.prior_devices = class_known->devices;
       cr.prior_lenders = class_known->lenders;
       cr.lender_distance = class_known->lender_distance;
-      cr.vendor_choices = class_known->vendor_devices;
       own_seed = own_seed || class_known->distance == 0;
       std::size_t ahead = 1, placed = 0;  // the first `ahead` before the sibling classes' points
       for (const Point& p : prior_candidates(*class_known, family, limits, excluded, input_bits, &ahead)) {
@@ -1811,6 +1830,14 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
           }
         }
         if (++placed <= ahead) sibling_at = warm.size();
+      }
+      // The vendor's devices whose choices are among the points placed (not one dropped here).
+      for (std::size_t i = 0; i < class_known->vendor_chosen.size(); ++i) {
+        const Evaluation& e = class_known->vendor_chosen[i];
+        const std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded);
+        if (p && std::any_of(warm.begin() + std::ptrdiff_t(warm_before_prior), warm.end(),
+                             [&p](const Point& w) { return w.key() == p->key(); }))
+          cr.vendor_devices.push_back(class_known->vendor_devices[i]);
       }
       for (const Evaluation& e : class_known->points)
         if (const AlgorithmSpec* a = family.find_algorithm(e.algorithm))
@@ -2044,7 +2071,7 @@ void print_summary(std::ostream& out, const TuneResult& result) {
     if (c.prior_distance < 0) continue;
     std::string from = named(c.prior_devices, c.prior_distance);
     if (!c.prior_lenders.empty()) from += ", with the recordings of " + named(c.prior_lenders, c.lender_distance);
-    if (!c.vendor_choices.empty()) from += ", and the choices of " + named(c.vendor_choices, 2);
+    if (!c.vendor_devices.empty()) from += ", and the choices of " + named(c.vendor_devices, 2);
     ++seeded[from];
   }
   for (const auto& [from, classes] : seeded)
@@ -2090,7 +2117,7 @@ std::string json_class_fields(const ClassResult& c) {
       << ", \"seconds\": " << c.seconds << ", \"speedup\": " << c.speedup() << ", \"weight\": " << c.weight
       << ", \"prior_distance\": " << c.prior_distance << ", \"prior_devices\": " << json_strings(c.prior_devices)
       << ", \"prior_lenders\": " << json_strings(c.prior_lenders) << ", \"lender_distance\": " << c.lender_distance
-      << ", \"vendor_choices\": " << json_strings(c.vendor_choices)
+      << ", \"vendor_devices\": " << json_strings(c.vendor_devices)
       << ", \"seed_classes\": " << json_strings(c.seed_classes)
       << ", \"default_stand_in\": " << json_string(c.default_stand_in)
       << ", \"revisited_from\": " << json_strings(c.revisited_from)

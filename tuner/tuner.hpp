@@ -100,9 +100,10 @@ struct ClassResult {
   // their distance (-1: none).
   std::vector<std::string> prior_lenders;
   int lender_distance = -1;
-  // The devices of its vendor and kind further on whose profiles' choices it measured after
-  // the nearest devices' points (ClassPrior::vendor_chosen); their distance is 2.
-  std::vector<std::string> vendor_choices;
+  // The devices of its vendor and kind further on whose profiles' choices it took among its
+  // first points, after the nearest devices' and the sibling classes' (ClassPrior::
+  // vendor_chosen; measured where its time allows); their distance is 2.
+  std::vector<std::string> vendor_devices;
   // The earlier classes of its kernel in this run whose best points it measured first, where
   // this device had no point of its own for it (no profile choice, recording or earlier
   // problem of the class), nearest first.
