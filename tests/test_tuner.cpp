@@ -2628,12 +2628,7 @@ TEST_F(TunerEngine, AnotherDevicesNearTiesAreMeasuredFurthestApartFirst) {
 TEST_F(TunerEngine, TheShippedChoiceIsMeasuredFirst) {
   const std::string me = rt_->device().name;
   auto choose = [](PriorDevice& d, int x, int y, double ms) {
-    ProfileEntry e;
-    e.kernel = "mock";
-    e.shape_class = "c1";
-    e.algorithm = "mock";
-    e.params = {{"X", x}, {"Y", y}};
-    e.problem = {{"n", 10}};
+    ProfileEntry e = mock_entry(x, y);
     e.time_ms = ms;
     d.chosen.entries.push_back(e);
   };
