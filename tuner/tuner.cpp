@@ -455,9 +455,10 @@ constexpr double kRetimeMargin = 1.5, kRetimeShare = 0.1;
 constexpr std::size_t kRetimeCount = 3;
 
 // A sibling class's best point measured within this of a class's best is timed again beside it
-// after the kernel's last class, and a known device's profile choice for the class at its end
-// and then (DeviceMeasure::retime): one evaluation's figure can be that far off on a shared CPU. On the 2-core PoCL
-// machine a first tune timed lora_shrink multi_batch's best known point (prefill's best in that run) at 1.76 ms in its
+// after the kernel's last class, and a known device's profile choice for the class at the
+// class's end and again after the kernel's last class (DeviceMeasure::retime): one evaluation's
+// figure can be that far off on a shared CPU. On the 2-core PoCL machine a first tune timed
+// lora_shrink multi_batch's best known point (prefill's best in that run) at 1.76 ms in its
 // search, 1.57x its best then; the benchmark read it at 0.85x that best.
 constexpr double kRevisitMargin = 2.0;
 
