@@ -48,8 +48,6 @@ std::optional<Evaluation> in_todays_tables(const std::string& kernel, const Eval
   return out;
 }
 
-std::string point_key(const Evaluation& e) { return e.algorithm + " " + format_params(e.params); }
-
 bool is_builtin(const std::string& kernel, const std::string& shape_class, const Evaluation& e) {
   const KernelFamily* family = find_family(kernel);
   if (family == nullptr || family->find_class(shape_class) == nullptr) return false;
@@ -73,9 +71,9 @@ PriorClass& class_of(PriorDevice& device, const std::string& kernel, const std::
 }
 
 void add_point(PriorClass& c, const Evaluation& e) {
-  const std::string key = point_key(e);
+  const std::string key = e.key();
   for (const Evaluation& have : c.points)
-    if (point_key(have) == key) return;
+    if (have.key() == key) return;
   c.points.push_back(e);
   sort_fastest_first(c.points);
 }
@@ -95,9 +93,9 @@ bool profile_figure(const PriorDevice& device, const PriorClass& c, const Evalua
 // another load, and gives way (the Xeon's nf4_backward decode entry, 1.67 ms, ranked fifth
 // of its recording's points, where the recording measured it first at 1.45 ms).
 void add_recorded_point(PriorDevice& device, PriorClass& c, const Evaluation& e) {
-  const std::string key = point_key(e);
+  const std::string key = e.key();
   for (Evaluation& have : c.points)
-    if (point_key(have) == key) {
+    if (have.key() == key) {
       if (profile_figure(device, c, have)) {
         have.time_ms = e.time_ms;
         sort_fastest_first(c.points);
@@ -346,15 +344,13 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
   }
   // Where the nearest devices share the architecture but not the vendor (PoCL's compiler
   // targets), the vendor's devices further on add their choices (ClassPrior::vendor_chosen).
-  const auto other_vendor = [&device](const Found& f) {
-    return lower(f.device->device.vendor) != lower(device.vendor);
-  };
-  if (out.distance == 1 &&
-      std::all_of(found.begin(), found.end(), [&](const Found& f) { return f.distance != 1 || other_vendor(f); }))
+  if (out.distance == 1 && std::all_of(found.begin(), found.end(), [&device](const Found& f) {
+        return f.distance != 1 || lower(f.device->device.vendor) != lower(device.vendor);
+      }))
     for (const Found& f : found)
       if (f.distance == 2 && f.chosen && !outrun_by_recording(f.c, *f.chosen)) {
-        const std::string key = point_key(*f.chosen);
-        const auto same = [&key](const Evaluation& e) { return point_key(e) == key; };
+        const std::string key = f.chosen->key();
+        const auto same = [&key](const Evaluation& e) { return e.key() == key; };
         if (std::none_of(out.chosen.begin(), out.chosen.end(), same) &&
             std::none_of(out.vendor_chosen.begin(), out.vendor_chosen.end(), same)) {
           out.vendor_chosen.push_back(*f.chosen);
@@ -370,7 +366,7 @@ std::optional<ClassPrior> class_prior(const std::vector<PriorDevice>& known, con
         const PriorClass* c = nearest[i];
         if (rank >= c->points.size()) continue;
         any = true;
-        if (taken.insert(point_key(c->points[rank])).second) out.points.push_back(c->points[rank]);
+        if (taken.insert(c->points[rank].key()).second) out.points.push_back(c->points[rank]);
       }
       if (!any) break;
     }
@@ -427,7 +423,7 @@ std::vector<PointElsewhere> algorithm_elsewhere(const std::vector<PriorDevice>& 
   std::vector<PointElsewhere> out;
   std::set<std::string> taken;
   for (auto& [apart, e] : found)
-    if (taken.insert(point_key(e.point)).second) out.push_back(std::move(e));
+    if (taken.insert(e.point.key()).second) out.push_back(std::move(e));
   return out;
 }
 

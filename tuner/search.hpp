@@ -34,6 +34,8 @@ struct Evaluation {
   std::string rejected;  // why not ok: build failure, launch error, hang, wrong result
   double time_ms = 0;    // median of the timed runs
   bool cached = false;   // recalled from a resume cache or a recording, not measured now
+  // The point's Point::key.
+  std::string key() const { return algorithm + " " + format_params(params); }
 };
 
 // One point of a class's search space.

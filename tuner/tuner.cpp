@@ -785,9 +785,7 @@ class DeviceMeasure : public Measure {
     }
     // A known device's choice as fast as the fastest, within what one point's figures spread,
     // is kept: it ran well on another device too.
-    const auto known = [this](const Evaluation* e) {
-      return known_choices_.count(e->algorithm + " " + format_params(e->params)) > 0;
-    };
+    const auto known = [this](const Evaluation* e) { return known_choices_.count(e->key()) > 0; };
     if (!known(close[fastest])) {
       std::size_t tie = close.size();
       for (std::size_t i = 0; i < close.size(); ++i)
@@ -1832,23 +1830,25 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
         }
         if (++placed <= ahead) sibling_at = warm.size();
       }
-      // The vendor's devices whose choices are among the points placed (not one dropped here).
-      for (std::size_t i = 0; i < class_known->vendor_chosen.size(); ++i) {
-        const Evaluation& e = class_known->vendor_chosen[i];
-        const std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded);
-        if (p && std::any_of(warm.begin() + std::ptrdiff_t(warm_before_prior), warm.end(),
-                             [&p](const Point& w) { return w.key() == p->key(); }))
-          cr.vendor_devices.push_back(class_known->vendor_devices[i]);
-      }
       for (const Evaluation& e : class_known->points)
         if (const AlgorithmSpec* a = family.find_algorithm(e.algorithm))
           search_prior.log_ms.emplace(Point{a, a->at_input_bits(e.params, input_bits)}.key(), std::log(e.time_ms));
       search_prior.outrun = outrun_algorithms(*class_known, space);
+      // The known choices legal here; the vendor's devices whose choices are among the points
+      // placed (not one dropped here).
       std::set<std::string> known_choices;
-      for (const std::vector<Evaluation>* list : {&class_known->chosen, &class_known->vendor_chosen})
-        for (const Evaluation& e : *list)
-          if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded))
-            known_choices.insert(p->key());
+      for (const Evaluation& e : class_known->chosen)
+        if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded))
+          known_choices.insert(p->key());
+      for (std::size_t i = 0; i < class_known->vendor_chosen.size(); ++i) {
+        const Evaluation& e = class_known->vendor_chosen[i];
+        const std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded);
+        if (!p) continue;
+        known_choices.insert(p->key());
+        if (std::any_of(warm.begin() + std::ptrdiff_t(warm_before_prior), warm.end(),
+                        [&p](const Point& w) { return w.key() == p->key(); }))
+          cr.vendor_devices.push_back(class_known->vendor_devices[i]);
+      }
       measure.set_known_choices(std::move(known_choices));
     }
     // A class this device never measured starts from what the earlier classes of its kernel
