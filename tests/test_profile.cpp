@@ -107,6 +107,9 @@ TEST_F(ProfileTest, EmitParseRoundTrip) {
   p.entries[0].time_ms = 1.25;
   p.entries[0].gflops = 26.8435;
   p.entries[0].default_time_ms = 2.5;
+  // The default's point is written as the tune timed it, whatever today's tables say of it.
+  p.entries[0].default_algorithm = "reduce";
+  p.entries[0].default_params = {{"KWG", 512}, {"RW", 32}, {"GONE", 3}};
   p.entries[1].time_ms = 312.5;
   p.entries[1].gflops = 6.87195;
   p.entries[1].provenance = {"pinned", "results/h200/bench-gemm_nt.json", "0d64363", "large/4096x4096x4096, call 2"};
@@ -139,6 +142,8 @@ TEST_F(ProfileTest, EmitParseRoundTrip) {
     EXPECT_DOUBLE_EQ(got->time_ms, want.time_ms);
     EXPECT_DOUBLE_EQ(got->gflops, want.gflops);
     EXPECT_DOUBLE_EQ(got->default_time_ms, want.default_time_ms);
+    EXPECT_EQ(got->default_algorithm, want.default_algorithm);
+    EXPECT_EQ(got->default_params, want.default_params);
     EXPECT_EQ(got->provenance, want.provenance);
   }
   EXPECT_TRUE(q.find("gemm_nt", "gemv")->provenance.empty()) << "an entry without provenance stays without";
@@ -227,6 +232,9 @@ TEST_F(ProfileTest, RejectsBadContentAtItsPosition) {
       "      params: {TR: 2}\n"
       "      time_ms: 0.5\n"
       "      gflops: 2.5\n"
+      "      default_time_ms: 4\n"
+      "      default_algorithm: reduce\n"
+      "      default_params: {KWG: 512, TR: 1}\n"
       "      provenance: {kind: pinned, results: results/x/bench.json, commit: 0123abc}\n";
   ASSERT_NO_THROW((void)ocltk::parse_profile(good, "good.yaml"));
 
@@ -260,6 +268,15 @@ TEST_F(ProfileTest, RejectsBadContentAtItsPosition) {
       {"infinite time", "time_ms: 0.5", "time_ms: -.INF", "-.INF", "time_ms"},
       {"negative time", "time_ms: 0.5", "time_ms: -1", "-1", "time_ms"},
       {"rate not a number", "gflops: 2.5", "gflops: .nan", ".nan", "gflops"},
+      {"default point without its params", "      default_params: {KWG: 512, TR: 1}\n", "", "reduce\n      prov",
+       "default_params"},
+      {"default point without its algorithm", "      default_algorithm: reduce\n", "", "{KWG: 512, TR",
+       "default_algorithm"},
+      {"default algorithm empty", "default_algorithm: reduce", "default_algorithm: \"\"", "\"\"", "default_algorithm"},
+      {"default params not a mapping", "default_params: {KWG: 512, TR: 1}", "default_params: 512", "512\n",
+       "default_params"},
+      {"default parameter not an integer", "{KWG: 512, TR: 1}", "{KWG: big, TR: 1}", "big", "KWG"},
+      {"default parameter listed twice", "{KWG: 512, TR: 1}", "{KWG: 512, KWG: 1}", "KWG: 1", "twice"},
       {"kernel listed twice", "  gemm_nt:\n    large:",
        "  gemm_nt:\n    small_batch:\n      algorithm: reduce\n      params: {}\n  gemm_nt:\n    large:",
        "gemm_nt:\n    large", "twice"},
@@ -1172,11 +1189,16 @@ TEST(ProfileDatabase, DiffAndMergeKeepProvenance) {
             std::vector<std::string>{"gemm_nt/large: same choice; provenance tuned -> none"});
 
   a.profile.entries[0].provenance = {"pinned", "results/gpu/bench-gemm_nt.json", "0123abc", "call 2"};
+  a.profile.entries[0].default_algorithm = "tiled";  // and the default's point with it
+  a.profile.entries[0].default_params = {{"MWG", 64}};
   const ocltk::ProfileDatabase db = ocltk::merge_profiles({a.profile});
   ASSERT_EQ(db.profiles.size(), 1u);
   EXPECT_EQ(db.profiles[0].entries.at(0).provenance, a.profile.entries[0].provenance);
   const ocltk::ProfileFile back = ocltk::parse_profile_file(ocltk::emit_profile_database(db), "db.yaml");
-  EXPECT_EQ(back.database.profiles.at(0).entries.at(0).provenance, a.profile.entries[0].provenance);
+  const ProfileEntry& entry = back.database.profiles.at(0).entries.at(0);
+  EXPECT_EQ(entry.provenance, a.profile.entries[0].provenance);
+  EXPECT_EQ(entry.default_algorithm, "tiled");
+  EXPECT_EQ(entry.default_params, (ocltk::Params{{"MWG", 64}}));
 }
 
 // Classes with several entries (tune --shapes) are compared entry by entry, matched by

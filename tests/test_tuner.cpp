@@ -660,6 +660,14 @@ std::string recording_of(const std::string& device, const std::string& body, con
          (type.empty() ? "" : ", \"type\": \"" + type + "\"") + "}\n" + body;
 }
 
+// Today's built-in default of a class, as a tune writes it beside default_time_ms.
+void name_todays_default(ProfileEntry& e) {
+  const KernelFamily* family = find_family(e.kernel);
+  const BuiltinChoice b = family->builtin_for(e.shape_class);
+  e.default_algorithm = b.algorithm;
+  e.default_params = family->find_algorithm(b.algorithm)->complete(b.params);
+}
+
 std::string profile_of(const std::string& device, const std::string& type, const Params& gemv, double gemv_ms,
                        double gemv_default_ms) {
   Profile p;
@@ -675,6 +683,7 @@ std::string profile_of(const std::string& device, const std::string& type, const
   e.problem = {{"k", 4096}, {"m", 1}, {"n", 4096}};
   e.time_ms = gemv_ms;
   e.default_time_ms = gemv_default_ms;
+  name_todays_default(e);
   p.entries.push_back(e);
   e.shape_class = "large";
   e.algorithm = "tiled";
@@ -682,6 +691,7 @@ std::string profile_of(const std::string& device, const std::string& type, const
   e.problem = {{"k", 1024}, {"m", 1024}, {"n", 1024}};
   e.time_ms = 30;
   e.default_time_ms = 30;
+  name_todays_default(e);
   p.entries.push_back(e);
   return emit_profile(p);
 }
@@ -712,6 +722,37 @@ TEST(Priors, AProfileAndARecordingOfOneDeviceMerge) {
   EXPECT_DOUBLE_EQ(gemv.builtin_ms, 6.0) << "the recording's built-in default wins";
   EXPECT_DOUBLE_EQ(known[0].classes[1].builtin_ms, 30.0) << "the profile's where nothing was recorded";
   EXPECT_EQ(gemv.points[0].params, reduce_point(64, 1, 2)) << "complete in today's table";
+}
+
+// A profile entry's default time is a yardstick only where it timed today's built-in default:
+// not where the entry names another point (a default since changed), nor where it names none
+// (a profile written before the field).
+TEST(Priors, AProfilesDefaultTimeCountsOnlyForTodaysDefault) {
+  Profile p = parse_profile(profile_of("Dev", "cpu", reduce_point(256, 1, 2), 1.5, 7.0), "dev.yaml");
+  ASSERT_EQ(p.entries.size(), 2u);
+  ASSERT_FALSE(p.entries[0].default_algorithm.empty()) << "the test's profile names today's default";
+  const auto builtin_ms = [](const Profile& profile) {
+    const std::vector<PriorDevice> known = read_priors({{"dev.yaml", emit_profile(profile)}});
+    std::vector<double> out;
+    for (const PriorClass& c : known.at(0).classes) out.push_back(c.builtin_ms);
+    return out;
+  };
+  EXPECT_EQ(builtin_ms(p), (std::vector<double>{7.0, 30.0}));
+  Profile stale = p;
+  stale.entries[0].default_params["WGS"] = stale.entries[0].default_params.at("WGS") * 2;  // another point
+  stale.entries[1].default_algorithm = "xgemm";                                            // another algorithm
+  stale.entries[1].default_params = gemm_nt_family().find_algorithm("xgemm")->defaults();
+  EXPECT_EQ(builtin_ms(stale), (std::vector<double>{0.0, 0.0}));
+  Profile unnamed = p;
+  for (ProfileEntry& e : unnamed.entries) {
+    e.default_algorithm.clear();
+    e.default_params.clear();
+  }
+  EXPECT_EQ(builtin_ms(unnamed), (std::vector<double>{0.0, 0.0}));
+  Profile gone = p;  // an algorithm today's tables lack
+  gone.entries[0].default_algorithm = "lanes_gone";
+  gone.entries[0].default_params = {{"X", 1}};
+  EXPECT_EQ(builtin_ms(gone), (std::vector<double>{0.0, 30.0}));
 }
 
 // A recording's figures were measured in one run and rank its points; a profile entry's figure

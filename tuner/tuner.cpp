@@ -1702,7 +1702,11 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
         entry.problem = cr.problem;
         entry.time_ms = cr.best.time_ms;
         entry.gflops = cr.flops / cr.best.time_ms * 1e-6;
-        entry.default_time_ms = cr.builtin.ok ? cr.builtin.time_ms : 0;
+        if (cr.builtin.ok) {
+          entry.default_time_ms = cr.builtin.time_ms;
+          entry.default_algorithm = cr.builtin.algorithm;
+          entry.default_params = cr.builtin.params;
+        }
         entry.provenance.kind = "tuned";
         result.profile.entries.push_back(entry);
         // Its point for the classes it serves (a user's shape of it too: the runtime picks

@@ -104,6 +104,30 @@ double measurement(const Decoder& d, const YAML::Node& n, const char* key) {
   return v;
 }
 
+// The built-in default's point an entry's default_time_ms timed: `default_algorithm` and
+// `default_params`, both or neither. Not checked against today's tables: the point of an
+// older default may name an algorithm or parameters they no longer have, and says only
+// that the time is not today's default's.
+void decode_default_point(const Decoder& d, const YAML::Node& n, ProfileEntry& e) {
+  const YAML::Node algorithm = d.child(n, "default_algorithm", false);
+  const YAML::Node params = d.child(n, "default_params", false);
+  if (!algorithm && !params) return;
+  if (!algorithm || !params)
+    d.fail(algorithm ? algorithm : params, "'default_algorithm' and 'default_params' go together");
+  e.default_algorithm = d.scalar<std::string>(n, "default_algorithm", true);
+  if (e.default_algorithm.empty()) d.fail(algorithm, "'default_algorithm' must name an algorithm");
+  if (!params.IsMap()) d.fail(params, "'default_params' must be a mapping of parameter names to integers");
+  for (const auto& kv : params) {
+    const std::string name = d.key(kv.first);
+    if (e.default_params.count(name)) d.fail(kv.first, "parameter " + name + " is listed twice");
+    try {
+      e.default_params[name] = kv.second.as<int>();
+    } catch (const YAML::Exception&) {
+      d.fail(kv.second, "parameter " + name + " must be an integer");
+    }
+  }
+}
+
 ProfileEntry decode_entry(const Decoder& d, const KernelFamily& family, const std::string& shape_class,
                           const YAML::Node& n) {
   ProfileEntry e;
@@ -150,6 +174,7 @@ ProfileEntry decode_entry(const Decoder& d, const KernelFamily& family, const st
   e.time_ms = measurement(d, n, "time_ms");
   e.gflops = measurement(d, n, "gflops");
   e.default_time_ms = measurement(d, n, "default_time_ms");
+  decode_default_point(d, n, e);
   if (const YAML::Node provenance = d.child(n, "provenance", false)) e.provenance = decode_provenance(d, provenance);
   return e;
 }
@@ -266,6 +291,10 @@ YAML::Node encode_entry(const ProfileEntry& e) {
   n["time_ms"] = short_number(e.time_ms);
   n["gflops"] = short_number(e.gflops);
   if (e.default_time_ms > 0) n["default_time_ms"] = short_number(e.default_time_ms);
+  if (!e.default_algorithm.empty()) {
+    n["default_algorithm"] = e.default_algorithm;
+    n["default_params"] = encode_params(e.default_params);
+  }
   if (!e.provenance.empty()) {
     YAML::Node p(YAML::NodeType::Map);
     p.SetStyle(YAML::EmitterStyle::Flow);

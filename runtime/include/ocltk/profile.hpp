@@ -51,7 +51,13 @@ struct ProfileEntry {
   std::map<std::string, std::int64_t> problem;  // the problem it was measured on
   double time_ms = 0;                           // median kernel time measured by the tuner
   double gflops = 0;
-  double default_time_ms = 0;    // the built-in default on the same problem, 0 if unknown
+  double default_time_ms = 0;  // the built-in default on the same problem, 0 if unknown
+  // The built-in default's point that default_time_ms timed (its parameters complete in the
+  // tables of the code that tuned): built-in defaults change between versions, and a time
+  // says what today's default would save only where the point is still today's. Empty in
+  // profiles written before the field, and where no default was timed.
+  std::string default_algorithm;
+  Params default_params;
   ProfileProvenance provenance;  // empty in profiles written before the field
 };
 
