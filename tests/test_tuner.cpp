@@ -724,9 +724,9 @@ TEST(Priors, AProfileAndARecordingOfOneDeviceMerge) {
   EXPECT_EQ(gemv.points[0].params, reduce_point(64, 1, 2)) << "complete in today's table";
 }
 
-// A profile entry's default time is a yardstick only where it timed today's built-in default:
-// not where the entry names another point (a default since changed), nor where it names none
-// (a profile written before the field).
+// A profile entry's default time is a yardstick where it timed today's built-in default, not
+// where the entry names another point (a default since changed); an entry that names none (a
+// profile written before the field) is taken at its word.
 TEST(Priors, AProfilesDefaultTimeCountsOnlyForTodaysDefault) {
   Profile p = parse_profile(profile_of("Dev", "cpu", reduce_point(256, 1, 2), 1.5, 7.0), "dev.yaml");
   ASSERT_EQ(p.entries.size(), 2u);
@@ -748,7 +748,7 @@ TEST(Priors, AProfilesDefaultTimeCountsOnlyForTodaysDefault) {
     e.default_algorithm.clear();
     e.default_params.clear();
   }
-  EXPECT_EQ(builtin_ms(unnamed), (std::vector<double>{0.0, 0.0}));
+  EXPECT_EQ(builtin_ms(unnamed), (std::vector<double>{7.0, 30.0}));
   Profile gone = p;  // an algorithm today's tables lack
   gone.entries[0].default_algorithm = "lanes_gone";
   gone.entries[0].default_params = {{"X", 1}};
