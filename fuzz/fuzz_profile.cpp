@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (std::size_t i = 0; i < again.entries.size(); ++i) {
     const ocltk::ProfileEntry &a = profile.entries[i], &b = again.entries[i];
     if (a.kernel != b.kernel || a.shape_class != b.shape_class || a.algorithm != b.algorithm || a.params != b.params ||
-        a.problem != b.problem)
+        a.problem != b.problem || a.default_algorithm != b.default_algorithm || a.default_params != b.default_params)
       __builtin_trap();
   }
   return 0;

@@ -269,9 +269,14 @@ TEST_F(ProfileTest, RejectsBadContentAtItsPosition) {
       {"negative time", "time_ms: 0.5", "time_ms: -1", "-1", "time_ms"},
       {"rate not a number", "gflops: 2.5", "gflops: .nan", ".nan", "gflops"},
       {"default point without its params", "      default_params: {KWG: 512, TR: 1}\n", "", "reduce\n      prov",
-       "default_params"},
+       "needs 'default_params'"},
       {"default point without its algorithm", "      default_algorithm: reduce\n", "", "{KWG: 512, TR",
+       "needs 'default_algorithm'"},
+      {"default algorithm not a name", "default_algorithm: reduce", "default_algorithm: \"re duce\"", "\"re duce\"",
        "default_algorithm"},
+      {"default algorithm not a scalar", "default_algorithm: reduce", "default_algorithm: [reduce]", "[reduce]",
+       "default_algorithm"},
+      {"default parameter not a name", "{KWG: 512, TR: 1}", "{K-WG: 512, TR: 1}", "K-WG", "plain name"},
       {"default algorithm empty", "default_algorithm: reduce", "default_algorithm: \"\"", "\"\"", "default_algorithm"},
       {"default params not a mapping", "default_params: {KWG: 512, TR: 1}", "default_params: 512", "512\n",
        "default_params"},
@@ -980,6 +985,63 @@ TEST(ProfileDatabase, DerivedEntriesTakeTheChoiceMostDevicesPicked) {
   again.database = ocltk::merge_profiles(back.device_profiles());
   again.path = "again.yaml";
   EXPECT_TRUE(ocltk::diff_profile_files(back, again).empty());
+}
+
+// A tie of votes goes to the larger speed-up over the built-in default, counted only where the
+// entry's default time is today's default's (default_time_counts): the H100's reduce A gained
+// 2.0x over a stand-in its tune timed in place of the default, which says nothing; B's 1.2x wins.
+TEST(ProfileDatabase, AStandInsSpeedUpDoesNotBreakATie) {
+  std::vector<Profile> fleet = three_device_fleet();
+  ProfileEntry& h100_gemv = fleet[0].entries.at(1);
+  ASSERT_EQ(h100_gemv.shape_class, "gemv");
+  const ocltk::BuiltinChoice today = ocltk::gemm_nt_family().builtin_point("gemv");
+  h100_gemv.default_algorithm = today.algorithm;
+  h100_gemv.default_params = today.params;
+  const auto sm90_gemv = [](const std::vector<Profile>& members) {
+    const ocltk::ProfileDatabase db = ocltk::merge_profiles(members);
+    const ocltk::DerivedProfile* sm90 = derived_section(db, MatchLevel::kArchitecture, "sm_90");
+    return sm90 == nullptr || sm90->find("gemm_nt", "gemv") == nullptr ? ocltk::Params{}
+                                                                       : sm90->find("gemm_nt", "gemv")->choice.params;
+  };
+  EXPECT_EQ(sm90_gemv(fleet), complete("reduce", kReduceA)) << "today's default's point: its 2.0x counts";
+  h100_gemv.default_algorithm = "tiled";  // a stand-in
+  h100_gemv.default_params = ocltk::gemm_nt_family().find_algorithm("tiled")->defaults();
+  EXPECT_EQ(sm90_gemv(fleet), complete("reduce", kReduceB));
+}
+
+// Whether an entry's default time is today's default's: the entry names today's built-in point
+// (a parameter added since, at its default, left out), or names none and is taken at its word.
+TEST(ProfileEntryDefault, CountsWhereItNamesTodaysDefaultOrNone) {
+  const ocltk::BuiltinChoice today = ocltk::gemm_nt_family().builtin_point("lora_expand");
+  ProfileEntry e;
+  e.kernel = "gemm_nt";
+  e.shape_class = "lora_expand";
+  EXPECT_FALSE(ocltk::default_time_counts(e)) << "no time";
+  e.default_time_ms = 2.0;
+  EXPECT_TRUE(ocltk::default_time_counts(e)) << "a profile written before the point was";
+  e.default_algorithm = today.algorithm;
+  e.default_params = today.params;
+  EXPECT_TRUE(ocltk::default_time_counts(e));
+  const auto with = [&e](const std::string& algorithm, const ocltk::Params& params) {
+    ProfileEntry other = e;
+    other.default_algorithm = algorithm;
+    other.default_params = params;
+    return ocltk::default_time_counts(other);
+  };
+  ocltk::Params fewer = today.params;
+  ASSERT_EQ(today.algorithm, "tiled");
+  fewer.erase("VW");  // as a point written before VW was a parameter, at today's default
+  EXPECT_TRUE(with(today.algorithm, fewer));
+  ocltk::Params other = today.params;
+  other["MWG"] = other.at("MWG") == 32 ? 64 : 32;
+  EXPECT_FALSE(with(today.algorithm, other)) << "another point";
+  EXPECT_FALSE(with("xgemm", ocltk::gemm_nt_family().find_algorithm("xgemm")->defaults())) << "a stand-in";
+  EXPECT_FALSE(with("lanes_gone", {{"X", 1}})) << "an algorithm today's table lacks";
+  ocltk::Params unknown = today.params;
+  unknown["GONE"] = 1;
+  EXPECT_FALSE(with(today.algorithm, unknown)) << "a parameter today's table lacks";
+  e.shape_class = "huge";
+  EXPECT_FALSE(ocltk::default_time_counts(e)) << "a class the kernel lacks";
 }
 
 // The first candidate with an entry serves, as Runtime::choose walks them.

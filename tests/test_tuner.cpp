@@ -662,10 +662,9 @@ std::string recording_of(const std::string& device, const std::string& body, con
 
 // Today's built-in default of a class, as a tune writes it beside default_time_ms.
 void name_todays_default(ProfileEntry& e) {
-  const KernelFamily* family = find_family(e.kernel);
-  const BuiltinChoice b = family->builtin_for(e.shape_class);
+  const BuiltinChoice b = find_family(e.kernel)->builtin_point(e.shape_class);
   e.default_algorithm = b.algorithm;
-  e.default_params = family->find_algorithm(b.algorithm)->complete(b.params);
+  e.default_params = b.params;
 }
 
 std::string profile_of(const std::string& device, const std::string& type, const Params& gemv, double gemv_ms,
@@ -2323,6 +2322,14 @@ TEST_F(TunerEngine, AClassAnotherServesIsNotMeasuredButGetsItsEntry) {
   EXPECT_EQ(c2->algorithm, c1->algorithm);
   EXPECT_EQ(c2->problem, c1->problem);
   EXPECT_EQ(c2->time_ms, c1->time_ms);
+  // The built-in default's time and the point it timed, on both entries.
+  ASSERT_TRUE(r.classes[0].builtin.ok);
+  EXPECT_EQ(c1->default_time_ms, r.classes[0].builtin.time_ms);
+  EXPECT_EQ(c1->default_algorithm, two_classes.builtin_point("c1").algorithm);
+  EXPECT_EQ(c1->default_params, two_classes.builtin_point("c1").params);
+  EXPECT_EQ(c2->default_time_ms, c1->default_time_ms);
+  EXPECT_EQ(c2->default_algorithm, c1->default_algorithm);
+  EXPECT_EQ(c2->default_params, c1->default_params);
   EXPECT_EQ(c2->provenance.kind, "tuned");
   EXPECT_EQ(c2->provenance.note, "c1's point, not measured again: the same programs here");
   EXPECT_TRUE(c1->provenance.note.empty());

@@ -51,9 +51,8 @@ std::optional<Evaluation> in_todays_tables(const std::string& kernel, const Eval
 bool is_builtin(const std::string& kernel, const std::string& shape_class, const Evaluation& e) {
   const KernelFamily* family = find_family(kernel);
   if (family == nullptr || family->find_class(shape_class) == nullptr) return false;
-  const BuiltinChoice b = family->builtin_for(shape_class);
-  const AlgorithmSpec* a = family->find_algorithm(b.algorithm);
-  return a != nullptr && e.algorithm == b.algorithm && e.params == a->complete(b.params);
+  const BuiltinChoice b = family->builtin_point(shape_class);
+  return e.algorithm == b.algorithm && e.params == b.params;
 }
 
 void sort_fastest_first(std::vector<Evaluation>& points) {
@@ -120,22 +119,6 @@ void fill_header(ProfileDevice& to, const ProfileDevice& from) {
     if ((to.*field).empty()) to.*field = from.*field;
 }
 
-// Whether an entry's default_time_ms may be taken as today's built-in default's: where the
-// entry names the default's point, only if that point is today's. A tune that excludes the
-// default's algorithm (OCLTK_EXCLUDE_ALGORITHMS, docs/robustness.md) times a stand-in: the
-// H200 entries of such tunes recorded 0.09-4.8x what its own first tune measured of today's
-// defaults on the same problems (one class called near by one on the H100), where the others
-// agreed within 0.77-1.36x. An entry written before the point was recorded is taken at its
-// word: the shipped profiles' are, where no tune of theirs excluded the default's algorithm
-// (configs/nvidia-h200.yaml carries its first tune's figures and points instead).
-bool todays_default(const ProfileEntry& entry) {
-  if (entry.default_algorithm.empty()) return true;
-  Evaluation e;
-  e.algorithm = entry.default_algorithm;
-  e.params = entry.default_params;
-  return is_builtin(entry.kernel, entry.shape_class, e);
-}
-
 void add_profile(std::vector<PriorDevice>& known, const std::string& name, const std::string& text) {
   const Profile profile = parse_profile(text, name);
   PriorDevice& device = device_named(known, profile.device.name);
@@ -154,7 +137,12 @@ void add_profile(std::vector<PriorDevice>& known, const std::string& name, const
     if (!(entry.time_ms > 0)) continue;  // pinned by hand, never measured: no time to rank it by
     PriorClass& c = class_of(device, entry.kernel, entry.shape_class, entry.problem);
     add_point(c, *point);
-    if (c.builtin_ms == 0 && entry.default_time_ms > 0 && todays_default(entry)) c.builtin_ms = entry.default_time_ms;
+    // An entry's default time where it says it is today's default's (default_time_counts): the
+    // H200 entries of tunes that excluded the default's algorithm had timed stand-ins, at
+    // 0.21-11x what the H200's own first tune measured of today's defaults on the same problems
+    // (0.73-1.30x for the others), and one of them had called the H100's gemm_nt
+    // lora_expand_half near; configs/nvidia-h200.yaml names its first tune's points and times.
+    if (c.builtin_ms == 0 && default_time_counts(entry)) c.builtin_ms = entry.default_time_ms;
   }
 }
 

@@ -135,9 +135,8 @@ std::vector<ReplayClassResult> replay(const Recording& recording, const ReplayOp
     const Point* builtin = nullptr;
     if (const KernelFamily* family = find_family(rc.kernel); family != nullptr && options.builtin_first) {
       try {
-        const BuiltinChoice b = family->builtin_for(rc.shape_class);
-        const AlgorithmSpec* a = family->find_algorithm(b.algorithm);
-        const std::string key = b.algorithm + " " + format_params(a->complete(b.params));
+        const BuiltinChoice b = family->builtin_point(rc.shape_class);
+        const std::string key = b.algorithm + " " + format_params(b.params);
         for (const Point& p : space.points)
           if (p.key() == key) builtin = &p;
       } catch (const Error&) {

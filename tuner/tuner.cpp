@@ -1543,9 +1543,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
   std::vector<std::set<const AlgorithmSpec*>> outrun(jobs.size());  // outrun_algorithms
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     const KernelFamily& family = *jobs[ji].tuning->family;
-    const BuiltinChoice builtin = family.builtin_for(jobs[ji].shape_class, excluded, &limits);
-    const AlgorithmSpec* algorithm = family.find_algorithm(builtin.algorithm);
-    builtin_points[ji] = {algorithm, algorithm->complete(builtin.params)};
+    const BuiltinChoice builtin = family.builtin_point(jobs[ji].shape_class, excluded, &limits);
+    builtin_points[ji] = {family.find_algorithm(builtin.algorithm), builtin.params};
     first_points[ji].push_back(builtin_points[ji]);
     const std::optional<ClassPrior> p =
         prior_of(family.name, jobs[ji].shape_class, jobs[ji].problem ? &*jobs[ji].problem : nullptr);
@@ -1926,8 +1925,14 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       if (*bandwidth > 0) floor_ms = workload->min_bytes() / *bandwidth * 1e3;
     }
     const double elapsed_before = seconds_since(start) - seconds_since(class_start);
+    // The share of the default's time saved is compared with the nearest devices' share of
+    // today's built-in default's: where this run excludes that default's algorithm, it timed
+    // a stand-in, another yardstick, and the share says nothing.
+    const BuiltinChoice todays_builtin = family.builtin_point(shape_class);
+    const bool builtin_is_todays =
+        builtin_point.algorithm->name == todays_builtin.algorithm && builtin_point.params == todays_builtin.params;
     auto reweigh = [&] {
-      cr.weight = class_weight(measure.best(), cr.builtin, class_known, floor_ms);
+      cr.weight = class_weight(measure.best(), builtin_is_todays ? cr.builtin : Evaluation{}, class_known, floor_ms);
       measure.set_budget(
           class_share(classes_budget(), elapsed_before, int(jobs.size()), int(jobs.size() - ji), cr.weight));
     };

@@ -45,6 +45,19 @@ BuiltinChoice KernelFamily::builtin_for(const std::string& shape_class, const Al
                                         " no algorithm that this device can run");
 }
 
+BuiltinChoice KernelFamily::builtin_point(const std::string& shape_class) const {
+  BuiltinChoice b = builtin_for(shape_class);
+  b.params = find_algorithm(b.algorithm)->complete(b.params);
+  return b;
+}
+
+BuiltinChoice KernelFamily::builtin_point(const std::string& shape_class, const AlgorithmExclusions& excluded,
+                                          const DeviceLimits* limits) const {
+  BuiltinChoice b = builtin_for(shape_class, excluded, limits);
+  b.params = find_algorithm(b.algorithm)->complete(b.params);
+  return b;
+}
+
 AlgorithmExclusions AlgorithmExclusions::parse(const std::string& list, const std::string& origin) {
   AlgorithmExclusions out;
   std::stringstream in(list);

@@ -112,10 +112,14 @@ void decode_default_point(const Decoder& d, const YAML::Node& n, ProfileEntry& e
   const YAML::Node algorithm = d.child(n, "default_algorithm", false);
   const YAML::Node params = d.child(n, "default_params", false);
   if (!algorithm && !params) return;
-  if (!algorithm || !params)
-    d.fail(algorithm ? algorithm : params, "'default_algorithm' and 'default_params' go together");
+  if (!params) d.fail(algorithm, "'default_algorithm' needs 'default_params' beside it");
+  if (!algorithm) d.fail(params, "'default_params' needs 'default_algorithm' beside it");
   e.default_algorithm = d.scalar<std::string>(n, "default_algorithm", true);
-  if (e.default_algorithm.empty()) d.fail(algorithm, "'default_algorithm' must name an algorithm");
+  const auto plain = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  };
+  if (e.default_algorithm.empty() || !std::all_of(e.default_algorithm.begin(), e.default_algorithm.end(), plain))
+    d.fail(algorithm, "'default_algorithm' must name an algorithm (letters, digits and '_')");
   if (!params.IsMap()) d.fail(params, "'default_params' must be a mapping of parameter names to integers");
   for (const auto& kv : params) {
     const std::string name = d.key(kv.first);
@@ -355,6 +359,23 @@ void write_text_atomically(const std::string& path, const std::string& text, con
 }
 
 }  // namespace detail
+
+bool default_time_counts(const ProfileEntry& entry) {
+  if (!(entry.default_time_ms > 0)) return false;
+  if (entry.default_algorithm.empty()) return true;
+  const KernelFamily* family = find_family(entry.kernel);
+  if (family == nullptr || family->find_class(entry.shape_class) == nullptr) return false;
+  const AlgorithmSpec* algorithm = family->find_algorithm(entry.default_algorithm);
+  if (algorithm == nullptr) return false;
+  Params point;
+  try {
+    point = algorithm->complete(entry.default_params);  // a parameter added since at its default
+  } catch (const Error&) {
+    return false;  // a parameter or value today's table does not have
+  }
+  const BuiltinChoice today = family->builtin_point(entry.shape_class);
+  return entry.default_algorithm == today.algorithm && point == today.params;
+}
 
 using detail::Decoder;
 using detail::lower;

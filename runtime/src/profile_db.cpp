@@ -152,7 +152,7 @@ DerivedEntry derive_entry(const std::vector<const Profile*>& members, const std:
     auto it = std::find_if(tallies.begin(), tallies.end(), [&](const Tally& t) { return same_choice(*t.entry, *e); });
     if (it == tallies.end()) it = tallies.insert(tallies.end(), Tally{e, {}, 0});
     it->chosen_by.push_back(m->device.name);
-    if (e->default_time_ms > 0 && e->time_ms > 0) it->log_speedup += std::log(e->default_time_ms / e->time_ms);
+    if (e->time_ms > 0 && default_time_counts(*e)) it->log_speedup += std::log(e->default_time_ms / e->time_ms);
   }
   const Tally& best = *std::min_element(tallies.begin(), tallies.end(), better_tally);
   DerivedEntry out;

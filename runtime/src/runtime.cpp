@@ -414,9 +414,9 @@ Choice Runtime::search_choice(const std::string& kernel, const std::string& shap
     }
   }
   const DeviceLimits limits = DeviceLimits::of(impl_->device);
-  const BuiltinChoice builtin = family->builtin_for(shape_class, impl_->excluded, &limits);
+  const BuiltinChoice builtin = family->builtin_point(shape_class, impl_->excluded, &limits);
   c.algorithm = builtin.algorithm;
-  c.params = family->find_algorithm(builtin.algorithm)->complete(builtin.params);
+  c.params = builtin.params;
   return c;
 }
 
@@ -476,12 +476,12 @@ Choice Runtime::choose_gemm_nt(const GemmProblem& problem, ElementType input, Ge
   Choice fallback = choose("gemm_nt", exact_class, key);
   if (gemm_nt_tensor_core_algorithm(fallback.algorithm) || input != ElementType::f32) {
     const KernelFamily& family = gemm_nt_family();
-    const BuiltinChoice builtin = family.builtin_for(shape_class);
+    const BuiltinChoice builtin = family.builtin_point(shape_class);
     fallback = Choice{};
     fallback.kernel = "gemm_nt";
     fallback.shape_class = shape_class;
     fallback.algorithm = builtin.algorithm;
-    fallback.params = family.find_algorithm(builtin.algorithm)->complete(builtin.params);
+    fallback.params = builtin.params;
   }
   fallback.adjusted = c.algorithm + " from " + c.source + " not used: " + why;
   return fallback;

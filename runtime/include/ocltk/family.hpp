@@ -65,6 +65,11 @@ struct KernelFamily {
   // when none is left.
   BuiltinChoice builtin_for(const std::string& shape_class, const AlgorithmExclusions& excluded,
                             const DeviceLimits* limits = nullptr) const;
+  // The built-in default's point: builtin_for's choice with its parameters complete (the
+  // algorithm's defaults under the class's overrides), as launched and as a tune times it.
+  BuiltinChoice builtin_point(const std::string& shape_class) const;
+  BuiltinChoice builtin_point(const std::string& shape_class, const AlgorithmExclusions& excluded,
+                              const DeviceLimits* limits = nullptr) const;
 };
 
 // All registered families (gemm_nt, ...).

@@ -78,6 +78,13 @@ struct Profile {
 
 ProfileDevice profile_device_of(const DeviceInfo& device);
 
+// Whether an entry's default_time_ms may be read as today's built-in default's time on its
+// problem: the entry names the default's point and it is today's (KernelFamily::builtin_point,
+// the point completed in today's tables), or it names none (a profile written before the
+// field: taken at its word). A tune that excluded the default's algorithm timed a stand-in,
+// and a built-in default may change between versions; false also without a time.
+bool default_time_counts(const ProfileEntry& entry);
+
 // nf4's input width of a problem: 32 where it has no input_bits (such a problem was measured
 // on, or launches, f32 input: the tuner's).
 std::int64_t input_bits_of(const std::map<std::string, std::int64_t>& problem);

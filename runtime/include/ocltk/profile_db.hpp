@@ -77,7 +77,8 @@ ProfileDatabase merge_profiles(const std::vector<Profile>& inputs);
 // own best, the one picked by the most devices wins; a device name counts once (its
 // newest member with an entry). Ties go to the choice with the larger geometric-mean
 // speed-up over the built-in default on the devices that picked it (default_time_ms /
-// time_ms, 1 where unknown), then to the first in (algorithm, params) order.
+// time_ms where default_time_counts, 1 where unknown), then to the first in (algorithm,
+// params) order.
 std::vector<DerivedProfile> derive_profiles(const std::vector<Profile>& members);
 
 std::string emit_profile_database(const ProfileDatabase& database);
