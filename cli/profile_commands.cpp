@@ -106,12 +106,19 @@ void print_entries(std::ostream& out, const std::vector<ProfileEntry>& entries) 
       << "ms" << std::setw(10) << "GFLOP/s" << std::setw(10) << "vs dflt"
       << "  params\n";
   for (const ProfileEntry& e : entries) {
+    // "vs dflt" where the default's time is today's default's (default_time_counts); an entry
+    // whose tune timed a stand-in or an older default says which point it timed instead.
+    const bool counts = default_time_counts(e);
+    const std::string other_default = e.default_time_ms > 0 && !counts
+                                          ? "  (its default time is of " + e.default_algorithm + " " +
+                                                format_params(e.default_params) + ", not today's built-in default)"
+                                          : "";
     out << std::left << std::setw(int(kernel_w)) << e.kernel << std::setw(int(class_w)) << e.shape_class
         << std::setw(int(problem_w)) << problem_text(e) << std::setw(int(algo_w)) << e.algorithm << std::right
         << std::setprecision(3) << std::setw(10) << e.time_ms << std::setprecision(1) << std::setw(10) << e.gflops
-        << std::setprecision(2) << std::setw(9)
-        << (e.default_time_ms > 0 && e.time_ms > 0 ? e.default_time_ms / e.time_ms : 0.0) << "x  "
-        << format_params(e.params) << (e.provenance.empty() ? "" : "  (" + describe(e.provenance) + ")") << "\n";
+        << std::setprecision(2) << std::setw(9) << (counts && e.time_ms > 0 ? e.default_time_ms / e.time_ms : 0.0)
+        << "x  " << format_params(e.params) << (e.provenance.empty() ? "" : "  (" + describe(e.provenance) + ")")
+        << other_default << "\n";
   }
 }
 

@@ -1134,6 +1134,23 @@ TEST_F(CliTest, ProfileShowPrintsEachEntry) {
   const CliResult shown = run_cli({"profile", "show", "p.yaml"});
   EXPECT_EQ(shown.status, 0) << shown.describe();
   EXPECT_NE(shown.out.find("(pinned from results/x/bench.json at 0123abcd)"), std::string::npos) << shown.describe();
+  const auto gemv_line = [](const std::string& out) {
+    for (const std::string& line : lines_of(out))
+      if (line.rfind("gemm_nt", 0) == 0 && line.find(" gemv ") != std::string::npos) return line;
+    return std::string();
+  };
+  EXPECT_NE(gemv_line(shown.out).find(" 2.00x"), std::string::npos) << "3.0 over 1.5 ms; " << shown.describe();
+
+  // An entry whose default time is of another point than today's built-in default (a stand-in
+  // its tune timed, the default's algorithm excluded) says so, and no speed-up over it.
+  text.insert(line_start, indent + "default_algorithm: tiled\n" + indent + "default_params: {MWG: 32}\n");
+  write_text(path("p.yaml"), text);
+  const CliResult stand_in = run_cli({"profile", "show", "p.yaml"});
+  EXPECT_EQ(stand_in.status, 0) << stand_in.describe();
+  const std::string line = gemv_line(stand_in.out);
+  EXPECT_NE(line.find(" 0.00x"), std::string::npos) << line;
+  EXPECT_NE(line.find("(its default time is of tiled "), std::string::npos) << line;
+  EXPECT_NE(line.find("MWG=32"), std::string::npos) << line;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -3683,6 +3683,47 @@ TEST_F(TunerEngine, ClassesNearWhatIsKnownLeaveTimeToTheOthers) {
   }
 }
 
+// Where this run excludes the built-in default's algorithm it times a stand-in (the family's
+// first algorithm left): the share of the stand-in's time its search saved says nothing against
+// what a device of its architecture saved of today's default, which would call it near here
+// (ClassesNearWhatIsKnownLeaveTimeToTheOthers, the same-architecture case): an even share.
+TEST_F(TunerEngine, AStandInDefaultsShareSavedSaysNothing) {
+  if (rt_->device().architecture.empty()) GTEST_SKIP() << "the device names no architecture";
+  // The runtime checks the list against its own families: the mock takes gemm_nt's names.
+  static const KernelFamily two_algorithms = [] {
+    KernelFamily k = mock_family();
+    k.name = "gemm_nt";
+    k.algorithms[0].name = "reduce";
+    k = with_algorithm(k, "tiled");
+    k.builtin = {{"tiled", {}}};
+    return k;
+  }();
+  families_[0].family = &two_algorithms;
+  RuntimeOptions excluding;
+  excluding.exclude_algorithms = "gemm_nt:tiled";
+  Result<Runtime> opened = Runtime::open(excluding);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  // A device of this architecture whose search saved half its default's time (15 of 30 ms),
+  // where this one's saves 96.7 % (1 of 30 ms).
+  PriorDevice sibling = mock_known(rt_->device(), "A sibling", {{6, 3, 15.0}}, 30);
+  sibling.device.architecture = rt_->device().architecture;
+  sibling.device.vendor = rt_->device().vendor;
+  sibling.classes[0].kernel = "gemm_nt";
+  for (Evaluation& e : sibling.classes[0].points) e.algorithm = "reduce";
+  const std::vector<PriorDevice> known = {sibling};
+  TuneOptions o = seeded(6, known);
+  const TuneResult r = tune(opened.value(), o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  ASSERT_TRUE(r.classes[0].builtin.ok);
+  EXPECT_EQ(r.classes[0].builtin.algorithm, "reduce") << "the stand-in";
+  EXPECT_EQ(r.classes[0].best.params, (Params{{"X", 6}, {"Y", 3}}));
+  EXPECT_DOUBLE_EQ(r.classes[0].weight, 1.0) << "a stand-in's share saved called the class near";
+  const ProfileEntry* entry = r.profile.find("gemm_nt", "c1");
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->default_algorithm, "reduce") << "the entry names the stand-in it timed";
+  EXPECT_FALSE(default_time_counts(*entry));
+}
+
 // A memory floor says near only where the copy bandwidth bounds the device's kernels: on a CPU
 // a read-mostly kernel outruns a copy (floor_bounds_kernels). A class of 10^15 bytes (minutes
 // at any copy bandwidth, its points take milliseconds), with nothing else known, keeps an even
