@@ -738,7 +738,7 @@ TEST(Priors, AProfilesDefaultTimeCountsOnlyForTodaysDefault) {
   };
   EXPECT_EQ(builtin_ms(p), (std::vector<double>{7.0, 30.0}));
   Profile stale = p;
-  stale.entries[0].default_params["WGS"] = stale.entries[0].default_params.at("WGS") * 2;  // another point
+  stale.entries[0].default_params["WGS"] = stale.entries[0].default_params.at("WGS") / 2;  // another point
   stale.entries[1].default_algorithm = "xgemm";                                            // another algorithm
   stale.entries[1].default_params = gemm_nt_family().find_algorithm("xgemm")->defaults();
   EXPECT_EQ(builtin_ms(stale), (std::vector<double>{0.0, 0.0}));

@@ -1252,7 +1252,8 @@ int default_compile_threads(const DeviceInfo& device, Builders builders) {
 // How much of an even share a class gets, by how far its best is from what is known. Near:
 // within kNearGap of the best a nearest device measured on the same problem (distance 0) or
 // of the share of its built-in default's time the nearest devices' search saved (the smaller
-// gap of the two counts), or within kNearFloor of its memory floor (where the class's bytes
+// gap of the two counts; not where this run timed a stand-in for the default, its algorithm
+// excluded: the caller passes no `builtin` then), or within kNearFloor of its memory floor (where the class's bytes
 // do not fit the device's cache, on a device the copy bandwidth bounds: floor_bounds_kernels):
 // kNearWeight. Far: over kFarGap from what the nearest devices reached: kFarWeight (a floor
 // never says far: no kernel may reach it). Else, or with nothing known, 1. The share saved
