@@ -3272,23 +3272,31 @@ TEST_F(TunerEngine, ARunWithoutABudgetTakesTheDevicesDefault) {
   EXPECT_EQ(tune(*rt_, o).budget_seconds, 7);
 }
 
+// A mock of gemm_nt's names (the runtime checks OCLTK_EXCLUDE_ALGORITHMS against its own
+// families), with the algorithms "reduce" and "tiled" and the built-in default `builtin`.
+KernelFamily mock_gemm_nt_names(const std::string& builtin) {
+  KernelFamily k = mock_family();
+  k.name = "gemm_nt";
+  k.algorithms[0].name = "reduce";
+  k = with_algorithm(k, "tiled");
+  k.builtin = {{builtin, {}}};
+  return k;
+}
+
+// A runtime on the test's device that excludes `list` (OCLTK_EXCLUDE_ALGORITHMS's syntax).
+Result<Runtime> runtime_excluding(const std::string& list) {
+  RuntimeOptions excluding;
+  excluding.exclude_algorithms = list;
+  return Runtime::open(excluding);
+}
+
 // OCLTK_EXCLUDE_ALGORITHMS holds for the seeds too: a known device's points of an excluded
 // algorithm are never measured (on the H200, `gemm_nt:tc` once let the recordings' tc points
 // in, and one won its class).
 TEST_F(TunerEngine, SeedsOfAnExcludedAlgorithmAreNotMeasured) {
-  // The runtime checks the list against its own families: the mock takes gemm_nt's names.
-  static const KernelFamily two_algorithms = [] {
-    KernelFamily k = mock_family();
-    k.name = "gemm_nt";
-    k.algorithms[0].name = "reduce";
-    k = with_algorithm(k, "tiled");
-    k.builtin = {{"reduce", {}}};
-    return k;
-  }();
+  static const KernelFamily two_algorithms = mock_gemm_nt_names("reduce");
   families_[0].family = &two_algorithms;
-  RuntimeOptions excluding;
-  excluding.exclude_algorithms = "gemm_nt:tiled";
-  Result<Runtime> opened = Runtime::open(excluding);
+  Result<Runtime> opened = runtime_excluding("gemm_nt:tiled");
   ASSERT_TRUE(opened.ok()) << opened.status().message();
   std::vector<PriorDevice> known = {mock_known(rt_->device(), rt_->device().name, {{6, 3, 1.0}, {5, 3, 2.0}}, 30),
                                     mock_known(rt_->device(), "A sibling", {{8, 4, 1.0}}, 30)};
@@ -3689,19 +3697,9 @@ TEST_F(TunerEngine, ClassesNearWhatIsKnownLeaveTimeToTheOthers) {
 // (ClassesNearWhatIsKnownLeaveTimeToTheOthers, the same-architecture case): an even share.
 TEST_F(TunerEngine, AStandInDefaultsShareSavedSaysNothing) {
   if (rt_->device().architecture.empty()) GTEST_SKIP() << "the device names no architecture";
-  // The runtime checks the list against its own families: the mock takes gemm_nt's names.
-  static const KernelFamily two_algorithms = [] {
-    KernelFamily k = mock_family();
-    k.name = "gemm_nt";
-    k.algorithms[0].name = "reduce";
-    k = with_algorithm(k, "tiled");
-    k.builtin = {{"tiled", {}}};
-    return k;
-  }();
+  static const KernelFamily two_algorithms = mock_gemm_nt_names("tiled");
   families_[0].family = &two_algorithms;
-  RuntimeOptions excluding;
-  excluding.exclude_algorithms = "gemm_nt:tiled";
-  Result<Runtime> opened = Runtime::open(excluding);
+  Result<Runtime> opened = runtime_excluding("gemm_nt:tiled");
   ASSERT_TRUE(opened.ok()) << opened.status().message();
   // A device of this architecture whose search saved half its default's time (15 of 30 ms),
   // where this one's saves 96.7 % (1 of 30 ms).

@@ -51,8 +51,7 @@ std::optional<Evaluation> in_todays_tables(const std::string& kernel, const Eval
 bool is_builtin(const std::string& kernel, const std::string& shape_class, const Evaluation& e) {
   const KernelFamily* family = find_family(kernel);
   if (family == nullptr || family->find_class(shape_class) == nullptr) return false;
-  const BuiltinChoice b = family->builtin_point(shape_class);
-  return e.algorithm == b.algorithm && e.params == b.params;
+  return family->is_builtin_point(shape_class, e.algorithm, e.params);
 }
 
 void sort_fastest_first(std::vector<Evaluation>& points) {

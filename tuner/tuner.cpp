@@ -1253,8 +1253,8 @@ int default_compile_threads(const DeviceInfo& device, Builders builders) {
 // within kNearGap of the best a nearest device measured on the same problem (distance 0) or
 // of the share of its built-in default's time the nearest devices' search saved (the smaller
 // gap of the two counts; not where this run timed a stand-in for the default, its algorithm
-// excluded: the caller passes no `builtin` then), or within kNearFloor of its memory floor (where the class's bytes
-// do not fit the device's cache, on a device the copy bandwidth bounds: floor_bounds_kernels):
+// excluded: the caller passes no `builtin` then), or within kNearFloor of its memory floor
+// (where the class's bytes do not fit the device's cache, on a device the copy bandwidth bounds: floor_bounds_kernels):
 // kNearWeight. Far: over kFarGap from what the nearest devices reached: kFarWeight (a floor
 // never says far: no kernel may reach it). Else, or with nothing known, 1. The share saved
 // says near only from devices of the class's architecture or nearer (kSavedShareNear, a
@@ -1929,9 +1929,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     // The share of the default's time saved is compared with the nearest devices' share of
     // today's built-in default's: where this run excludes that default's algorithm, it timed
     // a stand-in, another yardstick, and the share says nothing.
-    const BuiltinChoice todays_builtin = family.builtin_point(shape_class);
     const bool builtin_is_todays =
-        builtin_point.algorithm->name == todays_builtin.algorithm && builtin_point.params == todays_builtin.params;
+        family.is_builtin_point(shape_class, builtin_point.algorithm->name, builtin_point.params);
     auto reweigh = [&] {
       cr.weight = class_weight(measure.best(), builtin_is_todays ? cr.builtin : Evaluation{}, class_known, floor_ms);
       measure.set_budget(

@@ -58,6 +58,12 @@ BuiltinChoice KernelFamily::builtin_point(const std::string& shape_class, const 
   return b;
 }
 
+bool KernelFamily::is_builtin_point(const std::string& shape_class, const std::string& algorithm,
+                                    const Params& params) const {
+  const BuiltinChoice b = builtin_point(shape_class);
+  return algorithm == b.algorithm && params == b.params;
+}
+
 AlgorithmExclusions AlgorithmExclusions::parse(const std::string& list, const std::string& origin) {
   AlgorithmExclusions out;
   std::stringstream in(list);

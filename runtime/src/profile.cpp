@@ -115,10 +115,7 @@ void decode_default_point(const Decoder& d, const YAML::Node& n, ProfileEntry& e
   if (!params) d.fail(algorithm, "'default_algorithm' needs 'default_params' beside it");
   if (!algorithm) d.fail(params, "'default_params' needs 'default_algorithm' beside it");
   e.default_algorithm = d.scalar<std::string>(n, "default_algorithm", true);
-  const auto plain = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-  };
-  if (e.default_algorithm.empty() || !std::all_of(e.default_algorithm.begin(), e.default_algorithm.end(), plain))
+  if (!Decoder::plain_characters(e.default_algorithm))
     d.fail(algorithm, "'default_algorithm' must name an algorithm (letters, digits and '_')");
   if (!params.IsMap()) d.fail(params, "'default_params' must be a mapping of parameter names to integers");
   for (const auto& kv : params) {
@@ -373,8 +370,7 @@ bool default_time_counts(const ProfileEntry& entry) {
   } catch (const Error&) {
     return false;  // a parameter or value today's table does not have
   }
-  const BuiltinChoice today = family->builtin_point(entry.shape_class);
-  return entry.default_algorithm == today.algorithm && point == today.params;
+  return family->is_builtin_point(entry.shape_class, entry.default_algorithm, point);
 }
 
 using detail::Decoder;

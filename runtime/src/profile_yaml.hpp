@@ -36,13 +36,18 @@ class Decoder {
   // ([A-Za-z_][A-Za-z0-9_]*). A key that is a sequence or mapping is a fault, and so is one
   // with other characters: a problem's names are not checked against a table, and one with
   // control bytes or invalid UTF-8 would not even survive the profile's own emit and parse.
-  std::string key(const YAML::Node& k) const {
-    if (!k.IsScalar()) fail(k, "expected a plain name as key");
-    const std::string& name = k.Scalar();
+  // Letters, digits and '_' only, and at least one.
+  static bool plain_characters(const std::string& name) {
     const auto plain = [](char c) {
       return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     };
-    if (name.empty() || (name[0] >= '0' && name[0] <= '9') || !std::all_of(name.begin(), name.end(), plain))
+    return !name.empty() && std::all_of(name.begin(), name.end(), plain);
+  }
+
+  std::string key(const YAML::Node& k) const {
+    if (!k.IsScalar()) fail(k, "expected a plain name as key");
+    const std::string& name = k.Scalar();
+    if (!plain_characters(name) || (name[0] >= '0' && name[0] <= '9'))
       fail(k, "expected a plain name as key (letters, digits and '_')");
     return name;
   }

@@ -70,6 +70,8 @@ struct KernelFamily {
   BuiltinChoice builtin_point(const std::string& shape_class) const;
   BuiltinChoice builtin_point(const std::string& shape_class, const AlgorithmExclusions& excluded,
                               const DeviceLimits* limits = nullptr) const;
+  // Whether a point (its parameters complete) is the class's built-in default's.
+  bool is_builtin_point(const std::string& shape_class, const std::string& algorithm, const Params& params) const;
 };
 
 // All registered families (gemm_nt, ...).
