@@ -93,6 +93,21 @@ std::string problem_text(const ProfileEntry& e) {
   return text.str();
 }
 
+// The "vs dflt" cell, 10 wide: "2.00x", or "-" where no speed-up is known (no default time, or
+// one of another point than today's default), as `tune`'s summary writes it.
+std::string speedup_text(double speedup) {
+  std::ostringstream cell;
+  cell << std::right << std::fixed << std::setw(10);
+  if (speedup > 0) {
+    std::ostringstream number;
+    number << std::fixed << std::setprecision(2) << speedup << "x";
+    cell << number.str();
+  } else {
+    cell << "-";
+  }
+  return cell.str();
+}
+
 void print_entries(std::ostream& out, const std::vector<ProfileEntry>& entries) {
   std::size_t kernel_w = 8, class_w = 7, problem_w = 9, algo_w = 6;
   for (const ProfileEntry& e : entries) {
@@ -116,8 +131,8 @@ void print_entries(std::ostream& out, const std::vector<ProfileEntry>& entries) 
     out << std::left << std::setw(int(kernel_w)) << e.kernel << std::setw(int(class_w)) << e.shape_class
         << std::setw(int(problem_w)) << problem_text(e) << std::setw(int(algo_w)) << e.algorithm << std::right
         << std::setprecision(3) << std::setw(10) << e.time_ms << std::setprecision(1) << std::setw(10) << e.gflops
-        << std::setprecision(2) << std::setw(9) << (counts && e.time_ms > 0 ? e.default_time_ms / e.time_ms : 0.0)
-        << "x  " << format_params(e.params) << (e.provenance.empty() ? "" : "  (" + describe(e.provenance) + ")")
+        << speedup_text(counts && e.time_ms > 0 && e.default_time_ms > 0 ? e.default_time_ms / e.time_ms : 0.0) << "  "
+        << format_params(e.params) << (e.provenance.empty() ? "" : "  (" + describe(e.provenance) + ")")
         << other_default << "\n";
   }
 }
