@@ -8,9 +8,16 @@
 // references cost seconds, not the minutes of whole 4096^3 products. bench/first_tune.sh
 // compares a first tune with the best known point this way; run with
 // --benchmark_enable_random_interleaving=true so that the profiles' repetitions alternate.
+// --ocltk_paired_with=NAME adds per class a row OP/CLASS/OTHER~NAME for each other profile:
+// both choices timed launch by launch in alternation (A B, B A, ...), each repetition's
+// counter `ratio` OTHER's time over NAME's. On a shared machine the time of a point drifts
+// by more than close points differ (1.7-3.1 ms for one NF4 point on the 2-core PoCL host,
+// within one run); two points timed a launch apart see the same moment, and their ratio is
+// far steadier than that of their separate rows (the same point: 0.98-1.03 a repetition,
+// against 0.81-1.30 between the fastest repetitions of its two rows).
 //
-//   ocltk_bench_profiles --ocltk_profiles=best=A.yaml,first=B.yaml [--ocltk_device=SEL]
-//                        [--ocltk_max_iterations=N] [--benchmark_* flags]
+//   ocltk_bench_profiles --ocltk_profiles=best=A.yaml,first=B.yaml [--ocltk_paired_with=best]
+//                        [--ocltk_device=SEL] [--ocltk_max_iterations=N] [--benchmark_* flags]
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -19,6 +26,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,12 +54,16 @@ using ocltk::tuner::Workload;
 struct Flags {
   std::vector<std::pair<std::string, std::string>> profiles;  // (name, file)
   std::string device;
+  std::string paired_with;               // a profile whose choice each other profile's is timed in alternation with
   std::int64_t max_iterations = 100000;  // per repetition; 0: Google Benchmark's own count
 };
 
 const char* const kHelp =
     "ocltk_bench_profiles flags (before Google Benchmark's own --benchmark_* flags):\n"
     "  --ocltk_profiles=NAME=FILE[,NAME=FILE...]  the profiles to measure (at least one)\n"
+    "  --ocltk_paired_with=NAME                   per class, each other profile's choice timed in\n"
+    "                                             alternation with NAME's: rows OP/CLASS/OTHER~NAME, counter\n"
+    "                                             `ratio` (OTHER's time over NAME's in the repetition)\n"
     "  --ocltk_device=SELECTOR                    device index or name substring (env OCLTK_DEVICE)\n"
     "  --ocltk_max_iterations=N                   timed runs per repetition: enough for 0.5 s of device time\n"
     "                                             or of wall time, whichever is first, at most N (default\n"
@@ -74,6 +86,8 @@ std::optional<Flags> take_flags(int& argc, char** argv) {
         }
         f.profiles.push_back({item.substr(0, eq), item.substr(eq + 1)});
       }
+    } else if (arg.rfind("--ocltk_paired_with=", 0) == 0) {
+      f.paired_with = arg.substr(20);
     } else if (arg.rfind("--ocltk_device=", 0) == 0) {
       f.device = arg.substr(15);
     } else if (arg.rfind("--ocltk_max_iterations=", 0) == 0) {
@@ -98,6 +112,18 @@ std::optional<Flags> take_flags(int& argc, char** argv) {
     std::fprintf(stderr, "ocltk_bench_profiles: --ocltk_profiles is required\n%s", kHelp);
     return std::nullopt;
   }
+  if (!f.paired_with.empty() &&
+      std::none_of(f.profiles.begin(), f.profiles.end(), [&](const auto& p) { return p.first == f.paired_with; })) {
+    std::fprintf(stderr, "ocltk_bench_profiles: --ocltk_paired_with=%s names no profile of --ocltk_profiles\n%s",
+                 f.paired_with.c_str(), kHelp);
+    return std::nullopt;
+  }
+  for (const auto& [name, file] : f.profiles)
+    if (name.find_first_of("~/") != std::string::npos) {
+      std::fprintf(stderr, "ocltk_bench_profiles: profile name '%s' holds '~' or '/' (row names use them)\n%s",
+                   name.c_str(), kHelp);
+      return std::nullopt;
+    }
   return f;
 }
 
@@ -107,6 +133,13 @@ struct ClassCase {
   std::string shape_class;
   std::unique_ptr<Workload> workload;
   std::map<std::string, std::string> verified;  // choice key -> "" when correct, else why not
+};
+
+// A profile's choice in a class and its iterations a repetition (iterations_for).
+struct ProfileChoice {
+  std::string profile;
+  Choice choice;
+  std::int64_t iterations = 0;
 };
 
 std::string key_of(const Choice& choice) { return choice.algorithm + " " + ocltk::format_params(choice.params); }
@@ -172,6 +205,49 @@ void run_case(benchmark::State& state, ClassCase& c, const Choice& choice) {
   state.SetLabel(key);
 }
 
+// A pair of profiles' choices timed launch by launch in alternation (A B, then B A, ...), so
+// that both see the same moment of a shared machine; counters: `ratio`, B's total time over
+// A's in this repetition, and `pair_median`, the median of the launches' ratios B/A.
+void run_pair(benchmark::State& state, ClassCase& c, const Choice& a, const Choice& b) {
+  std::vector<double> ratios;
+  double total_a = 0, total_b = 0;
+  try {
+    for (const Choice* choice : {&a, &b})
+      if (const std::string& why = verify_choice(c, *choice); !why.empty()) {
+        state.SkipWithError(why.c_str());
+        return;
+      }
+    c.workload->run(a);  // warm-up
+    c.workload->run(b);
+    bool a_first = true;
+    for (auto _ : state) {
+      double ms_a = 0, ms_b = 0;
+      if (a_first) {
+        ms_a = c.workload->run(a);
+        ms_b = c.workload->run(b);
+      } else {
+        ms_b = c.workload->run(b);
+        ms_a = c.workload->run(a);
+      }
+      a_first = !a_first;
+      total_a += ms_a;
+      total_b += ms_b;
+      if (ms_a > 0) ratios.push_back(ms_b / ms_a);
+      state.SetIterationTime((ms_a + ms_b) * 1e-3);
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  state.counters["verified"] = 1;
+  state.counters["ratio"] = total_a > 0 ? total_b / total_a : 0;
+  if (!ratios.empty()) {
+    std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
+    state.counters["pair_median"] = ratios[ratios.size() / 2];
+  }
+  state.SetLabel(key_of(b) + " / " + key_of(a));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,6 +277,13 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("ocltk_device", rt.device().name);
   for (const auto& [name, file] : flags->profiles) benchmark::AddCustomContext("ocltk_profile_" + name, file);
 
+  // One row, timed by the workload's own event times, N iterations a repetition (0: Google
+  // Benchmark's own count).
+  const auto add_row = [](const std::string& name, std::int64_t n, std::function<void(benchmark::State&)> run) {
+    benchmark::internal::Benchmark* b =
+        benchmark::RegisterBenchmark(name.c_str(), std::move(run))->UseManualTime()->Unit(benchmark::kMillisecond);
+    if (n > 0) b->Iterations(n);
+  };
   // Every class of every family, its workload built now (the same seed as a tune's first).
   std::vector<std::unique_ptr<ClassCase>> cases;
   std::mt19937_64 rng(1);
@@ -212,6 +295,7 @@ int main(int argc, char** argv) {
       c->workload = tuning.make(rt, spec.name, rng);
       c->workload->timeout_seconds = 60;
       const ocltk::tuner::Problem problem = c->workload->problem();
+      std::vector<ProfileChoice> choices;  // the profiles' choices in this class
       for (const auto& [name, profile] : profiles) {
         const ProfileEntry* entry = profile.find(tuning.family->name, spec.name, &problem);
         // A gemm_nt TF32 class the profile lacks runs its exact class's entry, as the runtime
@@ -224,14 +308,24 @@ int main(int argc, char** argv) {
         choice.shape_class = spec.name;
         choice.algorithm = entry->algorithm;
         choice.params = entry->params;
+        const std::int64_t n = flags->max_iterations > 0 ? iterations_for(*c, choice, flags->max_iterations) : 0;
         ClassCase* raw = c.get();
-        benchmark::internal::Benchmark* b =
-            benchmark::RegisterBenchmark((tuning.family->name + "/" + spec.name + "/" + name).c_str(),
-                                         [raw, choice](benchmark::State& state) { run_case(state, *raw, choice); })
-                ->UseManualTime()
-                ->Unit(benchmark::kMillisecond);
-        if (flags->max_iterations > 0)
-          if (const std::int64_t n = iterations_for(*c, choice, flags->max_iterations); n > 0) b->Iterations(n);
+        add_row(tuning.family->name + "/" + spec.name + "/" + name, n,
+                [raw, choice](benchmark::State& state) { run_case(state, *raw, choice); });
+        choices.push_back({name, choice, n});
+      }
+      // The paired rows: each other profile's choice in alternation with the reference's, half
+      // the iterations of the slower of the two alone a repetition (about as long as its row's).
+      const auto ref = std::find_if(choices.begin(), choices.end(),
+                                    [&](const ProfileChoice& p) { return p.profile == flags->paired_with; });
+      for (const ProfileChoice& other : choices) {
+        if (ref == choices.end() || other.profile == flags->paired_with) continue;
+        ClassCase* raw = c.get();
+        const std::int64_t n = ref->iterations > 0 && other.iterations > 0
+                                   ? std::max<std::int64_t>(1, std::min(ref->iterations, other.iterations) / 2)
+                                   : 0;
+        add_row(tuning.family->name + "/" + spec.name + "/" + other.profile + "~" + ref->profile, n,
+                [raw, a = ref->choice, b = other.choice](benchmark::State& state) { run_pair(state, *raw, a, b); });
       }
       cases.push_back(std::move(c));
     }

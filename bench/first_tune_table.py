@@ -12,6 +12,13 @@ machine other work only ever slows a repetition, and where both profiles hold th
 point (whose ratio must be 1) the fastest repetitions differed by about half as much as the
 medians in each of four runs (2-core PoCL machines and the H200, 5 repetitions: at most
 2.0-14.5 % against 4.4-32.8 %).
+A run with paired rows (ocltk_bench_profiles --ocltk_paired_with=REFERENCE: per class a
+profile's point timed in alternation with REFERENCE's, launch by launch) is judged by them
+instead: the "paired ratio" column, the median over repetitions of each repetition's time
+ratio. Two points a launch apart see the same moment of the machine; the fastest repetitions of
+separate rows do not: on the 2-core PoCL host the very same point's two rows read 0.87 by their
+fastest repetitions and 1.01 paired, one NF4 point 1.13 and 1.05. The last line then also
+counts by the fastest repetitions; a class without a paired row is judged by them.
 A class where a profile holds the very point of REFERENCE (the rows' labels, algorithm and
 parameters, are equal) landed on the best known point: it counts as within whatever its
 measured ratio, which is then the run's noise, and its cell says "same point".
@@ -25,10 +32,24 @@ import statistics
 import benchjson  # beside this script
 
 
+def name_parts(bench):
+    return [p for p in bench.get("run_name", bench["name"]).split("/") if ":" not in p and p != "manual_time"]
+
+
 def row_key(bench):
     """(op, class, profile) from a run name OP/CLASS/PROFILE/manual_time, or None."""
-    parts = [p for p in bench.get("run_name", bench["name"]).split("/") if ":" not in p and p != "manual_time"]
-    return tuple(parts[:3]) if len(parts) >= 3 else None
+    parts = name_parts(bench)
+    return tuple(parts[:3]) if len(parts) >= 3 and "~" not in parts[2] else None
+
+
+def pair_key(reference):
+    """(op, class, profile) of a paired row OP/CLASS/PROFILE~REFERENCE, or None."""
+    def key(bench):
+        parts = name_parts(bench)
+        if len(parts) < 3 or not parts[2].endswith("~" + reference):
+            return None
+        return (parts[0], parts[1], parts[2][:-len(reference) - 1])
+    return key
 
 
 def main():
@@ -45,6 +66,10 @@ def main():
     repetitions = [b for b in benchmarks if b.get("run_type") != "aggregate"]
     table, labels = benchjson.collect(repetitions, row_key, ms, min)
     medians, _ = benchjson.collect(benchmarks, row_key, ms, statistics.median)
+    # Paired rows (--ocltk_paired_with=REFERENCE): the median over repetitions of each one's
+    # ratio, a profile's launches' time over the reference's, launch by launch in alternation.
+    paired, _ = benchjson.collect([b for b in benchmarks if b.get("run_type") != "aggregate"],
+                                  pair_key(args.reference), lambda b: b.get("ratio"), statistics.median)
     # Registration order (kernel, then class), whatever order interleaved repetitions ran in.
     registered = {}
     for b in benchmarks:
@@ -57,10 +82,13 @@ def main():
         for name in cells:
             if name != args.reference and name not in names:
                 names.append(name)
+    has_pairs = bool(paired)
     print("| kernel | class | %s ms | %s |" % (args.reference, " | ".join(
-        "%s ms | %s / %s | medians' ratio" % (n, n, args.reference) for n in names)))
-    print("| --- | --- | ---: |" + " ---: | ---: | ---: |" * len(names))
+        "%s ms | %s / %s | medians' ratio%s" % (n, n, args.reference, " | paired ratio" if has_pairs else "")
+        for n in names)))
+    print("| --- | --- | ---: |" + (" ---: | ---: | ---: |" + " ---: |" * has_pairs) * len(names))
     within = {n: 0 for n in names}
+    within_fastest = {n: 0 for n in names}
     within_medians = {n: 0 for n in names}
     same_point = {n: 0 for n in names}
     classes = unmatched = 0  # rows with the reference's figure, rows without it
@@ -76,23 +104,35 @@ def main():
                 label = labels.get((op, cls, n))
                 same = label is not None and label == labels.get((op, cls, args.reference))
                 fits = lambda r: r <= 1 + args.within or same  # noqa: E731
-                ok = fits(ratio)
+                pair = paired.get((op, cls), {}).get(n) if has_pairs else None
+                pair = pair if isinstance(pair, float) and pair > 0 else None
+                # The figure: the paired ratio where the run has one, else the fastest repetitions'.
+                figure = pair if pair is not None else ratio
+                ok = fits(figure)
                 within[n] += ok
+                within_fastest[n] += fits(ratio)
                 same_point[n] += same
-                row += " %.4g | %s%.3f%s%s |" % (cell, "" if ok else "**", ratio, "" if ok else "**",
-                                                 " (same point)" if same else "")
+                bold = "" if ok or pair is not None else "**"
+                row += " %.4g | %s%.3f%s%s |" % (cell, bold, ratio, bold, " (same point)" if same else "")
                 m, m_ref = medians.get((op, cls), {}).get(n), medians.get((op, cls), {}).get(args.reference)
                 if isinstance(m, float) and isinstance(m_ref, float):
                     within_medians[n] += fits(m / m_ref)
                     row += " %.3f |" % (m / m_ref)
                 else:
                     row += " – |"
+                if has_pairs:
+                    row += " – |" if pair is None else " %s%.3f%s |" % ("" if ok else "**", pair, "" if ok else "**")
             else:
-                row += " %s | – | – |" % ("%.4g" % cell if isinstance(cell, float) else cell or "–")
+                row += " %s | – | – |%s" % ("%.4g" % cell if isinstance(cell, float) else cell or "–",
+                                            " – |" if has_pairs else "")
         print(row)
     for n in names:
-        print("\n%s: %d of %d classes within %d %% of %s (%d of them on its very point; %d by the medians)%s." %
-              (n, within[n], classes, round(args.within * 100), args.reference, same_point[n], within_medians[n],
+        others = "%d by the medians" % within_medians[n]
+        if has_pairs:
+            others = "%d by the fastest repetitions, %s" % (within_fastest[n], others)
+        print("\n%s: %d of %d classes within %d %% of %s%s (%d of them on its very point; %s)%s." %
+              (n, within[n], classes, round(args.within * 100), args.reference,
+               " by the paired ratio" if has_pairs else "", same_point[n], others,
                "; %d without a figure of %s, not counted" % (unmatched, args.reference) if unmatched else ""))
 
 

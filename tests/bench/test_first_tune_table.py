@@ -97,3 +97,56 @@ def test_a_class_the_reference_lacks_is_shown_but_not_counted(tmp_path):
     assert body == "| gemm_nt | lora_shrink_tf32x3 | – | %.4g | – | – |" % alone
     assert lines[-1] == ("first: 1 of 1 classes within 10 % of best (1 of them on its very point; 1 by the medians); "
                          "1 without a figure of best, not counted.")
+
+
+def pair_row(op, cls, profile, reference, ratio, family):
+    # A row of --ocltk_paired_with=REFERENCE: PROFILE's choice in alternation with REFERENCE's.
+    return {"name": f"{op}/{cls}/{profile}~{reference}/iterations:10/manual_time",
+            "run_name": f"{op}/{cls}/{profile}~{reference}/manual_time", "run_type": "iteration",
+            "family_index": family, "real_time": 1.0, "time_unit": "ms", "verified": 1, "ratio": ratio,
+            "pair_median": ratio, "label": "x / y"}
+
+
+def test_judges_by_the_paired_ratio_where_the_run_has_one(tmp_path):
+    # Separate rows drift apart (a slow moment for one profile's repetitions); the paired rows,
+    # both points a launch apart, are the figure: their median over repetitions.
+    r = random.Random()
+    rows = []
+    cases = [  # (class, the separate rows' ratio, the paired ratios of three repetitions)
+        ("gemv", 1.25, [1.02, 0.99, 1.30]),  # the separate rows miss; paired median 1.02: within
+        ("large", 1.01, [1.15, 1.12, 0.90]),  # the separate rows are within; paired median 1.12: a miss
+        ("small_batch", 1.04, [1.03, 1.05, 1.04]),
+    ]
+    for rep in range(3):
+        for family, (cls, ratio, pairs) in enumerate(cases):
+            base = r.uniform(0.01, 50)
+            rows += [row("gemm_nt", cls, "best", "tiled VW=16", base, family),
+                     row("gemm_nt", cls, "first", "reduce VW=8", base * ratio, family),
+                     pair_row("gemm_nt", cls, "first", "best", pairs[rep], family)]
+    lines = table(tmp_path, rows)
+    assert lines[0] == "| kernel | class | best ms | first ms | first / best | medians' ratio | paired ratio |"
+    body = {l.split("|")[2].strip(): l for l in lines if l.startswith("| gemm_nt |")}
+    assert body["gemv"].endswith("| 1.020 |") and "**" not in body["gemv"]
+    assert body["large"].endswith("| **1.120** |")
+    assert body["small_batch"].endswith("| 1.040 |")
+    assert "first~best" not in "\n".join(lines), "a paired row is no profile of its own"
+    assert lines[-1] == ("first: 2 of 3 classes within 10 % of best by the paired ratio (0 of them on its very "
+                         "point; 2 by the fastest repetitions, 2 by the medians).")
+
+
+def test_a_class_without_a_paired_row_takes_the_fastest_repetitions(tmp_path):
+    # A class whose paired row failed (or a run of several profiles where one lacks the class)
+    # is judged as before, its paired cell "–".
+    r = random.Random()
+    base = [r.uniform(0.01, 50) for _ in range(2)]
+    rows = []
+    for _ in range(3):
+        rows += [row("gemm_nt", "gemv", "best", "tiled VW=16", base[0], 0),
+                 row("gemm_nt", "gemv", "first", "reduce VW=8", base[0] * 1.3, 0),
+                 pair_row("gemm_nt", "gemv", "first", "best", 1.05, 0),
+                 row("gemm_nt", "large", "best", "xgemm KWG=16", base[1], 1),
+                 row("gemm_nt", "large", "first", "xgemm KWG=32", base[1] * 1.3, 1)]
+    lines = table(tmp_path, rows)
+    large = [l for l in lines if l.startswith("| gemm_nt | large |")][0]
+    assert "**1.300**" in large and large.endswith("| – |")
+    assert lines[-1].startswith("first: 1 of 2 classes within 10 % of best by the paired ratio")
