@@ -1813,6 +1813,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     std::optional<RevisitPoint> default_stand_in;  // builtin_stand_in, where there is one
     std::optional<Point> first_prior_point;
     std::set<std::string> contender_keys;  // measured right after the first, past time like it
+    std::set<std::string> known_choices;   // the known devices' profile choices legal here
     std::size_t sibling_at = warm.size();
     const std::size_t warm_before_prior = warm.size();
     if (class_known) {
@@ -1840,7 +1841,6 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       search_prior.outrun = outrun_algorithms(*class_known, space);
       // The known choices legal here; the vendor's devices whose choices are among the points
       // placed (not one dropped here).
-      std::set<std::string> known_choices;
       for (const Evaluation& e : class_known->chosen)
         if (std::optional<Point> p = legal_point(family, e.algorithm, e.params, input_bits, limits, excluded))
           known_choices.insert(p->key());
@@ -1853,7 +1853,7 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
                         [&p](const Point& w) { return w.key() == p->key(); }))
           cr.vendor_devices.push_back(class_known->vendor_devices[i]);
       }
-      measure.set_known_choices(std::move(known_choices));
+      measure.set_known_choices(known_choices);
     }
     // A class this device never measured starts from what the earlier classes of its kernel
     // found in this run (sibling_seeds), after the nearest devices' first point: a sibling's
@@ -1943,11 +1943,17 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
     // two. Keeping the default there kept 20x the Xeon's point (PoCL's lora_apply
     // multi_decode, 9.5 against 0.47 ms, in a first tune on the 2-core Zen 2).
     // So are their contenders, which their order between algorithms says nothing about
-    // (contender_points), but only while the run's budget is not spent.
+    // (contender_points), and the known devices' profile choices placed among these points (a
+    // long tune's answer on a device of this one's architecture or vendor), but only while the
+    // run's budget is not spent. On the 2-core AVX-512 EPYC, nf4_forward small_batch, near by
+    // the Xeon's yardstick (weight 0.4), had time for 4 evaluations, and the Zen 2's choice,
+    // placed after the Xeon's points, was not among them: it was the long tune's best, and the
+    // first tune kept 1.24x it (results/first-tune/pocl-epyc/, daa6bc1).
     for (const Point& p : warm)
       if (first_prior != nullptr && p.key() == first_prior->key())
         measure.evaluate_past_time(p);
-      else if (contender_keys.count(p.key()) && seconds_since(start) < options.budget_seconds)
+      else if ((contender_keys.count(p.key()) || known_choices.count(p.key())) &&
+               seconds_since(start) < options.budget_seconds)
         measure.evaluate_past_time(p);
       else
         measure.evaluate(p);
