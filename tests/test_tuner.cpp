@@ -3419,6 +3419,44 @@ TEST_F(TunerEngine, TimingTheClosestPointsAgainKeepsTheTrulyFaster) {
   EXPECT_GE(c.retime_seconds, 0.0);
 }
 
+// Where timing the closest three again would take over a tenth of the class's time (kernels of
+// a fifth of a second, a 15 s share: 6 runs of three, about 4 s, where 1.5 s fit), the best and
+// the known device's choice are timed again alone, at the rounds that fit (two): the choice
+// (6, 3), 100 ms, measured under load at 250, behind (6, 4) at 200, is found faster and kept.
+TEST_F(TunerEngine, ARetimingTooLongForAllTimesTheBestAndTheKnownChoice) {
+  struct Slow : LoadedWhileEvaluatedWorkload {
+    using LoadedWhileEvaluatedWorkload::LoadedWhileEvaluatedWorkload;
+    double run(const Choice& c) override { return 100 * LoadedWhileEvaluatedWorkload::run(c); }
+  };
+  families_[0].make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new Slow(state_, {{"X", 6}, {"Y", 3}}, 2.5));
+  };
+  std::vector<PriorDevice> known = {
+      mock_known(rt_->device(), "A sibling", {{6, 3, 1.0}, {6, 4, 2.0}, {5, 3, 2.0}, {7, 3, 2.0}}, 30)};
+  known[0].chosen.entries.push_back(mock_entry(6, 3));
+  for (const double budget : {15.0, 3.0}) {
+    SCOPED_TRACE(budget);
+    TuneOptions o = seeded(5, known);
+    o.budget_seconds = budget;
+    const TuneResult r = tune(*rt_, o);
+    ASSERT_EQ(r.classes.size(), 1u);
+    const ClassResult& c = r.classes[0];
+    std::set<Params> measured;
+    for (const Evaluation& e : c.history) measured.insert(e.params);
+    ASSERT_TRUE(measured.count({{"X", 6}, {"Y", 3}}) && measured.count({{"X", 6}, {"Y", 4}})) << "the opening";
+    if (budget < 10) {  // two rounds of two take 0.9 s, over a tenth of 3 s: nothing timed again
+      EXPECT_TRUE(c.retimed.empty());
+      EXPECT_EQ(c.best.params.at("Y"), 4) << "(6, 4) kept by its search's figure";
+      continue;
+    }
+    std::set<Params> retimed;
+    for (const Evaluation& e : c.retimed) retimed.insert(e.params);
+    EXPECT_EQ(retimed, (std::set<Params>{{{"X", 6}, {"Y", 3}}, {{"X", 6}, {"Y", 4}}})) << "the best and the choice";
+    EXPECT_EQ(c.best.params, (Params{{"X", 6}, {"Y", 3}}));
+    EXPECT_DOUBLE_EQ(c.best.time_ms, 100.0);
+  }
+}
+
 // The revisit's re-timing keeps the class's best among the points it times: c1 timed its
 // optimum (6, 3) at 1.6x in its search (loaded while evaluated), and its re-timing found it at
 // 1 ms; the siblings' bests (5, 3) and (7, 3), at 2 ms in c1, are timed again beside it, and

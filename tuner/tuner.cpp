@@ -453,6 +453,9 @@ constexpr double kRefinementShare = 0.2;
 // class's time.
 constexpr double kRetimeMargin = 1.5, kRetimeShare = 0.1;
 constexpr std::size_t kRetimeCount = 3;
+// Where the re-timing would take longer, the best and one other point alone, at fewer rounds,
+// but not fewer than this.
+constexpr int kMinRetimeRounds = 2;
 
 // A sibling class's best point measured within this of a class's best is timed again beside it
 // after the kernel's last class, and a known device's profile choice for the class at the
@@ -699,7 +702,8 @@ class DeviceMeasure : public Measure {
   // Times the best so far again beside the verified points measured within kRetimeMargin of
   // it in this run (kRetimeCount in all, fastest first), their runs interleaved
   // (retime_candidates), and keeps the fastest by its fastest figure (below), where their runs
-  // are expected to take at most kRetimeShare of the class's time and nothing stopped the run. Figures
+  // are expected to take at most kRetimeShare of the class's time (else the best and one other
+  // at fewer rounds, below) and nothing stopped the run. Figures
   // taken minutes apart on a shared CPU differ by the load of their moment (1.3-2.3x on the
   // loaded 2-core development machine), more than neighbouring points do; figures taken
   // together do not. What it measured goes to ClassResult::retimed.
@@ -730,7 +734,41 @@ class DeviceMeasure : public Measure {
       blocks.push_back(block_runs(e->time_ms));
       expected_ms += (1 + repeats * blocks.back()) * e->time_ms;
     }
-    if (expected_ms > limit_ms) return;
+    int rounds = repeats;
+    if (expected_ms > limit_ms) {
+      // Too long for them all (long kernels, a short share): the best and one other, a known
+      // device's choice within kRevisitMargin first (the fastest), else the next close point,
+      // at as many rounds as fit, kMinRetimeRounds at least. A class of few evaluations of long
+      // kernels is where one figure is most at its moment's mercy: on the 2-core AVX-512 EPYC,
+      // nf4_backward prefill (5 evaluations, 7.9 s) timed the Xeon's choice, the long tune's
+      // best, at 112 ms in its search and kept the built-in default at 89; the benchmark read
+      // that default at 1.36x the choice, and a re-timing of all three closest would have taken
+      // 1.7 s of the 0.8 allowed (results/first-tune/pocl-epyc/, cefb4e7).
+      const auto is_best = [this](const Evaluation* e) { return same_point(*e, best_); };
+      const auto best_at = std::find_if(close.begin(), close.end(), is_best);
+      const Evaluation* other = nullptr;
+      for (const std::string& key : known_choices_)
+        if (const auto it = seen_.find(key); it != seen_.end()) {
+          const Evaluation& e = it->second;
+          if (e.ok && !e.cached && !is_best(&e) && e.time_ms <= kRevisitMargin * best_.time_ms &&
+              (other == nullptr || e.time_ms < other->time_ms))
+            other = &e;
+        }
+      if (other == nullptr)
+        for (const Evaluation* e : close)
+          if (!is_best(e)) {
+            other = e;
+            break;
+          }
+      if (best_at == close.end() || other == nullptr) return;
+      close = {*best_at, other};
+      blocks = {block_runs(close[0]->time_ms), block_runs(close[1]->time_ms)};
+      const double warm_ms = close[0]->time_ms + close[1]->time_ms;
+      const double round_ms = blocks[0] * close[0]->time_ms + blocks[1] * close[1]->time_ms;
+      rounds = std::min(repeats, int((limit_ms - warm_ms) / round_ms));
+      if (rounds < kMinRetimeRounds) return;
+      also.clear();
+    }
     for (const std::string& key : also)
       if (const auto it = seen_.find(key); it != seen_.end()) {
         const Evaluation& e = it->second;
@@ -758,7 +796,7 @@ class DeviceMeasure : public Measure {
     std::vector<double> medians;
     try {
       medians = retime_candidates(
-          s_.workload, choices, blocks, repeats, settle_ms(), [this] { return s_.prefetcher.quiet(); }, run_ms);
+          s_.workload, choices, blocks, rounds, settle_ms(), [this] { return s_.prefetcher.quiet(); }, run_ms);
     } catch (const CandidateHang& err) {
       // They ran within the limit before: their figures stand, once the device is idle again.
       drain_after_hang(s_.rt, std::max(30.0, 10 * s_.workload.timeout_seconds),
