@@ -54,7 +54,8 @@ using ocltk::tuner::Workload;
 struct Flags {
   std::vector<std::pair<std::string, std::string>> profiles;  // (name, file)
   std::string device;
-  std::string paired_with;               // a profile whose choice each other profile's is timed in alternation with
+  std::string paired_with;  // a profile whose choice each other profile's is timed in alternation with
+  bool paired_with_given = false;
   std::int64_t max_iterations = 100000;  // per repetition; 0: Google Benchmark's own count
 };
 
@@ -88,6 +89,7 @@ std::optional<Flags> take_flags(int& argc, char** argv) {
       }
     } else if (arg.rfind("--ocltk_paired_with=", 0) == 0) {
       f.paired_with = arg.substr(20);
+      f.paired_with_given = true;
     } else if (arg.rfind("--ocltk_device=", 0) == 0) {
       f.device = arg.substr(15);
     } else if (arg.rfind("--ocltk_max_iterations=", 0) == 0) {
@@ -110,6 +112,10 @@ std::optional<Flags> take_flags(int& argc, char** argv) {
   argc = kept;
   if (f.profiles.empty()) {
     std::fprintf(stderr, "ocltk_bench_profiles: --ocltk_profiles is required\n%s", kHelp);
+    return std::nullopt;
+  }
+  if (f.paired_with_given && f.paired_with.empty()) {
+    std::fprintf(stderr, "ocltk_bench_profiles: --ocltk_paired_with needs a profile name\n%s", kHelp);
     return std::nullopt;
   }
   if (!f.paired_with.empty() &&
@@ -240,7 +246,7 @@ void run_pair(benchmark::State& state, ClassCase& c, const Choice& a, const Choi
     return;
   }
   state.counters["verified"] = 1;
-  state.counters["ratio"] = total_a > 0 ? total_b / total_a : 0;
+  if (total_a > 0) state.counters["ratio"] = total_b / total_a;  // none where A's times read 0
   if (!ratios.empty()) {
     std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
     state.counters["pair_median"] = ratios[ratios.size() / 2];

@@ -19,7 +19,7 @@
 #    fastest of 15 repetitions of the very same point in its two rows differed by up to 30 %,
 #    more than the 10 % the figure asks for; its paired ratio read 0.98-1.03 a repetition.
 # Needs ./build (scripts/setup.sh) and a quiet machine: about 30 minutes with step 1 on PoCL
-# (the default tune takes its budget, 165 s on a CPU device, 285 s on a GPU; step 3 about 12
+# (the default tune takes its budget, 165 s on a CPU device, 285 s on a GPU; step 3 about 15
 # minutes on the 2-core PoCL machine). OCLTK_DEVICE selects the device as for every ocltk
 # command. FIRST_TUNE_BIN=DIR takes ocltk and ocltk_bench_profiles from DIR (or DIR/bench)
 # instead of ./build: binaries staged for the lent GPU. FIRST_TUNE_STEPS=tune runs steps 1-2

@@ -69,7 +69,8 @@ def main():
     # Paired rows (--ocltk_paired_with=REFERENCE): the median over repetitions of each one's
     # ratio, a profile's launches' time over the reference's, launch by launch in alternation.
     paired, _ = benchjson.collect([b for b in benchmarks if b.get("run_type") != "aggregate"],
-                                  pair_key(args.reference), lambda b: b.get("ratio"), statistics.median)
+                                  pair_key(args.reference),
+                                  lambda b: b["ratio"] if (b.get("ratio") or 0) > 0 else None, statistics.median)
     # Registration order (kernel, then class), whatever order interleaved repetitions ran in.
     registered = {}
     for b in benchmarks:
@@ -89,6 +90,7 @@ def main():
     print("| --- | --- | ---: |" + (" ---: | ---: | ---: |" + " ---: |" * has_pairs) * len(names))
     within = {n: 0 for n in names}
     within_fastest = {n: 0 for n in names}
+    unpaired = {n: 0 for n in names}  # classes judged by the fastest repetitions in a paired run
     within_medians = {n: 0 for n in names}
     same_point = {n: 0 for n in names}
     classes = unmatched = 0  # rows with the reference's figure, rows without it
@@ -108,6 +110,7 @@ def main():
                 pair = pair if isinstance(pair, float) and pair > 0 else None
                 # The figure: the paired ratio where the run has one, else the fastest repetitions'.
                 figure = pair if pair is not None else ratio
+                unpaired[n] += has_pairs and pair is None
                 ok = fits(figure)
                 within[n] += ok
                 within_fastest[n] += fits(ratio)
@@ -130,9 +133,12 @@ def main():
         others = "%d by the medians" % within_medians[n]
         if has_pairs:
             others = "%d by the fastest repetitions, %s" % (within_fastest[n], others)
+        by = ""
+        if has_pairs:
+            by = " by the paired ratio" + (" (%d without one, by the fastest repetitions)" % unpaired[n]
+                                          if unpaired[n] else "")
         print("\n%s: %d of %d classes within %d %% of %s%s (%d of them on its very point; %s)%s." %
-              (n, within[n], classes, round(args.within * 100), args.reference,
-               " by the paired ratio" if has_pairs else "", same_point[n], others,
+              (n, within[n], classes, round(args.within * 100), args.reference, by, same_point[n], others,
                "; %d without a figure of %s, not counted" % (unmatched, args.reference) if unmatched else ""))
 
 

@@ -93,19 +93,17 @@ std::string problem_text(const ProfileEntry& e) {
   return text.str();
 }
 
-// The "vs dflt" cell, 10 wide: "2.00x", or "-" where no speed-up is known (no default time, or
-// one of another point than today's default), as `tune`'s summary writes it.
+// The "vs dflt" cell, 10 wide: "2.00x", or "- " (the dash under the digits) where no speed-up
+// is known (no default time, or one of another point than today's default), as `tune`'s summary
+// writes it.
 std::string speedup_text(double speedup) {
-  std::ostringstream cell;
-  cell << std::right << std::fixed << std::setw(10);
-  if (speedup > 0) {
-    std::ostringstream number;
-    number << std::fixed << std::setprecision(2) << speedup << "x";
-    cell << number.str();
-  } else {
-    cell << "-";
-  }
-  return cell.str();
+  std::ostringstream text;
+  if (speedup > 0)
+    text << std::fixed << std::setprecision(2) << speedup << "x";
+  else
+    text << "- ";
+  const std::string cell = text.str();
+  return std::string(std::size_t(std::max(0, 10 - int(cell.size()))), ' ') + cell;
 }
 
 void print_entries(std::ostream& out, const std::vector<ProfileEntry>& entries) {

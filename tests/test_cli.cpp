@@ -1149,7 +1149,7 @@ TEST_F(CliTest, ProfileShowPrintsEachEntry) {
   EXPECT_EQ(stand_in.status, 0) << stand_in.describe();
   const std::string line = gemv_line(stand_in.out);
   EXPECT_EQ(line.find("0.00x"), std::string::npos) << line;
-  EXPECT_NE(line.find("         -  "), std::string::npos) << "no speed-up, as tune's summary writes it: " << line;
+  EXPECT_NE(line.find("        -   "), std::string::npos) << "no speed-up, as tune's summary writes it: " << line;
   EXPECT_NE(line.find("(its default time is of tiled "), std::string::npos) << line;
   EXPECT_NE(line.find("MWG=32"), std::string::npos) << line;
 }

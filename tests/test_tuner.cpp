@@ -3444,6 +3444,8 @@ TEST_F(TunerEngine, ARetimingTooLongForAllTimesTheBestAndTheKnownChoice) {
     std::set<Params> measured;
     for (const Evaluation& e : c.history) measured.insert(e.params);
     ASSERT_TRUE(measured.count({{"X", 6}, {"Y", 3}}) && measured.count({{"X", 6}, {"Y", 4}})) << "the opening";
+    // A third point at 200 ms, as close as (6, 4): the next close point is not the choice.
+    ASSERT_TRUE(measured.count({{"X", 5}, {"Y", 3}}) || measured.count({{"X", 7}, {"Y", 3}})) << "the opening";
     if (budget < 10) {  // two rounds of two take 0.9 s, over a tenth of 3 s: nothing timed again
       EXPECT_TRUE(c.retimed.empty());
       EXPECT_EQ(c.best.params.at("Y"), 4) << "(6, 4) kept by its search's figure";
@@ -3671,7 +3673,7 @@ TEST_F(TunerEngine, AnotherAlgorithmAsFastOnTheNearestDeviceIsMeasuredToo) {
 // the run's budget is not spent (the Zen 2's choice, the EPYC's best known in nf4_forward
 // small_batch, was placed after the Xeon's points and never measured in 4 evaluations). Of four
 // classes sharing 1.2 s, the first's built-in default takes its share: the nearest device's best
-// and the vendor's choice are measured, not the nearest device's other points between them.
+// and the vendor's choice are measured, and little else.
 TEST_F(TunerEngine, TheVendorsChoiceIsMeasuredPastASpentShare) {
   if (rt_->device().architecture.rfind(kPoclArchitecturePrefix, 0) != 0)
     GTEST_SKIP() << "the device is no PoCL target: an architecture counts only with the vendor";
@@ -3705,10 +3707,12 @@ TEST_F(TunerEngine, TheVendorsChoiceIsMeasuredPastASpentShare) {
     const ClassResult& c = r.classes[0];
     std::vector<Params> measured;
     for (const Evaluation& e : c.history) measured.push_back(e.params);
-    std::vector<Params> want = {{{"X", 1}, {"Y", 1}}, {{"X", 6}, {"Y", 3}}};  // the built-in default first
-    if (vendor_chose) want.push_back({{"X", 2}, {"Y", 2}});
-    EXPECT_EQ(measured, want) << "the built-in default, the nearest device's best"
-                              << (vendor_chose ? " and the vendor's choice" : "");
+    ASSERT_GE(measured.size(), 2u);
+    EXPECT_EQ(measured[0], (Params{{"X", 1}, {"Y", 1}})) << "the built-in default first";
+    EXPECT_EQ(measured[1], (Params{{"X", 6}, {"Y", 3}})) << "then the nearest device's best";
+    const bool took_choice = std::count(measured.begin(), measured.end(), Params{{"X", 2}, {"Y", 2}}) == 1;
+    EXPECT_EQ(took_choice, vendor_chose) << "the vendor's choice, past the spent share";
+    EXPECT_LE(measured.size(), vendor_chose ? 4u : 3u) << "the share was spent: little else";
     EXPECT_EQ(c.vendor_devices, vendor_chose ? std::vector<std::string>{"Same vendor"} : std::vector<std::string>{});
   }
 }

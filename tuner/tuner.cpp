@@ -56,9 +56,12 @@ bool same_point(const Evaluation& a, const Evaluation& b) { return a.algorithm =
 // benchmark of bench/first_tune.sh times a point (over 0.5 s). On the 2-core PoCL machine the
 // LoRA figures a first tune kept read 1.01-3.31x the benchmark's of the same points when timed
 // run by run, 0.92-1.05x in blocks (results/first-tune/pocl-epyc/).
+// The median; of an even count, the mean of the middle two (of a re-timing's two rounds, not
+// the slower).
 double median(std::vector<double> times) {
   std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  const std::size_t mid = times.size() / 2;
+  return times.size() % 2 == 1 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
 }
 
 constexpr double kBlockMs = 1.0;
@@ -721,9 +724,13 @@ class DeviceMeasure : public Measure {
               [](const Evaluation* a, const Evaluation* b) { return a->time_ms < b->time_ms; });
     // The best so far is always among them: after a first re-timing its figure is the
     // re-timing's, while seen_ keeps its search's, which may be off by more than the margin.
+    // It comes first, so that cutting the list to kRetimeCount keeps it (an earlier re-timing's
+    // figure may have put it past points its search's figure ranks after).
     for (const auto& [key, e] : seen_)
-      if (e.ok && same_point(e, best_) && std::find(close.begin(), close.end(), &e) == close.end())
+      if (e.ok && same_point(e, best_)) {
+        close.erase(std::remove(close.begin(), close.end(), &e), close.end());
         close.insert(close.begin(), &e);
+      }
     if (close.size() > kRetimeCount) close.resize(kRetimeCount);
     // Their runs, then each of `also` while they all fit in kRetimeShare of the class's time.
     const int repeats = std::max(1, s_.options.repeats);
@@ -738,7 +745,7 @@ class DeviceMeasure : public Measure {
     if (expected_ms > limit_ms) {
       // Too long for them all (long kernels, a short share): the best and one other, a known
       // device's choice within kRevisitMargin first (the fastest), else the next close point,
-      // at as many rounds as fit, kMinRetimeRounds at least. A class of few evaluations of long
+      // at as many rounds as fit, kMinRetimeRounds at least (--repeats where fewer). A class of few evaluations of long
       // kernels is where one figure is most at its moment's mercy: on the 2-core AVX-512 EPYC,
       // nf4_backward prefill (5 evaluations, 7.9 s) timed the Xeon's choice, the long tune's
       // best, at 112 ms in its search and kept the built-in default at 89; the benchmark read
@@ -760,13 +767,14 @@ class DeviceMeasure : public Measure {
             other = e;
             break;
           }
-      if (best_at == close.end() || other == nullptr) return;
+      if (best_at == close.end() || (*best_at)->cached || other == nullptr) return;
       close = {*best_at, other};
       blocks = {block_runs(close[0]->time_ms), block_runs(close[1]->time_ms)};
       const double warm_ms = close[0]->time_ms + close[1]->time_ms;
       const double round_ms = blocks[0] * close[0]->time_ms + blocks[1] * close[1]->time_ms;
-      rounds = std::min(repeats, int((limit_ms - warm_ms) / round_ms));
-      if (rounds < kMinRetimeRounds) return;
+      const int least_rounds = std::min(kMinRetimeRounds, repeats);
+      if (!(round_ms > 0) || limit_ms - warm_ms < least_rounds * round_ms) return;
+      rounds = int(std::min<double>(repeats, (limit_ms - warm_ms) / round_ms));
       also.clear();
     }
     for (const std::string& key : also)
