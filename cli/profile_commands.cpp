@@ -10,6 +10,7 @@
 #include "args.hpp"
 #include "check.hpp"
 #include "ocltk/ocltk.hpp"
+#include "tuner.hpp"
 
 namespace ocltk::cli {
 namespace {
@@ -93,19 +94,6 @@ std::string problem_text(const ProfileEntry& e) {
   return text.str();
 }
 
-// The "vs dflt" cell, 10 wide: "2.00x", or "- " (the dash under the digits) where no speed-up
-// is known (no default time, or one of another point than today's default), as `tune`'s summary
-// writes it.
-std::string speedup_text(double speedup) {
-  std::ostringstream text;
-  if (speedup > 0)
-    text << std::fixed << std::setprecision(2) << speedup << "x";
-  else
-    text << "- ";
-  const std::string cell = text.str();
-  return std::string(std::size_t(std::max(0, 10 - int(cell.size()))), ' ') + cell;
-}
-
 void print_entries(std::ostream& out, const std::vector<ProfileEntry>& entries) {
   std::size_t kernel_w = 8, class_w = 7, problem_w = 9, algo_w = 6;
   for (const ProfileEntry& e : entries) {
@@ -119,7 +107,8 @@ void print_entries(std::ostream& out, const std::vector<ProfileEntry>& entries) 
       << "ms" << std::setw(10) << "GFLOP/s" << std::setw(10) << "vs dflt"
       << "  params\n";
   for (const ProfileEntry& e : entries) {
-    // "vs dflt" where the default's time is today's default's (default_time_counts); an entry
+    // "vs dflt" (as tune's summary writes it) where the default's time is today's default's
+    // (default_time_counts, false without a time); an entry
     // whose tune timed a stand-in or an older default says which point it timed instead.
     const bool counts = default_time_counts(e);
     const std::string other_default = e.default_time_ms > 0 && !counts
@@ -129,7 +118,7 @@ void print_entries(std::ostream& out, const std::vector<ProfileEntry>& entries) 
     out << std::left << std::setw(int(kernel_w)) << e.kernel << std::setw(int(class_w)) << e.shape_class
         << std::setw(int(problem_w)) << problem_text(e) << std::setw(int(algo_w)) << e.algorithm << std::right
         << std::setprecision(3) << std::setw(10) << e.time_ms << std::setprecision(1) << std::setw(10) << e.gflops
-        << speedup_text(counts && e.time_ms > 0 && e.default_time_ms > 0 ? e.default_time_ms / e.time_ms : 0.0) << "  "
+        << ocltk::tuner::summary_cell(counts && e.time_ms > 0, e.default_time_ms / e.time_ms, 2, 10, "x") << "  "
         << format_params(e.params) << (e.provenance.empty() ? "" : "  (" + describe(e.provenance) + ")")
         << other_default << "\n";
   }

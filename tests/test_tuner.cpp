@@ -1693,6 +1693,14 @@ AlgorithmSpec mock_algorithm() {
   return a;
 }
 
+// `k` with four classes, c1-c4, each with the built-in default `mock` (runs of four classes
+// sharing a budget).
+KernelFamily with_four_classes(KernelFamily k) {
+  k.classes = {{"c1", "first"}, {"c2", "second"}, {"c3", "third"}, {"c4", "fourth"}};
+  k.builtin = {{"mock", {}}, {"mock", {}}, {"mock", {}}, {"mock", {}}};
+  return k;
+}
+
 const KernelFamily& mock_family() {
   static const KernelFamily f = [] {
     KernelFamily k;
@@ -1954,6 +1962,15 @@ class TunerEngine : public ::testing::Test {
     o.priors = use;
     o.known_devices = &known;
     return o;
+  }
+  // `family` alone tuned, each run of its workloads (MockWorkload) sleeping run_ms.
+  void tune_slowly(const KernelFamily& family, int run_ms) {
+    FamilyTuning slow;
+    slow.family = &family;
+    slow.make = [this, run_ms](Runtime&, const std::string&, std::mt19937_64&) {
+      return std::unique_ptr<Workload>(new MockWorkload(state_, run_ms));
+    };
+    families_ = {slow};
   }
   TuneOptions options(std::int64_t max_evals) {
     TuneOptions o;
@@ -3588,12 +3605,7 @@ TEST_F(TunerEngine, TheNearestDevicesBestIsMeasuredPastASpentShare) {
     k.builtin = {{"mock", {}}, {"mock", {}}};
     return k;
   }();
-  FamilyTuning slow;
-  slow.family = &two_classes;
-  slow.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
-    return std::unique_ptr<Workload>(new MockWorkload(state_, 30));
-  };
-  families_ = {slow};
+  tune_slowly(two_classes, 30);
   std::vector<PriorDevice> known = {mock_known(rt_->device(), "A sibling", {{6, 3, 1.0}, {5, 3, 2.0}}, 30)};
   known[0].classes.push_back(known[0].classes[0]);
   known[0].classes[1].shape_class = "c2";
@@ -3640,18 +3652,8 @@ TEST_F(TunerEngine, TheNearestDevicesBestIsMeasuredPastASpentShare) {
 // four classes sharing 1.2 s, the first's built-in default takes its share, and the known
 // device's best (mock) and its contender (alt) are measured, not the rest of its points.
 TEST_F(TunerEngine, AnotherAlgorithmAsFastOnTheNearestDeviceIsMeasuredToo) {
-  static const KernelFamily two_algorithms = [] {
-    KernelFamily k = with_algorithm(mock_family(), "alt");
-    k.classes = {{"c1", "first"}, {"c2", "second"}, {"c3", "third"}, {"c4", "fourth"}};
-    k.builtin = {{"mock", {}}, {"mock", {}}, {"mock", {}}, {"mock", {}}};
-    return k;
-  }();
-  FamilyTuning slow;
-  slow.family = &two_algorithms;
-  slow.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
-    return std::unique_ptr<Workload>(new MockWorkload(state_, 40));
-  };
-  families_ = {slow};
+  static const KernelFamily two_algorithms = with_four_classes(with_algorithm(mock_family(), "alt"));
+  tune_slowly(two_algorithms, 40);
   std::vector<PriorDevice> known = {
       mock_known(rt_->device(), "A sibling", {{6, 3, 1.0}, {5, 3, 1.02}, {4, 3, 1.05}, {6, 4, 1.2}}, 30)};
   known[0].classes[0].points[2].algorithm = "alt";
@@ -3677,18 +3679,8 @@ TEST_F(TunerEngine, AnotherAlgorithmAsFastOnTheNearestDeviceIsMeasuredToo) {
 TEST_F(TunerEngine, TheVendorsChoiceIsMeasuredPastASpentShare) {
   if (rt_->device().architecture.rfind(kPoclArchitecturePrefix, 0) != 0)
     GTEST_SKIP() << "the device is no PoCL target: an architecture counts only with the vendor";
-  static const KernelFamily four_classes = [] {
-    KernelFamily k = mock_family();
-    k.classes = {{"c1", "first"}, {"c2", "second"}, {"c3", "third"}, {"c4", "fourth"}};
-    k.builtin = {{"mock", {}}, {"mock", {}}, {"mock", {}}, {"mock", {}}};
-    return k;
-  }();
-  FamilyTuning slow;
-  slow.family = &four_classes;
-  slow.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
-    return std::unique_ptr<Workload>(new MockWorkload(state_, 40));
-  };
-  families_ = {slow};
+  static const KernelFamily four_classes = with_four_classes(mock_family());
+  tune_slowly(four_classes, 40);
   PriorDevice target = mock_known(rt_->device(), "Same target", {{6, 3, 1.0}, {5, 3, 2.0}, {4, 4, 3.0}}, 30);
   target.device.architecture = rt_->device().architecture;
   target.device.vendor = "Another vendor";
@@ -3730,12 +3722,7 @@ TEST_F(TunerEngine, ClassesNearWhatIsKnownLeaveTimeToTheOthers) {
     k.builtin = {{"mock", {}}, {"mock", {}}};
     return k;
   }();
-  FamilyTuning slow;
-  slow.family = &two_classes;
-  slow.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
-    return std::unique_ptr<Workload>(new MockWorkload(state_, 25));
-  };
-  families_ = {slow};
+  tune_slowly(two_classes, 25);
   const std::string me = rt_->device().name;
   // Another device whose search saved half its built-in default's time (15 of 30 ms), where
   // this one's saves 96.7 % (1 of 30 ms): near by that yardstick.

@@ -2071,6 +2071,16 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
   return result;
 }
 
+std::string summary_cell(bool measured, double value, int precision, int width, const char* unit) {
+  std::ostringstream s;
+  if (measured)
+    s << std::fixed << std::setprecision(precision) << value << unit;
+  else
+    s << "-" << (*unit ? " " : "");
+  const std::string text = s.str();
+  return std::string(std::size_t(std::max(0, width - int(text.size()))), ' ') + text;
+}
+
 void print_summary(std::ostream& out, const TuneResult& result) {
   std::size_t problem_width = 8, class_width = 13;  // the 16-bit classes' names are longer
   for (const ClassResult& c : result.classes) {
@@ -2086,23 +2096,14 @@ void print_summary(std::ostream& out, const TuneResult& result) {
   // A figure not measured reads "-", not 0: the built-in default of a class that started past
   // the run's budget (the nearest device's point was measured alone), or a class with no
   // verified point.
-  const auto cell = [](bool measured, double value, int precision, int width, const char* unit = "") {
-    std::ostringstream s;
-    if (measured)
-      s << std::fixed << std::setprecision(precision) << value << unit;
-    else
-      s << "-" << (*unit ? " " : "");
-    std::string text = s.str();
-    return std::string(std::size_t(std::max(0, width - int(text.size()))), ' ') + text;
-  };
   int unmeasured_defaults = 0;
   for (const ClassResult& c : result.classes) {
     unmeasured_defaults += c.builtin_measured() ? 0 : 1;
     out << std::left << std::setw(14) << c.kernel << std::setw(int(class_width)) << c.shape_class
         << std::setw(int(problem_width)) << format_problem(c.problem) << std::right
-        << cell(c.builtin.ok, c.builtin.time_ms, 3, 12) << cell(c.best.ok, c.best.time_ms, 3, 12)
-        << cell(c.best.ok, c.best.ok ? c.flops / c.best.time_ms * 1e-6 : 0, 1, 10)
-        << cell(c.speedup() > 0, c.speedup(), 2, 10, "x") << std::setw(8) << c.evaluations << std::setw(8)
+        << summary_cell(c.builtin.ok, c.builtin.time_ms, 3, 12) << summary_cell(c.best.ok, c.best.time_ms, 3, 12)
+        << summary_cell(c.best.ok, c.best.ok ? c.flops / c.best.time_ms * 1e-6 : 0, 1, 10)
+        << summary_cell(c.speedup() > 0, c.speedup(), 2, 10, "x") << std::setw(8) << c.evaluations << std::setw(8)
         << c.space_size << std::fixed << std::setprecision(0) << std::setw(8) << c.seconds << "  "
         << (c.best.ok ? c.best.algorithm + " " + format_params(c.best.params) : "none verified") << "\n";
   }

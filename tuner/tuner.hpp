@@ -172,6 +172,10 @@ TuneResult tune(Runtime& runtime, const TuneOptions& options);
 
 // The best-vs-default table printed at the end of a run.
 void print_summary(std::ostream& out, const TuneResult& result);
+// One of its number cells, right-aligned in `width`: the value with `precision` decimals and
+// `unit` ("2.00x"), or "-" where not measured (with a blank under the unit), as `ocltk profile
+// show` writes its speed-ups too.
+std::string summary_cell(bool measured, double value, int precision, int width, const char* unit = "");
 // The same as one JSON object: device, seconds, and per kernel and class the problem, the
 // space size, evaluations, rejections, seconds, the built-in default and the best choice.
 void print_summary_json(std::ostream& out, const TuneResult& result, const std::string& profile_path);

@@ -46,9 +46,7 @@ BuiltinChoice KernelFamily::builtin_for(const std::string& shape_class, const Al
 }
 
 BuiltinChoice KernelFamily::builtin_point(const std::string& shape_class) const {
-  BuiltinChoice b = builtin_for(shape_class);
-  b.params = find_algorithm(b.algorithm)->complete(b.params);
-  return b;
+  return builtin_point(shape_class, AlgorithmExclusions{});
 }
 
 BuiltinChoice KernelFamily::builtin_point(const std::string& shape_class, const AlgorithmExclusions& excluded,
