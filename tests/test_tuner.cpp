@@ -1845,6 +1845,32 @@ class LoadedWhileEvaluatedWorkload : public MockWorkload {
   bool opening_ = false, loaded_ = false;
 };
 
+// A MockWorkload that ran one point at a quiet moment: `quiet`'s runs take `factor` times as
+// long from its verification until another point runs, and their own time after that (a
+// re-timing interleaves the points).
+class QuietWhileEvaluatedWorkload : public MockWorkload {
+ public:
+  QuietWhileEvaluatedWorkload(MockState& s, Params quiet, double factor)
+      : MockWorkload(s), quiet_point_(std::move(quiet)), factor_(factor) {}
+  void poison() override {
+    opening_ = true;
+    MockWorkload::poison();
+  }
+  double run(const Choice& c) override {
+    const bool mine = c.params == quiet_point_;
+    if (opening_) quiet_ = mine;
+    if (!mine) quiet_ = false;
+    opening_ = false;
+    const double ms = MockWorkload::run(c);
+    return quiet_ ? factor_ * ms : ms;
+  }
+
+ private:
+  Params quiet_point_;
+  double factor_;
+  bool opening_ = false, quiet_ = false;
+};
+
 // A MockWorkload of microseconds whose single runs wobble: each takes 0.2x, the next 1.8x
 // its point's time (a tenth of a thousandth of MockWorkload's), in turn, run after run.
 class WobblyWorkload : public MockWorkload {
@@ -3493,24 +3519,26 @@ TEST_F(TunerEngine, TheRevisitsRetimingKeepsTheClassesBestAmongItsPoints) {
   EXPECT_GT(c1.retimed.size(), 3u) << "the siblings' points were timed again beside it";
 }
 
-// A point counts by its fastest figure, its search's or any re-timing's: c1 finds its optimum
-// (6, 3) at 1 ms, and after the kernel's last class, while c3's workload exists, its runs of it
-// take 2.5 ms (a burst of load). The revisit's re-timing reads it at 2.5 ms beside the
-// siblings' bests, (5, 3) and (7, 3) at 2 ms in c1, and c1 keeps (6, 3) at 1 ms.
-TEST_F(TunerEngine, ARetimingKeepsEachPointsFastestFigure) {
+// A point counts by its fastest re-timing: c1's search reads (5, 3) at a quiet moment, 0.7 ms
+// (QuietWhileEvaluatedWorkload), so the re-timing at its end times the optimum (6, 3), 1 ms,
+// beside it and reads (5, 3) at 2. After the kernel's last class, while c3's workload exists,
+// c1's runs of (6, 3) take 2.5 ms (a burst of load): the revisit's re-timing reads it at 2.5 ms
+// beside the siblings' bests, (5, 3) and (7, 3) at 2 ms in c1, and c1 keeps (6, 3) at 1 ms.
+TEST_F(TunerEngine, ARetimingKeepsEachPointsFastestRetiming) {
   families_[0].family = &mock_three_class_family();
   bool c3_made = false;
-  struct LoadedInRevisit : MockWorkload {
-    LoadedInRevisit(MockState& s, std::int64_t n, const bool& c3) : MockWorkload(s, 0, n), c3_(c3) {}
+  struct LoadedInRevisit : QuietWhileEvaluatedWorkload {
+    LoadedInRevisit(MockState& s, const bool& c3)
+        : QuietWhileEvaluatedWorkload(s, {{"X", 5}, {"Y", 3}}, 0.35), c3_(c3) {}
     double run(const Choice& c) override {
-      const double ms = MockWorkload::run(c);
+      const double ms = QuietWhileEvaluatedWorkload::run(c);
       return c3_ && c.params.at("X") == 6 && c.params.at("Y") == 3 ? 2.5 * ms : ms;
     }
     const bool& c3_;
   };
   families_[0].make = [&](Runtime&, const std::string& shape_class, std::mt19937_64&) {
     const std::int64_t n = shape_class == "c1" ? 10 : shape_class == "c2" ? 50 : 70;
-    std::unique_ptr<Workload> w(shape_class == "c1" ? new LoadedInRevisit(state_, n, c3_made)
+    std::unique_ptr<Workload> w(shape_class == "c1" ? new LoadedInRevisit(state_, c3_made)
                                                     : new MockWorkload(state_, 0, n));
     if (shape_class == "c3") c3_made = true;
     return w;
@@ -3519,13 +3547,43 @@ TEST_F(TunerEngine, ARetimingKeepsEachPointsFastestFigure) {
   ASSERT_NO_FATAL_FAILURE(tune_three_classes(r));
   const ClassResult& c1 = r.classes[0];
   const Params optimum = {{"X", 6}, {"Y", 3}};
-  double last = 0;  // the revisit's figure of (6, 3)
+  double first = 0, last = 0;  // the figures of (6, 3) in the re-timing at c1's end and in the revisit's
   for (const Evaluation& e : c1.retimed)
-    if (e.params == optimum) last = e.time_ms;
+    if (e.params == optimum) (first == 0 ? first : last) = e.time_ms;
+  ASSERT_DOUBLE_EQ(first, 1.0) << "the re-timing at c1's end timed its optimum";
   ASSERT_DOUBLE_EQ(last, 2.5) << "the revisit re-timed c1's optimum under the load";
   EXPECT_EQ(c1.best.params, optimum);
   EXPECT_DOUBLE_EQ(c1.best.time_ms, 1.0);
   EXPECT_TRUE(c1.revisit_kept.empty());
+}
+
+// A point counts by its re-timings, not by its search's figure, taken alone: c1 evaluates
+// (5, 3) at a quiet moment, at 0.4x its 2 ms (QuietWhileEvaluatedWorkload), which makes it the
+// best so far at 0.8 ms, with the optimum (6, 3) at 1 ms within the re-timing's 1.5x of it.
+// Every re-timing reads (5, 3) at 2 ms and (6, 3) at 1, and c1 keeps (6, 3) at 1 ms.
+TEST_F(TunerEngine, ARetimingOutweighsTheSearchsFigure) {
+  families_[0].family = &mock_three_class_family();
+  const Params quiet = {{"X", 5}, {"Y", 3}}, optimum = {{"X", 6}, {"Y", 3}};
+  families_[0].make = [&](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    if (shape_class == "c1") return std::unique_ptr<Workload>(new QuietWhileEvaluatedWorkload(state_, quiet, 0.4));
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, shape_class == "c2" ? 50 : 70));
+  };
+  TuneResult r;
+  ASSERT_NO_FATAL_FAILURE(tune_three_classes(r));
+  const ClassResult& c1 = r.classes[0];
+  bool quiet_searched = false;
+  for (const Evaluation& e : c1.history)
+    if (e.params == quiet) quiet_searched = e.time_ms < 1.0;
+  ASSERT_TRUE(quiet_searched) << "c1's search read (5, 3) at its quiet moment, faster than the optimum";
+  int quiet_retimed = 0;
+  for (const Evaluation& e : c1.retimed)
+    if (e.params == quiet) {
+      EXPECT_DOUBLE_EQ(e.time_ms, 2.0);
+      ++quiet_retimed;
+    }
+  ASSERT_GT(quiet_retimed, 0) << "(5, 3) was timed again beside the optimum";
+  EXPECT_EQ(c1.best.params, optimum);
+  EXPECT_DOUBLE_EQ(c1.best.time_ms, 1.0);
 }
 
 // A stop during the last kernel's revisit leaves the run interrupted (the command then keeps

@@ -468,8 +468,8 @@ constexpr int kMinRetimeRounds = 2;
 // search, 1.57x its best then; the benchmark read it at 0.85x that best.
 constexpr double kRevisitMargin = 2.0;
 
-// A known device's profile choice for a class whose fastest figure comes within this of the
-// re-timing's fastest is kept (DeviceMeasure::retime): their order is then the order of one
+// A known device's profile choice for a class whose fastest re-timed figure comes within this of
+// the re-timing's fastest is kept (DeviceMeasure::retime): their order is then the order of one
 // moment, and the choice was a long tune's answer there. This device's own shipped choice
 // (distance 0) counts too; a warm start's profile choice does not (the class keeps its best
 // anyway unless something ran faster). On the 2-core AMD EPYC a first tune kept lora_shrink
@@ -704,7 +704,7 @@ class DeviceMeasure : public Measure {
 
   // Times the best so far again beside the verified points measured within kRetimeMargin of
   // it in this run (kRetimeCount in all, fastest first), their runs interleaved
-  // (retime_candidates), and keeps the fastest by its fastest figure (below), where their runs
+  // (retime_candidates), and keeps the fastest by its fastest re-timing (below), where their runs
   // are expected to take at most kRetimeShare of the class's time (else the best and one other
   // at fewer rounds, below) and nothing stopped the run. Figures
   // taken minutes apart on a shared CPU differ by the load of their moment (1.3-2.3x on the
@@ -813,17 +813,22 @@ class DeviceMeasure : public Measure {
     } catch (const std::exception&) {
       return;  // they ran before: the figures of their evaluations stand
     }
-    // Each point by its fastest figure, its search's and every re-timing's: the load of a
-    // moment only ever adds time. In two first tunes on the 2-core Zen 2 (d05aad5, 7e503bc:
-    // results/first-tune/pocl-zen2/) the re-timing after the kernel's last class read
-    // lora_expand decode's best at 0.068 ms, its search and the re-timing at the class's end
-    // at 0.045-0.048, and kept prefill's point at 0.055, 1.5x that best in the benchmark.
+    // Each point by its fastest re-timing, this one's median or an earlier one's: the load of
+    // a moment only ever adds time, and a re-timing's points share their moments. In two first
+    // tunes on the 2-core Zen 2 (d05aad5, 7e503bc: results/first-tune/pocl-zen2/) the re-timing
+    // after the kernel's last class read lora_expand decode's best at 0.068 ms, the re-timing
+    // at the class's end at 0.045-0.048, and kept prefill's point at 0.055, 1.5x that best in
+    // the benchmark. Not by its search's figure, taken alone at a moment of its own: in three
+    // first tunes on the 2-core AVX-512 EPYC (54d5bf4, 1aa6a36, ec7f79c) 8 of the 11 classes
+    // that missed the long tune's best by over 10 % had kept a point by its search's figure
+    // over points every re-timing read faster (lora_apply multi_decode, 1.35x: 0.418 ms in its
+    // search, 0.716 and 0.615 re-timed, against 0.465 and 0.467 for its VW 8 neighbour).
     std::size_t fastest = 0;
     std::vector<double> least(close.size());
     for (std::size_t i = 0; i < close.size(); ++i) {
       Evaluation e = *close[i];
       e.time_ms = medians[i];
-      least[i] = close[i]->cached ? medians[i] : std::min(close[i]->time_ms, medians[i]);
+      least[i] = medians[i];
       for (const Evaluation& before : s_.cr.retimed)
         if (same_point(before, e)) least[i] = std::min(least[i], before.time_ms);
       s_.cr.retimed.push_back(e);

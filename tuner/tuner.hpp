@@ -124,8 +124,8 @@ struct ClassResult {
   std::string neighbour_kept;
   // The points timed again together at the end of its search, and again after its kernel's
   // last class where that measured or found near points, with their new figures (the best is
-  // the point of the last re-timing whose fastest figure, its search's or any re-timing's, is
-  // the least, with that figure), and the seconds those took (DeviceMeasure::retime in
+  // the point of the last re-timing whose fastest re-timed figure, this re-timing's or an
+  // earlier one's, is the least, with that figure), and the seconds those took (DeviceMeasure::retime in
   // tuner.cpp).
   std::vector<Evaluation> retimed;
   double retime_seconds = 0;
