@@ -472,10 +472,10 @@ constexpr double kRevisitMargin = 2.0;
 // the re-timing's fastest is kept (DeviceMeasure::retime): their order is then the order of one
 // moment, and the choice was a long tune's answer there. This device's own shipped choice
 // (distance 0) counts too; a warm start's profile choice does not (the class keeps its best
-// anyway unless something ran faster). On the 2-core AMD EPYC a first tune kept lora_shrink
-// prefill's tiled TR 8 VW 8 by its search's figure, 0.6295 ms, over the Xeon's choice TR 4 VW
-// 16 at 0.6314 (both re-timings read the choice faster); the benchmark after, other tenants at
-// work on the host, read them at 1.015 and 0.618 ms.
+// anyway unless something ran faster). On the 2-core AMD EPYC a first tune, before re-timings
+// alone counted, kept lora_shrink prefill's tiled TR 8 VW 8 by its search's figure, 0.6295 ms,
+// over the Xeon's choice TR 4 VW 16 at 0.6314 (both re-timings read the choice faster); the
+// benchmark after, other tenants at work on the host, read them at 1.015 and 0.618 ms.
 constexpr double kKnownTieMargin = 1.02;
 
 // The part of the run's budget held for the revisits after each kernel's last class
@@ -493,6 +493,18 @@ constexpr double kSettleMs = 50;
 // launch (Workload::start_seconds): PoCL's compiles took 1-5 s on the 2-core machine, more
 // while build workers shared its cores; a build worker's small problem waits as long.
 constexpr double kCompileAtLaunchSeconds = 30;
+
+// A verified point's figure in its class: its fastest re-timing (ClassResult::retimed) where
+// it was re-timed, else its search's. A re-timing keeps a point by its re-timings alone
+// (DeviceMeasure::retime), so a point it put behind another keeps its lower search figure
+// nowhere: not in the next re-timing's choice of points, nor in what the kernel's later classes
+// take from this one (run_class_of).
+double retimed_figure(const ClassResult& cr, const Evaluation& e) {
+  double least = std::numeric_limits<double>::infinity();
+  for (const Evaluation& r : cr.retimed)
+    if (same_point(r, e)) least = std::min(least, r.time_ms);
+  return std::isfinite(least) ? least : e.time_ms;
+}
 
 // The Measure a strategy drives on the device: one class's workload, the resume cache,
 // the compile pool, the budget, the record and the progress line.
@@ -717,11 +729,14 @@ class DeviceMeasure : public Measure {
   void retime(std::set<std::string> also = {}) {
     if (!best_.ok || (s_.options.stop != nullptr && s_.options.stop->load())) return;
     also.insert(known_choices_.begin(), known_choices_.end());
+    // Each by its figure (retimed_figure): a point an earlier re-timing put behind the best
+    // counts by that re-timing, not by the search's figure it lost on.
+    const auto figure = [this](const Evaluation& e) { return retimed_figure(s_.cr, e); };
     std::vector<const Evaluation*> close;
     for (const auto& [key, e] : seen_)
-      if (e.ok && !e.cached && e.time_ms <= kRetimeMargin * best_.time_ms) close.push_back(&e);
+      if (e.ok && !e.cached && figure(e) <= kRetimeMargin * best_.time_ms) close.push_back(&e);
     std::sort(close.begin(), close.end(),
-              [](const Evaluation* a, const Evaluation* b) { return a->time_ms < b->time_ms; });
+              [&](const Evaluation* a, const Evaluation* b) { return figure(*a) < figure(*b); });
     // The best so far is always among them: after a first re-timing its figure is the
     // re-timing's, while seen_ keeps its search's, which may be off by more than the margin.
     // It comes first, so that cutting the list to kRetimeCount keeps it (an earlier re-timing's
@@ -738,8 +753,8 @@ class DeviceMeasure : public Measure {
     double expected_ms = 0;
     std::vector<int> blocks;
     for (const Evaluation* e : close) {
-      blocks.push_back(block_runs(e->time_ms));
-      expected_ms += (1 + repeats * blocks.back()) * e->time_ms;
+      blocks.push_back(block_runs(figure(*e)));
+      expected_ms += (1 + repeats * blocks.back()) * figure(*e);
     }
     int rounds = repeats;
     if (expected_ms > limit_ms) {
@@ -757,8 +772,8 @@ class DeviceMeasure : public Measure {
       for (const std::string& key : known_choices_)
         if (const auto it = seen_.find(key); it != seen_.end()) {
           const Evaluation& e = it->second;
-          if (e.ok && !e.cached && !is_best(&e) && e.time_ms <= kRevisitMargin * best_.time_ms &&
-              (other == nullptr || e.time_ms < other->time_ms))
+          if (e.ok && !e.cached && !is_best(&e) && figure(e) <= kRevisitMargin * best_.time_ms &&
+              (other == nullptr || figure(e) < figure(*other)))
             other = &e;
         }
       if (other == nullptr)
@@ -769,9 +784,10 @@ class DeviceMeasure : public Measure {
           }
       if (best_at == close.end() || (*best_at)->cached || other == nullptr) return;
       close = {*best_at, other};
-      blocks = {block_runs(close[0]->time_ms), block_runs(close[1]->time_ms)};
-      const double warm_ms = close[0]->time_ms + close[1]->time_ms;
-      const double round_ms = blocks[0] * close[0]->time_ms + blocks[1] * close[1]->time_ms;
+      const double best_ms = figure(*close[0]), other_ms = figure(*close[1]);
+      blocks = {block_runs(best_ms), block_runs(other_ms)};
+      const double warm_ms = best_ms + other_ms;
+      const double round_ms = blocks[0] * best_ms + blocks[1] * other_ms;
       const int least_rounds = std::min(kMinRetimeRounds, repeats);
       if (!(round_ms > 0) || limit_ms - warm_ms < least_rounds * round_ms) return;
       rounds = int(std::min<double>(repeats, (limit_ms - warm_ms) / round_ms));
@@ -780,9 +796,9 @@ class DeviceMeasure : public Measure {
     for (const std::string& key : also)
       if (const auto it = seen_.find(key); it != seen_.end()) {
         const Evaluation& e = it->second;
-        const int block = block_runs(e.time_ms);
-        const double ms = (1 + repeats * block) * e.time_ms;
-        if (e.ok && !e.cached && e.time_ms <= kRevisitMargin * best_.time_ms && expected_ms + ms <= limit_ms &&
+        const int block = block_runs(figure(e));
+        const double ms = (1 + repeats * block) * figure(e);
+        if (e.ok && !e.cached && figure(e) <= kRevisitMargin * best_.time_ms && expected_ms + ms <= limit_ms &&
             std::find(close.begin(), close.end(), &e) == close.end()) {
           close.push_back(&e);
           blocks.push_back(block);
@@ -1157,12 +1173,16 @@ KinSeeds kin_seeds(const std::vector<RunClass>& run, const KernelFamily& family,
 }
 
 // What a class that kept `best` found, for the classes of its kernel after it: its best, then
-// its other verified points fastest first.
+// its other verified points fastest first, each by its figure (retimed_figure: a point a
+// re-timing put behind the best does not come before it by its search's figure).
 RunClass run_class_of(const ClassResult& cr, const Evaluation& best, const std::string& variants) {
   RunClass found{cr.kernel, cr.shape_class, cr.problem, variants, {best}};
   std::vector<Evaluation> others;
   for (const Evaluation& e : cr.history)
-    if (e.ok && e.time_ms > 0 && !same_point(e, best)) others.push_back(e);
+    if (e.ok && e.time_ms > 0 && !same_point(e, best)) {
+      others.push_back(e);
+      others.back().time_ms = retimed_figure(cr, e);
+    }
   std::stable_sort(others.begin(), others.end(),
                    [](const Evaluation& a, const Evaluation& b) { return a.time_ms < b.time_ms; });
   found.points.insert(found.points.end(), others.begin(), others.end());
@@ -1729,7 +1749,10 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
         if (const Evaluation* e = m.recall(r.point))
           near = near ||
                  (e->ok && !e->cached && e->time_ms <= kRevisitMargin * m.best().time_ms && !same_point(*e, m.best()));
-      if (near && seconds_since(revisit_start) < until) m.retime(keys);
+      // Where the best moved to a point measured now, its one figure against the best's
+      // re-timed one, the re-timing runs even past the revisit's time (it keeps to its tenth of
+      // the class's share): else the class would keep that point by its search's figure alone.
+      if (near && (seconds_since(revisit_start) < until || !same_point(m.best(), before))) m.retime(keys);
       m.finish();
       prefetcher.class_done(c.job);  // what its measurements queued (a refinement's hints)
       if (m.best().ok && !same_point(m.best(), before))
