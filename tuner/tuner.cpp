@@ -732,15 +732,17 @@ class DeviceMeasure : public Measure {
     // Each by its figure (retimed_figure): a point an earlier re-timing put behind the best
     // counts by that re-timing, not by the search's figure it lost on.
     const auto figure = [this](const Evaluation& e) { return retimed_figure(s_.cr, e); };
+    // Their runs' length by the slower of a point's search and fastest re-timed figures: the
+    // fastest re-timing is its quietest moment, and the re-timing keeps to its share.
+    const auto cost = [&](const Evaluation& e) { return std::max(e.time_ms, figure(e)); };
     std::vector<const Evaluation*> close;
     for (const auto& [key, e] : seen_)
       if (e.ok && !e.cached && figure(e) <= kRetimeMargin * best_.time_ms) close.push_back(&e);
     std::sort(close.begin(), close.end(),
               [&](const Evaluation* a, const Evaluation* b) { return figure(*a) < figure(*b); });
-    // The best so far is always among them: after a first re-timing its figure is the
-    // re-timing's, while seen_ keeps its search's, which may be off by more than the margin.
-    // It comes first, so that cutting the list to kRetimeCount keeps it (an earlier re-timing's
-    // figure may have put it past points its search's figure ranks after).
+    // The best so far is always among them, first, so that cutting the list to kRetimeCount
+    // keeps it: a best recalled from the resume cache is not among them by the filter, and a
+    // known choice kept on a tie may rank after a point re-timed faster.
     for (const auto& [key, e] : seen_)
       if (e.ok && same_point(e, best_)) {
         close.erase(std::remove(close.begin(), close.end(), &e), close.end());
@@ -753,8 +755,8 @@ class DeviceMeasure : public Measure {
     double expected_ms = 0;
     std::vector<int> blocks;
     for (const Evaluation* e : close) {
-      blocks.push_back(block_runs(figure(*e)));
-      expected_ms += (1 + repeats * blocks.back()) * figure(*e);
+      blocks.push_back(block_runs(cost(*e)));
+      expected_ms += (1 + repeats * blocks.back()) * cost(*e);
     }
     int rounds = repeats;
     if (expected_ms > limit_ms) {
@@ -784,7 +786,7 @@ class DeviceMeasure : public Measure {
           }
       if (best_at == close.end() || (*best_at)->cached || other == nullptr) return;
       close = {*best_at, other};
-      const double best_ms = figure(*close[0]), other_ms = figure(*close[1]);
+      const double best_ms = cost(*close[0]), other_ms = cost(*close[1]);
       blocks = {block_runs(best_ms), block_runs(other_ms)};
       const double warm_ms = best_ms + other_ms;
       const double round_ms = blocks[0] * best_ms + blocks[1] * other_ms;
@@ -796,8 +798,8 @@ class DeviceMeasure : public Measure {
     for (const std::string& key : also)
       if (const auto it = seen_.find(key); it != seen_.end()) {
         const Evaluation& e = it->second;
-        const int block = block_runs(figure(e));
-        const double ms = (1 + repeats * block) * figure(e);
+        const int block = block_runs(cost(e));
+        const double ms = (1 + repeats * block) * cost(e);
         if (e.ok && !e.cached && figure(e) <= kRevisitMargin * best_.time_ms && expected_ms + ms <= limit_ms &&
             std::find(close.begin(), close.end(), &e) == close.end()) {
           close.push_back(&e);
@@ -1179,9 +1181,9 @@ RunClass run_class_of(const ClassResult& cr, const Evaluation& best, const std::
   RunClass found{cr.kernel, cr.shape_class, cr.problem, variants, {best}};
   std::vector<Evaluation> others;
   for (const Evaluation& e : cr.history)
-    if (e.ok && e.time_ms > 0 && !same_point(e, best)) {
+    if (const double ms = retimed_figure(cr, e); e.ok && ms > 0 && !same_point(e, best)) {
       others.push_back(e);
-      others.back().time_ms = retimed_figure(cr, e);
+      others.back().time_ms = ms;
     }
   std::stable_sort(others.begin(), others.end(),
                    [](const Evaluation& a, const Evaluation& b) { return a.time_ms < b.time_ms; });
@@ -1747,8 +1749,8 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       bool near = !same_point(m.best(), before);
       for (const RevisitPoint& r : points)
         if (const Evaluation* e = m.recall(r.point))
-          near = near ||
-                 (e->ok && !e->cached && e->time_ms <= kRevisitMargin * m.best().time_ms && !same_point(*e, m.best()));
+          near = near || (e->ok && !e->cached && retimed_figure(*c.cr, *e) <= kRevisitMargin * m.best().time_ms &&
+                          !same_point(*e, m.best()));
       // Where the best moved to a point measured now, its one figure against the best's
       // re-timed one, the re-timing runs even past the revisit's time (it keeps to its tenth of
       // the class's share): else the class would keep that point by its search's figure alone.
