@@ -54,8 +54,7 @@ using ocltk::tuner::Workload;
 struct Flags {
   std::vector<std::pair<std::string, std::string>> profiles;  // (name, file)
   std::string device;
-  std::string paired_with;  // a profile whose choice each other profile's is timed in alternation with
-  bool paired_with_given = false;
+  std::string paired_with;               // a profile whose choice each other profile's is timed in alternation with
   std::int64_t max_iterations = 100000;  // per repetition; 0: Google Benchmark's own count
 };
 
@@ -89,7 +88,10 @@ std::optional<Flags> take_flags(int& argc, char** argv) {
       }
     } else if (arg.rfind("--ocltk_paired_with=", 0) == 0) {
       f.paired_with = arg.substr(20);
-      f.paired_with_given = true;
+      if (f.paired_with.empty()) {
+        std::fprintf(stderr, "ocltk_bench_profiles: --ocltk_paired_with needs a profile name\n%s", kHelp);
+        return std::nullopt;
+      }
     } else if (arg.rfind("--ocltk_device=", 0) == 0) {
       f.device = arg.substr(15);
     } else if (arg.rfind("--ocltk_max_iterations=", 0) == 0) {
@@ -112,10 +114,6 @@ std::optional<Flags> take_flags(int& argc, char** argv) {
   argc = kept;
   if (f.profiles.empty()) {
     std::fprintf(stderr, "ocltk_bench_profiles: --ocltk_profiles is required\n%s", kHelp);
-    return std::nullopt;
-  }
-  if (f.paired_with_given && f.paired_with.empty()) {
-    std::fprintf(stderr, "ocltk_bench_profiles: --ocltk_paired_with needs a profile name\n%s", kHelp);
     return std::nullopt;
   }
   if (!f.paired_with.empty() &&

@@ -494,15 +494,21 @@ constexpr double kSettleMs = 50;
 // while build workers shared its cores; a build worker's small problem waits as long.
 constexpr double kCompileAtLaunchSeconds = 30;
 
-// A verified point's figure in its class: its fastest re-timing (ClassResult::retimed) where
-// it was re-timed, else its search's. A re-timing keeps a point by its re-timings alone
-// (DeviceMeasure::retime), so a point it put behind another keeps its lower search figure
-// nowhere: not in the next re-timing's choice of points, nor in what the kernel's later classes
-// take from this one (run_class_of).
-double retimed_figure(const ClassResult& cr, const Evaluation& e) {
+// A point's fastest re-timing in its class so far (ClassResult::retimed); infinity where none.
+double fastest_retiming(const ClassResult& cr, const Evaluation& e) {
   double least = std::numeric_limits<double>::infinity();
   for (const Evaluation& r : cr.retimed)
     if (same_point(r, e)) least = std::min(least, r.time_ms);
+  return least;
+}
+
+// A verified point's figure in its class: its fastest re-timing where it was re-timed, else its
+// search's. A re-timing keeps a point by its re-timings alone (DeviceMeasure::retime), so a
+// point it put behind another keeps its lower search figure nowhere: not in the next
+// re-timing's choice of points, nor in what the kernel's later classes take from this one
+// (run_class_of).
+double retimed_figure(const ClassResult& cr, const Evaluation& e) {
+  const double least = fastest_retiming(cr, e);
   return std::isfinite(least) ? least : e.time_ms;
 }
 
@@ -755,8 +761,9 @@ class DeviceMeasure : public Measure {
     double expected_ms = 0;
     std::vector<int> blocks;
     for (const Evaluation* e : close) {
-      blocks.push_back(block_runs(cost(*e)));
-      expected_ms += (1 + repeats * blocks.back()) * cost(*e);
+      const double ms = cost(*e);
+      blocks.push_back(block_runs(ms));
+      expected_ms += (1 + repeats * blocks.back()) * ms;
     }
     int rounds = repeats;
     if (expected_ms > limit_ms) {
@@ -798,8 +805,9 @@ class DeviceMeasure : public Measure {
     for (const std::string& key : also)
       if (const auto it = seen_.find(key); it != seen_.end()) {
         const Evaluation& e = it->second;
-        const int block = block_runs(cost(e));
-        const double ms = (1 + repeats * block) * cost(e);
+        const double each_ms = cost(e);
+        const int block = block_runs(each_ms);
+        const double ms = (1 + repeats * block) * each_ms;
         if (e.ok && !e.cached && figure(e) <= kRevisitMargin * best_.time_ms && expected_ms + ms <= limit_ms &&
             std::find(close.begin(), close.end(), &e) == close.end()) {
           close.push_back(&e);
@@ -846,9 +854,7 @@ class DeviceMeasure : public Measure {
     for (std::size_t i = 0; i < close.size(); ++i) {
       Evaluation e = *close[i];
       e.time_ms = medians[i];
-      least[i] = medians[i];
-      for (const Evaluation& before : s_.cr.retimed)
-        if (same_point(before, e)) least[i] = std::min(least[i], before.time_ms);
+      least[i] = std::min(medians[i], fastest_retiming(s_.cr, e));
       s_.cr.retimed.push_back(e);
       if (least[i] < least[fastest]) fastest = i;
     }
