@@ -3235,18 +3235,18 @@ TEST_F(TunerEngine, ASiblingsBestTimedFarOffIsTimedAgainBesideTheBest) {
   }
 }
 
-// An algorithm that runs another kernel's tiles (AlgorithmSpec::tiles_like: nf4's tc_tiled on
-// gemm_nt's tc) starts, in a class this device never measured, from the fastest point of that
-// algorithm the run's classes of the other kernel found: its shared parameters (X, Y) from
-// there, its own (Z) at their defaults, right after the built-in default; the summary names
-// the class. Where the device knows the class (its recordings) or under --cold, nothing.
-TEST_F(TunerEngine, AnAlgorithmStartsFromTheTilesItsKinFoundInTheRun) {
-  static const KernelFamily source = [] {
+// The mock family as kernel "kin_source", and kernel "kin", whose algorithm "tiles" runs its
+// tiles (AlgorithmSpec::tiles_like) with a parameter of its own, Z.
+const KernelFamily& kin_source_family() {
+  static const KernelFamily f = [] {
     KernelFamily k = mock_family();
     k.name = "kin_source";
     return k;
   }();
-  static const KernelFamily kin = [] {
+  return f;
+}
+const KernelFamily& kin_family() {
+  static const KernelFamily f = [] {
     KernelFamily k = mock_family();
     k.name = "kin";
     k.algorithms[0].name = "tiles";
@@ -3255,9 +3255,18 @@ TEST_F(TunerEngine, AnAlgorithmStartsFromTheTilesItsKinFoundInTheRun) {
     k.builtin = {{"tiles", {}}};
     return k;
   }();
+  return f;
+}
+
+// An algorithm that runs another kernel's tiles (AlgorithmSpec::tiles_like: nf4's tc_tiled on
+// gemm_nt's tc) starts, in a class this device never measured, from the fastest point of that
+// algorithm the run's classes of the other kernel found: its shared parameters (X, Y) from
+// there, its own (Z) at their defaults, right after the built-in default; the summary names
+// the class. Where the device knows the class (its recordings) or under --cold, nothing.
+TEST_F(TunerEngine, AnAlgorithmStartsFromTheTilesItsKinFoundInTheRun) {
   FamilyTuning first = families_[0], second = families_[0];
-  first.family = &source;  // problem n = 10: its optimum at X = 6, Y = 3
-  second.family = &kin;
+  first.family = &kin_source_family();  // problem n = 10: its optimum at X = 6, Y = 3
+  second.family = &kin_family();
   second.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
     return std::unique_ptr<Workload>(new MockWorkload(state_, 0, 80));  // its optimum at X = 8
   };
@@ -3584,6 +3593,190 @@ TEST_F(TunerEngine, ARetimingOutweighsTheSearchsFigure) {
   ASSERT_GT(quiet_retimed, 0) << "(5, 3) was timed again beside the optimum";
   EXPECT_EQ(c1.best.params, optimum);
   EXPECT_DOUBLE_EQ(c1.best.time_ms, 1.0);
+}
+
+// The figures a class's re-timings read for `point`, in their order.
+std::vector<double> retimings_of(const ClassResult& c, const Params& point) {
+  std::vector<double> out;
+  for (const Evaluation& e : c.retimed)
+    if (e.params == point) out.push_back(e.time_ms);
+  return out;
+}
+
+// What a class passes to the classes after it counts a re-timed point by its fastest re-timing:
+// kin_source's class (n = 10) reads (5, 3) at a quiet moment, 0.8 ms (0.4x its 2 ms,
+// QuietWhileEvaluatedWorkload), and its re-timing reads it at 2 ms beside the optimum (6, 3) at
+// 1 ms, which it keeps. The kin's class (n = 80) starts from the tiles of (6, 3), the fastest
+// point by its re-timing, not from those of (5, 3) by its search's figure.
+TEST_F(TunerEngine, AKinStartsFromTheTilesTheRetimingKept) {
+  const Params quiet = {{"X", 5}, {"Y", 3}}, optimum = {{"X", 6}, {"Y", 3}};
+  FamilyTuning first = families_[0], second = families_[0];
+  first.family = &kin_source_family();
+  first.make = [this, quiet](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new QuietWhileEvaluatedWorkload(state_, quiet, 0.4));
+  };
+  second.family = &kin_family();
+  second.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, 80));
+  };
+  families_ = {first, second};
+  const std::vector<PriorDevice> none;
+  const TuneResult r = tune(*rt_, seeded(0, none));
+  ASSERT_EQ(r.classes.size(), 2u);
+  const ClassResult& source = r.classes[0];
+  bool quiet_searched = false;
+  for (const Evaluation& e : source.history)
+    if (e.params == quiet) quiet_searched = e.time_ms < 1.0;
+  ASSERT_TRUE(quiet_searched) << "kin_source's search read (5, 3) at its quiet moment, faster than the optimum";
+  ASSERT_EQ(retimings_of(source, quiet), std::vector<double>{2.0}) << "its re-timing put (5, 3) behind the optimum";
+  ASSERT_EQ(source.best.params, optimum);
+  const std::vector<Evaluation>& h = r.classes[1].history;
+  ASSERT_GE(h.size(), 2u);
+  EXPECT_EQ(h[1].params, (Params{{"X", 6}, {"Y", 3}, {"Z", 0}})) << "the tiles right after the built-in default";
+  EXPECT_EQ(r.classes[1].seed_classes, std::vector<std::string>{"kin_source/c1"});
+}
+
+// After the kernel's last class, a point the revisit names that the class measured itself
+// calls for a re-timing only where its figure, its fastest re-timing where it has one, comes
+// within kRevisitMargin (2x) of the best: c1 (n = 10) reads (8, 3), 5 ms, at a quiet moment,
+// 0.9 ms (0.18x), and its re-timing reads it at 5 beside the optimum (6, 3) at 1 ms and (6, 4)
+// at 1.2 (0.6x its 2 ms here), and keeps (6, 3). c2 (n = 80) keeps (8, 3), c3 (n = 20) (2, 3),
+// 17 ms in c1: the revisit times nothing again, though (6, 4) would make a re-timing with
+// (6, 3).
+TEST_F(TunerEngine, ASiblingsBestARetimingPutFarOffCallsForNoRetiming) {
+  struct CloseNeighbour : QuietWhileEvaluatedWorkload {
+    using QuietWhileEvaluatedWorkload::QuietWhileEvaluatedWorkload;
+    double run(const Choice& c) override {
+      const double ms = QuietWhileEvaluatedWorkload::run(c);
+      return c.params == Params{{"X", 6}, {"Y", 4}} ? 0.6 * ms : ms;
+    }
+  };
+  families_[0].family = &mock_three_class_family();
+  const Params quiet = {{"X", 8}, {"Y", 3}}, optimum = {{"X", 6}, {"Y", 3}};
+  families_[0].make = [&](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    if (shape_class == "c1") return std::unique_ptr<Workload>(new CloseNeighbour(state_, quiet, 0.18));
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, shape_class == "c2" ? 80 : 20));
+  };
+  const std::vector<PriorDevice> none;
+  const TuneResult r = tune(*rt_, seeded(0, none));
+  ASSERT_EQ(r.classes.size(), 3u);
+  ASSERT_EQ(r.classes[1].best.params, quiet);
+  const ClassResult& c1 = r.classes[0];
+  ASSERT_EQ(retimings_of(c1, quiet), std::vector<double>{5.0}) << "c1's re-timing timed (8, 3) beside its optimum";
+  EXPECT_EQ(c1.retimed.size(), 3u) << "the revisit timed points again";
+  EXPECT_EQ(c1.best.params, optimum);
+  EXPECT_DOUBLE_EQ(c1.best.time_ms, 1.0);
+}
+
+// mock_refined_family with mock_three_class_family's classes.
+const KernelFamily& mock_refined_three_class_family() {
+  static const KernelFamily f = [] {
+    KernelFamily k = mock_refined_family();
+    k.classes = mock_three_class_family().classes;
+    k.builtin = mock_three_class_family().builtin;
+    return k;
+  }();
+  return f;
+}
+
+// Where the revisit moved a class's best to a point it measured there, it times that point
+// again beside the class's best even past the revisit's time: c1 (n = 10) keeps its optimum
+// (6, 3) at 1 ms and measures it at no other Z (its workload says Z changes nothing there), c2
+// (n = 50) keeps (5, 3) at Z 2, 0.5 ms. c1's revisit reads that point at a quiet moment,
+// 0.75 ms (0.5x its 1.5 there, QuietWhileEvaluatedWorkload), its runs taking 15 ms each, past
+// c1's part of the revisit's time (a third of a tenth of the run's 3 s), so it measures none of
+// c3's (n = 80); the re-timing reads the point at 1.5 ms beside (6, 3) at 1, and c1 keeps (6, 3).
+TEST_F(TunerEngine, ABestTheRevisitMovedIsTimedAgainPastItsTime) {
+  struct SlowAtASiblingsBest : QuietWhileEvaluatedWorkload {
+    using QuietWhileEvaluatedWorkload::QuietWhileEvaluatedWorkload;
+    bool refines(const AlgorithmSpec&, const Params&, const std::string&) override { return false; }
+    double run(const Choice& c) override {
+      if (c.params == Params{{"X", 5}, {"Y", 3}, {"Z", 2}}) std::this_thread::sleep_for(std::chrono::milliseconds(15));
+      return QuietWhileEvaluatedWorkload::run(c);
+    }
+  };
+  families_[0].family = &mock_refined_three_class_family();
+  const Params sibling = {{"X", 5}, {"Y", 3}, {"Z", 2}}, optimum = {{"X", 6}, {"Y", 3}, {"Z", 0}};
+  families_[0].make = [&](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    if (shape_class == "c1") return std::unique_ptr<Workload>(new SlowAtASiblingsBest(state_, sibling, 0.5));
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, shape_class == "c2" ? 50 : 80));
+  };
+  const std::vector<PriorDevice> none;
+  TuneOptions o = seeded(0, none);
+  o.budget_seconds = 3;
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 3u);
+  ASSERT_EQ(r.classes[1].best.params, sibling);
+  const ClassResult& c1 = r.classes[0];
+  ASSERT_EQ(c1.revisited_from, std::vector<std::string>{"c2"}) << "the revisit's time was spent on c2's best";
+  ASSERT_EQ(c1.history.back().params, sibling);
+  ASSERT_DOUBLE_EQ(c1.history.back().time_ms, 0.75) << "read at its quiet moment";
+  EXPECT_EQ(retimings_of(c1, sibling), std::vector<double>{1.5});
+  EXPECT_EQ(c1.best.params, optimum);
+  EXPECT_DOUBLE_EQ(c1.best.time_ms, 1.0);
+  EXPECT_TRUE(c1.revisit_kept.empty());
+}
+
+// A re-timing takes the points within kRetimeMargin (1.5x) of the best by their figures, a
+// point's fastest re-timing where it has one: c1 (n = 10) reads (5, 3) at a quiet moment, 0.7 ms
+// (0.35x its 2 ms), and its re-timing reads it at 2 beside the optimum (6, 3) at 1 ms. After
+// the kernel's last class, the revisit times (6, 3) again beside c2's best (7, 3) (n = 70), 2 ms
+// in c1 (within kRevisitMargin), but not (5, 3); c3 (n = 80) keeps (8, 3), 5 ms in c1.
+TEST_F(TunerEngine, ARetimingLeavesOutAPointAnEarlierOnePutBehind) {
+  families_[0].family = &mock_three_class_family();
+  const Params quiet = {{"X", 5}, {"Y", 3}}, optimum = {{"X", 6}, {"Y", 3}}, sibling = {{"X", 7}, {"Y", 3}};
+  families_[0].make = [&](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    if (shape_class == "c1") return std::unique_ptr<Workload>(new QuietWhileEvaluatedWorkload(state_, quiet, 0.35));
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, shape_class == "c2" ? 70 : 80));
+  };
+  const std::vector<PriorDevice> none;
+  const TuneResult r = tune(*rt_, seeded(0, none));
+  ASSERT_EQ(r.classes.size(), 3u);
+  ASSERT_EQ(r.classes[1].best.params, sibling);
+  const ClassResult& c1 = r.classes[0];
+  EXPECT_EQ(retimings_of(c1, optimum), (std::vector<double>{1.0, 1.0})) << "at c1's end and in its revisit";
+  EXPECT_EQ(retimings_of(c1, sibling), std::vector<double>{2.0}) << "in c1's revisit";
+  EXPECT_EQ(retimings_of(c1, quiet), std::vector<double>{2.0}) << "at c1's end alone";
+  EXPECT_EQ(c1.best.params, optimum);
+  EXPECT_DOUBLE_EQ(c1.best.time_ms, 1.0);
+}
+
+// A re-timing sizes a point's runs by the slower of its search's figure and its fastest
+// re-timing, its quietest moment: c1 (n = 10, figures 100x MockWorkload's) reads its optimum
+// (6, 3) at 190 ms in its search (loaded while evaluated, 1.9x), and its re-timing, too long for
+// the three closest points in a tenth of c1's share (21 s of the run's 70, 7 held for the
+// revisits: 2.1 s), reads it at 100 beside one other. After the kernel's last class, the runs
+// of (6, 3) by its 190 ms (six, 1.14 s) and those of c2's best (7, 3) (n = 70), 200 ms in c1
+// (1.2 s), do not fit in those 2.1 s (by its 100 ms they would, 1.8 s): the revisit times
+// nothing again. c3 (n = 80) keeps (8, 3), 500 ms in c1.
+TEST_F(TunerEngine, ARetimingIsSizedByAPointsSlowerFigure) {
+  struct Slow : LoadedWhileEvaluatedWorkload {
+    using LoadedWhileEvaluatedWorkload::LoadedWhileEvaluatedWorkload;
+    double run(const Choice& c) override { return 100 * LoadedWhileEvaluatedWorkload::run(c); }
+  };
+  families_[0].family = &mock_three_class_family();
+  const Params optimum = {{"X", 6}, {"Y", 3}};
+  families_[0].make = [&](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    if (shape_class == "c1") return std::unique_ptr<Workload>(new Slow(state_, optimum, 1.9));
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, shape_class == "c2" ? 70 : 80));
+  };
+  const std::vector<PriorDevice> none;
+  TuneOptions o = seeded(0, none);
+  o.budget_seconds = 70;
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 3u);
+  ASSERT_EQ(r.classes[1].best.params, (Params{{"X", 7}, {"Y", 3}}));
+  const ClassResult& c1 = r.classes[0];
+  double searched = 0;
+  for (const Evaluation& e : c1.history)
+    if (e.params == optimum) searched = e.time_ms;
+  ASSERT_DOUBLE_EQ(searched, 190.0) << "c1's search read its optimum under load";
+  const std::vector<double> retimed = retimings_of(c1, optimum);
+  ASSERT_FALSE(retimed.empty());
+  ASSERT_DOUBLE_EQ(retimed[0], 100.0) << "the re-timing at c1's end";
+  EXPECT_EQ(c1.retimed.size(), 2u) << "the revisit timed points again";
+  EXPECT_EQ(c1.best.params, optimum);
+  EXPECT_DOUBLE_EQ(c1.best.time_ms, 100.0);
 }
 
 // A stop during the last kernel's revisit leaves the run interrupted (the command then keeps
