@@ -3779,6 +3779,91 @@ TEST_F(TunerEngine, ARetimingIsSizedByAPointsSlowerFigure) {
   EXPECT_DOUBLE_EQ(c1.best.time_ms, 100.0);
 }
 
+// A MockWorkload of hundredths of its times whose point `alternating` runs at 0.45x its time
+// right after its own runs and at 1.5x right after another point's: fast in blocks of runs back
+// to back, slow launch by launch in alternation with another point.
+class SlowInAlternationWorkload : public MockWorkload {
+ public:
+  SlowInAlternationWorkload(MockState& s, Params alternating) : MockWorkload(s), point_(std::move(alternating)) {}
+  double run(const Choice& c) override {
+    const bool mine = c.params == point_;
+    const double factor = !mine ? 1.0 : last_was_mine_ ? 0.45 : 1.5;
+    last_was_mine_ = mine;
+    return MockWorkload::run(c) * 1e-2 * factor;
+  }
+
+ private:
+  Params point_;
+  bool last_was_mine_ = false;
+};
+
+// A re-timing ends in a run-off, launch by launch in alternation, as the first-tune benchmark
+// compares two points: c1's (5, 3), 0.02 ms, runs at 0.009 back to back and at 0.03 right after
+// another point (SlowInAlternationWorkload). Its search and its re-timing, in blocks of 64 runs,
+// read it faster than the optimum (6, 3), 0.01 ms; the run-off reads (6, 3) at a third of its
+// time, and c1 keeps (6, 3) at its re-timed 0.01 ms.
+TEST_F(TunerEngine, ARunoffInAlternationDecidesBetweenCloseRetimedPoints) {
+  families_[0].family = &mock_three_class_family();
+  const Params alternating = {{"X", 5}, {"Y", 3}}, optimum = {{"X", 6}, {"Y", 3}};
+  families_[0].make = [&](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    if (shape_class == "c1") return std::unique_ptr<Workload>(new SlowInAlternationWorkload(state_, alternating));
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, shape_class == "c2" ? 50 : 70));
+  };
+  TuneResult r;
+  ASSERT_NO_FATAL_FAILURE(tune_three_classes(r));
+  const ClassResult& c1 = r.classes[0];
+  const std::vector<double> blocks = retimings_of(c1, alternating);
+  ASSERT_FALSE(blocks.empty()) << "(5, 3) was timed again beside the optimum";
+  EXPECT_LT(blocks[0], 0.01) << "in blocks, (5, 3) reads faster than the optimum";
+  ASSERT_FALSE(c1.runoffs.empty());
+  const ClassResult::Runoff& first = c1.runoffs.front();
+  EXPECT_EQ(first.kept.params, alternating) << "the re-timing kept (5, 3)";
+  EXPECT_EQ(first.challenger.params, optimum);
+  EXPECT_GE(first.pairs, 8);
+  EXPECT_NEAR(first.ratio, 1.0 / 3, 1e-9);
+  EXPECT_TRUE(first.challenger_kept);
+  EXPECT_EQ(c1.best.params, optimum);
+  EXPECT_DOUBLE_EQ(c1.best.time_ms, 0.01);
+  write_report((dir_ / "report").string(), r);
+  std::ifstream report(dir_ / "report" / "report.json");
+  const std::string j((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+  EXPECT_NE(j.find("\"runoffs\": [{\"kept\": {\"algorithm\": \"mock\", \"params\": {\"X\": 5, \"Y\": 3}"),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"challenger_kept\": true}"), std::string::npos) << j;
+}
+
+// A run-off keeps the re-timing's point where alternation orders the points as blocks do:
+// c1's points run at their times, (6, 4) at 1.2 ms (0.6x its 2 ms), within 1.5x of the
+// optimum (6, 3) at 1 ms, and every run-off reads (6, 4) at 1.2x (6, 3): c1 keeps (6, 3).
+TEST_F(TunerEngine, ARunoffKeepsTheRetimingsPointWhereAlternationAgrees) {
+  struct CloseNeighbour : MockWorkload {
+    using MockWorkload::MockWorkload;
+    double run(const Choice& c) override {
+      const double ms = MockWorkload::run(c);
+      return c.params == Params{{"X", 6}, {"Y", 4}} ? 0.6 * ms : ms;
+    }
+  };
+  families_[0].family = &mock_three_class_family();
+  families_[0].make = [&](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    if (shape_class == "c1") return std::unique_ptr<Workload>(new CloseNeighbour(state_));
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, shape_class == "c2" ? 50 : 70));
+  };
+  TuneResult r;
+  ASSERT_NO_FATAL_FAILURE(tune_three_classes(r));
+  const ClassResult& c1 = r.classes[0];
+  const Params optimum = {{"X", 6}, {"Y", 3}}, neighbour = {{"X", 6}, {"Y", 4}};
+  ASSERT_FALSE(c1.runoffs.empty());
+  for (const ClassResult::Runoff& ro : c1.runoffs) {
+    EXPECT_EQ(ro.kept.params, optimum);
+    EXPECT_EQ(ro.challenger.params, neighbour);
+    EXPECT_NEAR(ro.ratio, 1.2, 1e-9);
+    EXPECT_FALSE(ro.challenger_kept);
+  }
+  EXPECT_EQ(c1.best.params, optimum);
+  EXPECT_DOUBLE_EQ(c1.best.time_ms, 1.0);
+}
+
 // A stop during the last kernel's revisit leaves the run interrupted (the command then keeps
 // the profile as it was): c3's workload sets the stop as c1's revisit measures its first point.
 TEST_F(TunerEngine, AStopDuringTheLastRevisitInterruptsTheRun) {

@@ -173,6 +173,13 @@ void write_report(const std::string& dir, const TuneResult& result) {
     }
     json << "],\n     \"retimed\": [";
     for (std::size_t j = 0; j < c.retimed.size(); ++j) json << (j ? ", " : "") << json_choice(c.retimed[j]);
+    json << "],\n     \"runoffs\": [";
+    for (std::size_t j = 0; j < c.runoffs.size(); ++j) {
+      const ClassResult::Runoff& r = c.runoffs[j];
+      json << (j ? ", " : "") << "{\"kept\": " << json_choice(r.kept)
+           << ", \"challenger\": " << json_choice(r.challenger) << ", \"pairs\": " << r.pairs
+           << ", \"ratio\": " << r.ratio << ", \"challenger_kept\": " << (r.challenger_kept ? "true" : "false") << "}";
+    }
     json << "], \"retime_seconds\": " << c.retime_seconds << "}";
   }
   json << "\n  ],\n  \"served\": " << json_served(result.served) << "\n}\n";

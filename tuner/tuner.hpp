@@ -125,9 +125,19 @@ struct ClassResult {
   // The points timed again together at the end of its search, and again after its kernel's
   // last class where that measured or found near points, with their new figures (the best is
   // the point of the last re-timing whose fastest re-timed figure, this re-timing's or an
-  // earlier one's, is the least, with that figure), and the seconds those took (DeviceMeasure::retime in
-  // tuner.cpp).
+  // earlier one's, is the least, with that figure, unless a run-off below put another first),
+  // and the seconds those took with their run-offs (DeviceMeasure::retime in tuner.cpp).
   std::vector<Evaluation> retimed;
+  // The run-offs that ended those re-timings (DeviceMeasure::runoff in tuner.cpp): the point a
+  // re-timing kept so far and a challenger within 1.5x of it, timed launch by launch in
+  // alternation, `pairs` pairs; `ratio` the median of their time ratios, challenger over kept.
+  struct Runoff {
+    Evaluation kept, challenger;
+    int pairs = 0;
+    double ratio = 0;
+    bool challenger_kept = false;
+  };
+  std::vector<Runoff> runoffs;
   double retime_seconds = 0;
   double speedup() const { return best.ok && builtin.ok ? builtin.time_ms / best.time_ms : 0; }
   // Whether the built-in default was measured (verified or rejected): not where the class
