@@ -3780,26 +3780,26 @@ TEST_F(TunerEngine, ARetimingIsSizedByAPointsSlowerFigure) {
 }
 
 // A MockWorkload of hundredths of its times whose point `alternating` runs at 0.45x its time
-// right after its own runs and at 1.5x right after another point's: fast in blocks of runs back
-// to back, slow launch by launch in alternation with another point.
+// after two runs of its own in a row and at 1.5x else: fast in blocks of runs back to back, slow
+// launch by launch in alternation with another point (A B, B A: never two of its own before).
 class SlowInAlternationWorkload : public MockWorkload {
  public:
   SlowInAlternationWorkload(MockState& s, Params alternating) : MockWorkload(s), point_(std::move(alternating)) {}
   double run(const Choice& c) override {
     const bool mine = c.params == point_;
-    const double factor = !mine ? 1.0 : last_was_mine_ ? 0.45 : 1.5;
-    last_was_mine_ = mine;
+    const double factor = !mine ? 1.0 : own_in_a_row_ >= 2 ? 0.45 : 1.5;
+    own_in_a_row_ = mine ? own_in_a_row_ + 1 : 0;
     return MockWorkload::run(c) * 1e-2 * factor;
   }
 
  private:
   Params point_;
-  bool last_was_mine_ = false;
+  int own_in_a_row_ = 0;
 };
 
 // A re-timing ends in a run-off, launch by launch in alternation, as the first-tune benchmark
-// compares two points: c1's (5, 3), 0.02 ms, runs at 0.009 back to back and at 0.03 right after
-// another point (SlowInAlternationWorkload). Its search and its re-timing, in blocks of 64 runs,
+// compares two points: c1's (5, 3), 0.02 ms, runs at 0.009 back to back and at 0.03 in
+// alternation (SlowInAlternationWorkload). Its search and its re-timing, in blocks of 64 runs,
 // read it faster than the optimum (6, 3), 0.01 ms; the run-off reads (6, 3) at a third of its
 // time, and c1 keeps (6, 3) at its re-timed 0.01 ms.
 TEST_F(TunerEngine, ARunoffInAlternationDecidesBetweenCloseRetimedPoints) {
@@ -3831,6 +3831,35 @@ TEST_F(TunerEngine, ARunoffInAlternationDecidesBetweenCloseRetimedPoints) {
             std::string::npos)
       << j;
   EXPECT_NE(j.find("\"challenger_kept\": true}"), std::string::npos) << j;
+}
+
+// The point a run-off put behind another counts by that run-off in what a class passes on:
+// kin_source's class (n = 10) keeps the optimum (6, 3) by its run-off over (5, 3), which its
+// blocks read faster (SlowInAlternationWorkload), and the kin's class (n = 80) starts from the
+// tiles of (6, 3), not from those of (5, 3) by its re-timed figure.
+TEST_F(TunerEngine, AKinStartsFromTheTilesTheRunoffKept) {
+  const Params alternating = {{"X", 5}, {"Y", 3}}, optimum = {{"X", 6}, {"Y", 3}};
+  FamilyTuning first = families_[0], second = families_[0];
+  first.family = &kin_source_family();
+  first.make = [this, alternating](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new SlowInAlternationWorkload(state_, alternating));
+  };
+  second.family = &kin_family();
+  second.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, 80));
+  };
+  families_ = {first, second};
+  const std::vector<PriorDevice> none;
+  const TuneResult r = tune(*rt_, seeded(0, none));
+  ASSERT_EQ(r.classes.size(), 2u);
+  const ClassResult& source = r.classes[0];
+  const std::vector<double> blocks = retimings_of(source, alternating);
+  ASSERT_FALSE(blocks.empty());
+  ASSERT_LT(blocks[0], 0.01) << "its re-timing read (5, 3) faster than the optimum";
+  ASSERT_EQ(source.best.params, optimum) << "its run-off kept the optimum";
+  const std::vector<Evaluation>& h = r.classes[1].history;
+  ASSERT_GE(h.size(), 2u);
+  EXPECT_EQ(h[1].params, (Params{{"X", 6}, {"Y", 3}, {"Z", 0}})) << "the tiles right after the built-in default";
 }
 
 // A run-off keeps the re-timing's point where alternation orders the points as blocks do:

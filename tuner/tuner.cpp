@@ -147,22 +147,23 @@ std::vector<double> retime_candidates(Workload& w, const std::vector<Choice>& ch
   return medians;
 }
 
-// Times two verified candidates launch by launch in alternation (A B, then B A, ...), after
-// warm-up pairs for at least `settle_ms` (one at least): the median of the `pairs` pairs' time
-// ratios B/A, as the first-tune benchmark compares two points (bench/bench_profiles.cpp,
-// --ocltk_paired_with). Two launches a moment apart see the same load of a shared machine.
+// Times two verified candidates launch by launch in alternation (A B, then B A, ...), after one
+// warm-up pair (a re-timing has just run both): the median of the pairs' time ratios B/A, as
+// the first-tune benchmark compares two points (bench/bench_profiles.cpp, --ocltk_paired_with).
+// Two launches a moment apart see the same load of a shared machine. `max_pairs` pairs, fewer
+// where they pass `limit_ms` of wall time once `min_pairs` are timed; `pairs` receives how
+// many. NaN where none was.
 template <typename Quiet>
-double paired_ratio(Workload& w, const Choice& a, const Choice& b, int pairs, double settle_ms, Quiet&& quiet,
-                    double& run_ms) {
+double paired_ratio(Workload& w, const Choice& a, const Choice& b, int min_pairs, int max_pairs, double limit_ms,
+                    Quiet&& quiet, int& pairs, double& run_ms) {
   const auto rest = quiet();
-  const auto warm_start = Clock::now();
-  do {
-    run_ms += w.run(a);
-    run_ms += w.run(b);
-  } while (seconds_since(warm_start) * 1e3 < settle_ms);
+  const auto started = Clock::now();
+  run_ms += w.run(a);
+  run_ms += w.run(b);
   std::vector<double> ratios;
-  for (int i = 0; i < pairs; ++i) {
-    const bool a_first = i % 2 == 0;
+  for (pairs = 0; pairs < max_pairs; ++pairs) {
+    if (pairs >= min_pairs && seconds_since(started) * 1e3 > limit_ms) break;
+    const bool a_first = pairs % 2 == 0;
     const double first = w.run(a_first ? a : b), second = w.run(a_first ? b : a);
     const double ms_a = a_first ? first : second, ms_b = a_first ? second : first;
     run_ms += ms_a + ms_b;
@@ -506,7 +507,8 @@ constexpr double kKnownTieMargin = 1.02;
 // kRetimeMargin of the point it kept, fastest first, is timed against the point kept so far
 // launch by launch in alternation (paired_ratio), kMaxRunoffPairs pairs at most, while
 // kMinRunoffPairs at least fit in kRunoffShare of the class's time, and the faster by the median
-// of the pairs' ratios is kept. Blocks of runs a round apart can order two points against the
+// of the pairs' ratios is kept; the loser's figure is then no less than the winner's times
+// their ratio (runoff_floor). Blocks of runs a round apart can order two points against the
 // benchmark's alternation: on the 2-core Xeon a first tune's revisit re-timed lora_shrink
 // small_batch's `TR` 4, the long tune's best, at 0.182 ms beside its kept `TR` 2 at 0.145, where
 // the benchmark read `TR` 2 1.125x slower (results/first-tune/pocl-xeon/others/); on the EPYC
@@ -539,14 +541,25 @@ double fastest_retiming(const ClassResult& cr, const Evaluation& e) {
   return least;
 }
 
+// The least figure the run-offs a point lost leave it (ClassResult::runoffs): the winner's
+// figure then times the loser's time over the winner's in their pairs; 0 where it lost none.
+double runoff_floor(const ClassResult& cr, const Evaluation& e) {
+  double floor = 0;
+  for (const ClassResult::Runoff& r : cr.runoffs) {
+    if (r.challenger_kept && same_point(r.kept, e)) floor = std::max(floor, r.challenger.time_ms / r.ratio);
+    if (!r.challenger_kept && same_point(r.challenger, e)) floor = std::max(floor, r.kept.time_ms * r.ratio);
+  }
+  return floor;
+}
+
 // A verified point's figure in its class: its fastest re-timing where it was re-timed, else its
-// search's. A re-timing keeps a point by its re-timings alone (DeviceMeasure::retime), so a
-// point it put behind another keeps its lower search figure nowhere: not in the next
-// re-timing's choice of points, nor in what the kernel's later classes take from this one
-// (run_class_of).
+// search's, and no less than the run-offs it lost leave it (runoff_floor). A re-timing keeps a
+// point by its re-timings alone, then its run-off (DeviceMeasure::retime), so a point they put
+// behind another keeps its lower figure nowhere: not in the next re-timing's choice of points,
+// nor in what the kernel's later classes and kin kernels take from this one (run_class_of).
 double retimed_figure(const ClassResult& cr, const Evaluation& e) {
   const double least = fastest_retiming(cr, e);
-  return std::isfinite(least) ? least : e.time_ms;
+  return std::max(std::isfinite(least) ? least : e.time_ms, runoff_floor(cr, e));
 }
 
 // The Measure a strategy drives on the device: one class's workload, the resume cache,
@@ -759,9 +772,10 @@ class DeviceMeasure : public Measure {
 
   // Times the best so far again beside the verified points measured within kRetimeMargin of
   // it in this run (kRetimeCount in all, fastest first), their runs interleaved
-  // (retime_candidates), and keeps the fastest by its fastest re-timing (below), where their runs
-  // are expected to take at most kRetimeShare of the class's time (else the best and one other
-  // at fewer rounds, below) and nothing stopped the run. Figures
+  // (retime_candidates), and keeps the fastest by its figure (retimed_figure, below), then the
+  // winner of its run-off (runoff), where their runs are expected to take at most kRetimeShare
+  // of the class's time (else the best and one other at fewer rounds, below) and nothing
+  // stopped the run. Figures
   // taken minutes apart on a shared CPU differ by the load of their moment (1.3-2.3x on the
   // loaded 2-core development machine), more than neighbouring points do; figures taken
   // together do not. What it measured goes to ClassResult::retimed.
@@ -876,7 +890,8 @@ class DeviceMeasure : public Measure {
     } catch (const std::exception&) {
       return;  // they ran before: the figures of their evaluations stand
     }
-    // Each point by its fastest re-timing, this one's median or an earlier one's: the load of
+    // Each point by its fastest re-timing, this one's median or an earlier one's (no less than the
+    // run-offs it lost leave it, runoff_floor): the load of
     // a moment only ever adds time, and a re-timing's points share their moments. In two first
     // tunes on the 2-core Zen 2 (d05aad5, 7e503bc: results/first-tune/pocl-zen2/) the re-timing
     // after the kernel's last class read lora_expand decode's best at 0.068 ms, the re-timing
@@ -891,8 +906,8 @@ class DeviceMeasure : public Measure {
     for (std::size_t i = 0; i < close.size(); ++i) {
       Evaluation e = *close[i];
       e.time_ms = medians[i];
-      least[i] = std::min(medians[i], fastest_retiming(s_.cr, e));
       s_.cr.retimed.push_back(e);
+      least[i] = retimed_figure(s_.cr, e);
       if (least[i] < least[fastest]) fastest = i;
     }
     // A known device's choice as fast as the fastest, within what one point's figures spread,
@@ -933,15 +948,15 @@ class DeviceMeasure : public Measure {
     double figure = least[kept];
     for (const std::size_t i : challengers) {
       if (s_.options.stop != nullptr && s_.options.stop->load()) break;
-      const double left_ms = limit_ms - seconds_since(started) * 1e3 - settle_ms();
+      const double left_ms = limit_ms - seconds_since(started) * 1e3;
       const double pair_ms = cost(*close[kept]) + cost(*close[i]);
-      if (!(pair_ms > 0) || left_ms < kMinRunoffPairs * pair_ms) break;
-      const int pairs = int(std::min<double>(kMaxRunoffPairs, left_ms / pair_ms));
+      if (!(pair_ms > 0) || left_ms < (1 + kMinRunoffPairs) * pair_ms) break;
       double run_ms = 0, ratio = 0;
+      int pairs = 0;
       try {
         ratio = paired_ratio(
-            s_.workload, choices[kept], choices[i], pairs, settle_ms(), [this] { return s_.prefetcher.quiet(); },
-            run_ms);
+            s_.workload, choices[kept], choices[i], kMinRunoffPairs, kMaxRunoffPairs, left_ms,
+            [this] { return s_.prefetcher.quiet(); }, pairs, run_ms);
       } catch (const CandidateHang& err) {
         drain_after_hang(s_.rt, std::max(30.0, 10 * s_.workload.timeout_seconds),
                          s_.kernel + "/" + s_.cr.shape_class + " run-off: " + err.what());
@@ -955,7 +970,9 @@ class DeviceMeasure : public Measure {
       if (known(close[i]) && !known(close[kept])) bar = kKnownTieMargin;
       ClassResult::Runoff r;
       r.kept = *close[kept];
+      r.kept.time_ms = figure;
       r.challenger = *close[i];
+      r.challenger.time_ms = least[i];
       r.pairs = pairs;
       r.ratio = ratio;
       r.challenger_kept = ratio < bar;

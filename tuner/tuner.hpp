@@ -129,8 +129,9 @@ struct ClassResult {
   // and the seconds those took with their run-offs (DeviceMeasure::retime in tuner.cpp).
   std::vector<Evaluation> retimed;
   // The run-offs that ended those re-timings (DeviceMeasure::runoff in tuner.cpp): the point a
-  // re-timing kept so far and a challenger within 1.5x of it, timed launch by launch in
-  // alternation, `pairs` pairs; `ratio` the median of their time ratios, challenger over kept.
+  // re-timing kept so far and a challenger within 1.5x of it, each with the figure it met the
+  // other with, timed launch by launch in alternation, `pairs` pairs; `ratio` the median of
+  // their time ratios, challenger over kept.
   struct Runoff {
     Evaluation kept, challenger;
     int pairs = 0;
