@@ -1989,6 +1989,8 @@ class TunerEngine : public ::testing::Test {
     o.known_devices = &known;
     return o;
   }
+  // The AKinStartsFromTheTiles* tests' run (defined beside them).
+  TuneResult tune_kin_after(std::function<Workload*()> source);
   // `family` alone tuned, each run of its workloads (MockWorkload) sleeping run_ms.
   void tune_slowly(const KernelFamily& family, int run_ms) {
     FamilyTuning slow;
@@ -3603,6 +3605,21 @@ std::vector<double> retimings_of(const ClassResult& c, const Params& point) {
   return out;
 }
 
+// kin_source's one class (n = 10) on `source`'s workload, then the kin's (n = 80), seeded by no
+// known device: the run the AKinStartsFromTheTiles* tests read.
+TuneResult TunerEngine::tune_kin_after(std::function<Workload*()> source) {
+  FamilyTuning first = families_[0], second = families_[0];
+  first.family = &kin_source_family();
+  first.make = [source](Runtime&, const std::string&, std::mt19937_64&) { return std::unique_ptr<Workload>(source()); };
+  second.family = &kin_family();
+  second.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, 80));
+  };
+  families_ = {first, second};
+  const std::vector<PriorDevice> none;
+  return tune(*rt_, seeded(0, none));
+}
+
 // What a class passes to the classes after it counts a re-timed point by its fastest re-timing:
 // kin_source's class (n = 10) reads (5, 3) at a quiet moment, 0.8 ms (0.4x its 2 ms,
 // QuietWhileEvaluatedWorkload), and its re-timing reads it at 2 ms beside the optimum (6, 3) at
@@ -3610,18 +3627,7 @@ std::vector<double> retimings_of(const ClassResult& c, const Params& point) {
 // point by its re-timing, not from those of (5, 3) by its search's figure.
 TEST_F(TunerEngine, AKinStartsFromTheTilesTheRetimingKept) {
   const Params quiet = {{"X", 5}, {"Y", 3}}, optimum = {{"X", 6}, {"Y", 3}};
-  FamilyTuning first = families_[0], second = families_[0];
-  first.family = &kin_source_family();
-  first.make = [this, quiet](Runtime&, const std::string&, std::mt19937_64&) {
-    return std::unique_ptr<Workload>(new QuietWhileEvaluatedWorkload(state_, quiet, 0.4));
-  };
-  second.family = &kin_family();
-  second.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
-    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, 80));
-  };
-  families_ = {first, second};
-  const std::vector<PriorDevice> none;
-  const TuneResult r = tune(*rt_, seeded(0, none));
+  const TuneResult r = tune_kin_after([&] { return new QuietWhileEvaluatedWorkload(state_, quiet, 0.4); });
   ASSERT_EQ(r.classes.size(), 2u);
   const ClassResult& source = r.classes[0];
   bool quiet_searched = false;
@@ -3839,18 +3845,7 @@ TEST_F(TunerEngine, ARunoffInAlternationDecidesBetweenCloseRetimedPoints) {
 // tiles of (6, 3), not from those of (5, 3) by its re-timed figure.
 TEST_F(TunerEngine, AKinStartsFromTheTilesTheRunoffKept) {
   const Params alternating = {{"X", 5}, {"Y", 3}}, optimum = {{"X", 6}, {"Y", 3}};
-  FamilyTuning first = families_[0], second = families_[0];
-  first.family = &kin_source_family();
-  first.make = [this, alternating](Runtime&, const std::string&, std::mt19937_64&) {
-    return std::unique_ptr<Workload>(new SlowInAlternationWorkload(state_, alternating));
-  };
-  second.family = &kin_family();
-  second.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
-    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, 80));
-  };
-  families_ = {first, second};
-  const std::vector<PriorDevice> none;
-  const TuneResult r = tune(*rt_, seeded(0, none));
+  const TuneResult r = tune_kin_after([&] { return new SlowInAlternationWorkload(state_, alternating); });
   ASSERT_EQ(r.classes.size(), 2u);
   const ClassResult& source = r.classes[0];
   const std::vector<double> blocks = retimings_of(source, alternating);
