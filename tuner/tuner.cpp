@@ -533,14 +533,6 @@ constexpr double kSettleMs = 50;
 // while build workers shared its cores; a build worker's small problem waits as long.
 constexpr double kCompileAtLaunchSeconds = 30;
 
-// A point's fastest re-timing in its class so far (ClassResult::retimed); infinity where none.
-double fastest_retiming(const ClassResult& cr, const Evaluation& e) {
-  double least = std::numeric_limits<double>::infinity();
-  for (const Evaluation& r : cr.retimed)
-    if (same_point(r, e)) least = std::min(least, r.time_ms);
-  return least;
-}
-
 // The least figure the run-offs a point lost leave it (ClassResult::runoffs): the winner's
 // figure then times the loser's time over the winner's in their pairs; 0 where it lost none.
 double runoff_floor(const ClassResult& cr, const Evaluation& e) {
@@ -558,7 +550,9 @@ double runoff_floor(const ClassResult& cr, const Evaluation& e) {
 // behind another keeps its lower figure nowhere: not in the next re-timing's choice of points,
 // nor in what the kernel's later classes and kin kernels take from this one (run_class_of).
 double retimed_figure(const ClassResult& cr, const Evaluation& e) {
-  const double least = fastest_retiming(cr, e);
+  double least = std::numeric_limits<double>::infinity();
+  for (const Evaluation& r : cr.retimed)
+    if (same_point(r, e)) least = std::min(least, r.time_ms);
   return std::max(std::isfinite(least) ? least : e.time_ms, runoff_floor(cr, e));
 }
 
@@ -596,6 +590,8 @@ class DeviceMeasure : public Measure {
   // The known devices' profile choices for the class (ClassPrior::chosen, vendor_chosen), by
   // Point::key: timed again beside the best (retime) and kept on a tie with it.
   void set_known_choices(std::set<std::string> keys) { known_choices_ = std::move(keys); }
+  // Whether `e` is one of those choices.
+  bool known(const Evaluation& e) const { return known_choices_.count(e.key()) > 0; }
   // Called after each new best (null: nothing).
   void on_improvement(std::function<void()> f) { on_improvement_ = std::move(f); }
 
@@ -912,11 +908,10 @@ class DeviceMeasure : public Measure {
     }
     // A known device's choice as fast as the fastest, within what one point's figures spread,
     // is kept: it ran well on another device too.
-    const auto known = [this](const Evaluation* e) { return known_choices_.count(e->key()) > 0; };
-    if (!known(close[fastest])) {
+    if (!known(*close[fastest])) {
       std::size_t tie = close.size();
       for (std::size_t i = 0; i < close.size(); ++i)
-        if (known(close[i]) && least[i] <= kKnownTieMargin * least[fastest] &&
+        if (known(*close[i]) && least[i] <= kKnownTieMargin * least[fastest] &&
             (tie == close.size() || least[i] < least[tie]))
           tie = i;
       if (tie < close.size()) fastest = tie;
@@ -942,7 +937,6 @@ class DeviceMeasure : public Measure {
       if (i != kept && least[i] <= kRetimeMargin * least[kept]) challengers.push_back(i);
     std::stable_sort(challengers.begin(), challengers.end(),
                      [&](std::size_t a, std::size_t b) { return least[a] < least[b]; });
-    const auto known = [this](const Evaluation* e) { return known_choices_.count(e->key()) > 0; };
     const auto started = Clock::now();
     const double limit_ms = kRunoffShare * s_.budget_seconds * 1e3;
     double figure = least[kept];
@@ -966,8 +960,8 @@ class DeviceMeasure : public Measure {
       }
       if (!std::isfinite(ratio)) break;
       double bar = 1;
-      if (known(close[kept]) && !known(close[i])) bar = 1 / kKnownTieMargin;
-      if (known(close[i]) && !known(close[kept])) bar = kKnownTieMargin;
+      if (known(*close[kept]) && !known(*close[i])) bar = 1 / kKnownTieMargin;
+      if (known(*close[i]) && !known(*close[kept])) bar = kKnownTieMargin;
       ClassResult::Runoff r;
       r.kept = *close[kept];
       r.kept.time_ms = figure;
