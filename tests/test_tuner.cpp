@@ -3888,6 +3888,138 @@ TEST_F(TunerEngine, ARunoffKeepsTheRetimingsPointWhereAlternationAgrees) {
   EXPECT_DOUBLE_EQ(c1.best.time_ms, 1.0);
 }
 
+// A MockWorkload at `scale` times its times whose points `factors` names run at the first factor
+// of their time after two runs of their own in a row, at the second else, as
+// SlowInAlternationWorkload's point does: in blocks of runs back to back (a search's timed runs,
+// a re-timing's blocks past their first two runs), and launch by launch in alternation with
+// another point (a run-off's pairs, A B, B A, ..., and a re-timing's runs where a run takes a
+// millisecond or more, one at a time).
+class BlocksAndAlternationWorkload : public MockWorkload {
+ public:
+  using Factors = std::map<Params, std::pair<double, double>>;  // in blocks, in alternation
+  BlocksAndAlternationWorkload(MockState& s, double scale, Factors factors)
+      : MockWorkload(s), scale_(scale), factors_(std::move(factors)) {}
+  double run(const Choice& c) override {
+    const int own_before = c.params == last_ ? own_in_a_row_ : 0;
+    own_in_a_row_ = own_before + 1;
+    last_ = c.params;
+    const auto it = factors_.find(c.params);
+    const double factor = it == factors_.end() ? 1.0 : own_before >= 2 ? it->second.first : it->second.second;
+    return MockWorkload::run(c) * scale_ * factor;
+  }
+
+ private:
+  double scale_;
+  Factors factors_;
+  Params last_;
+  int own_in_a_row_ = 0;
+};
+
+// A known device's choice meets a point no known device chose by kKnownTieMargin (1.02) in a
+// run-off too, either way round. The choice (5, 3), 0.02 ms, runs at 0.6x in blocks, 1.2x the
+// optimum (6, 3) at 0.01 ms, and the re-timing keeps (6, 3): the choice, its challenger, is kept
+// where alternation reads it at 1.01x (6, 3), not at 1.03x. It runs at 0.505x in blocks, and the
+// re-timing keeps it on the tie: (6, 3), its challenger, displaces it where alternation reads
+// (6, 3) at 0.96x the choice (1 / 1.04), not at 0.99x (1 / 1.01).
+TEST_F(TunerEngine, ARunoffHoldsAKnownChoiceWithinItsMargin) {
+  const Params choice = {{"X", 5}, {"Y", 3}}, optimum = {{"X", 6}, {"Y", 3}};
+  PriorDevice sibling = mock_known(rt_->device(), "A sibling", {{6, 3, 1.0}, {5, 3, 1.0}}, 30);
+  sibling.chosen.entries.push_back(mock_entry(5, 3));
+  const std::vector<PriorDevice> known = {sibling};
+  struct Case {
+    const char* what;
+    double blocks, alternation;  // the choice's factors (BlocksAndAlternationWorkload)
+    bool retiming_kept_choice;
+    double ratio;  // the run-off's, challenger over kept
+    bool choice_kept;
+  };
+  for (const Case& k : {Case{"the choice challenges at 1.01x", 0.6, 0.505, false, 1.01, true},
+                        Case{"the choice challenges at 1.03x", 0.6, 0.515, false, 1.03, false},
+                        Case{"the choice is challenged at 1 / 1.01", 0.505, 0.505, true, 1 / 1.01, true},
+                        Case{"the choice is challenged at 1 / 1.04", 0.505, 0.52, true, 1 / 1.04, false}}) {
+    SCOPED_TRACE(k.what);
+    families_[0].make = [&](Runtime&, const std::string&, std::mt19937_64&) {
+      return std::unique_ptr<Workload>(
+          new BlocksAndAlternationWorkload(state_, 1e-2, {{choice, {k.blocks, k.alternation}}}));
+    };
+    const TuneResult r = tune(*rt_, seeded(0, known));
+    ASSERT_EQ(r.classes.size(), 1u);
+    const ClassResult& c = r.classes[0];
+    ASSERT_EQ(c.runoffs.size(), 1u);
+    const ClassResult::Runoff& ro = c.runoffs[0];
+    EXPECT_EQ(ro.kept.params, k.retiming_kept_choice ? choice : optimum) << "the re-timing's point";
+    EXPECT_EQ(ro.challenger.params, k.retiming_kept_choice ? optimum : choice);
+    EXPECT_NEAR(ro.ratio, k.ratio, 1e-9);
+    EXPECT_EQ(ro.challenger_kept, k.choice_kept != k.retiming_kept_choice);
+    EXPECT_EQ(c.best.params, k.choice_kept ? choice : optimum);
+  }
+}
+
+// After a challenger wins a run-off, the next meets the point it won with: c1's optimum (6, 3),
+// 0.01 ms, and (5, 3) and (7, 3), 0.02 ms, run at 0.01, 0.011 and 0.012 ms in blocks and at
+// 0.01, 0.008 and 0.009 in alternation (BlocksAndAlternationWorkload). The re-timing keeps
+// (6, 3); (5, 3) wins its run-off, 0.8x, and (7, 3), 0.9x (6, 3) but 1.125x (5, 3), loses the
+// next: c1 keeps (5, 3) at its re-timed figure.
+TEST_F(TunerEngine, TheNextChallengerMeetsTheRunoffsWinner) {
+  const Params optimum = {{"X", 6}, {"Y", 3}}, first = {{"X", 5}, {"Y", 3}}, second = {{"X", 7}, {"Y", 3}};
+  families_[0].make = [&](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(
+        new BlocksAndAlternationWorkload(state_, 1e-2, {{first, {0.55, 0.4}}, {second, {0.6, 0.45}}}));
+  };
+  TuneOptions o = options(0);
+  o.cache_dir = "-";
+  const TuneResult r = tune(*rt_, o);
+  ASSERT_EQ(r.classes.size(), 1u);
+  const ClassResult& c = r.classes[0];
+  ASSERT_EQ(c.runoffs.size(), 2u);
+  const ClassResult::Runoff &won = c.runoffs[0], &lost = c.runoffs[1];
+  EXPECT_EQ(won.kept.params, optimum) << "the re-timing kept (6, 3)";
+  EXPECT_EQ(won.challenger.params, first);
+  EXPECT_NEAR(won.ratio, 0.8, 1e-9);
+  EXPECT_TRUE(won.challenger_kept);
+  EXPECT_EQ(lost.kept.params, first) << "the first run-off's winner, with the figure it won with";
+  EXPECT_DOUBLE_EQ(lost.kept.time_ms, won.challenger.time_ms);
+  EXPECT_EQ(lost.challenger.params, second);
+  EXPECT_NEAR(lost.ratio, 1.125, 1e-9);
+  EXPECT_FALSE(lost.challenger_kept);
+  EXPECT_EQ(c.best.params, first);
+  EXPECT_DOUBLE_EQ(c.best.time_ms, won.challenger.time_ms);
+}
+
+// A run-off runs only where 1 + kMinRunoffPairs pairs of its points fit in kRunoffShare of the
+// class's time: c1's optimum (6, 3) and (5, 3) run in 100 and 112.5 ms a run
+// (BlocksAndAlternationWorkload at 100x), nine pairs in 1.9125 s. They fit in a twentieth of
+// 40 s, 2 s, and the run-off reads (5, 3) at 1.125x (6, 3); in one of 35 s, 1.75 s, only eight
+// would: no run-off runs, and the re-timing's point (6, 3) stands at its re-timed figure.
+TEST_F(TunerEngine, ARunoffIsLeftOutWhereTooFewPairsFitItsShare) {
+  const Params optimum = {{"X", 6}, {"Y", 3}}, neighbour = {{"X", 5}, {"Y", 3}};
+  families_[0].make = [&](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new BlocksAndAlternationWorkload(state_, 100, {{neighbour, {0.5625, 0.5625}}}));
+  };
+  for (const bool fit : {true, false}) {
+    SCOPED_TRACE(fit ? "nine pairs fit" : "eight pairs fit, not nine");
+    TuneOptions o = options(0);
+    o.cache_dir = "-";
+    o.budget_seconds = fit ? 40 : 35;
+    const TuneResult r = tune(*rt_, o);
+    ASSERT_EQ(r.classes.size(), 1u);
+    const ClassResult& c = r.classes[0];
+    ASSERT_EQ(retimings_of(c, optimum), std::vector<double>{100.0}) << "the re-timing ran";
+    ASSERT_EQ(retimings_of(c, neighbour), std::vector<double>{112.5});
+    if (fit) {
+      ASSERT_EQ(c.runoffs.size(), 1u);
+      EXPECT_EQ(c.runoffs[0].kept.params, optimum);
+      EXPECT_EQ(c.runoffs[0].challenger.params, neighbour);
+      EXPECT_DOUBLE_EQ(c.runoffs[0].ratio, 1.125);
+      EXPECT_FALSE(c.runoffs[0].challenger_kept);
+    } else {
+      EXPECT_TRUE(c.runoffs.empty()) << "a run-off of " << c.runoffs[0].pairs << " pairs";
+    }
+    EXPECT_EQ(c.best.params, optimum);
+    EXPECT_DOUBLE_EQ(c.best.time_ms, 100.0);
+  }
+}
+
 // A stop during the last kernel's revisit leaves the run interrupted (the command then keeps
 // the profile as it was): c3's workload sets the stop as c1's revisit measures its first point.
 TEST_F(TunerEngine, AStopDuringTheLastRevisitInterruptsTheRun) {
