@@ -372,6 +372,52 @@ TEST_F(GemmNtTest, ProfileDrivenPathPerShapeClass) {
   }
 }
 
+// gemm_nt and gemm_nt_accum keep a launch plan per problem (Runtime::find_plan): a problem met
+// again gets its own choice back, not the latest launch's, with fresh operands and offsets
+// each time; past Runtime::kMaxPlans problems the plans are forgotten and made again.
+TEST_F(GemmNtTest, ALaunchPlanServesItsProblemAgainAndNoOther) {
+  const GemmProblem gemv{1, 100, 300}, shrink{40, 16, 300}, large{65, 65, 65};
+  const GemmProblem order[] = {gemv, shrink, gemv, large, shrink, gemv, large};
+  const ocltk::KernelFamily& family = ocltk::gemm_nt_family();
+  auto expect_served = [&](const GemmProblem& p, bool accumulate, std::size_t a_offset) {
+    const std::string cls = ocltk::gemm_nt_shape_class(p);
+    const ocltk::BuiltinChoice builtin = family.builtin_for(cls);
+    GemmCase c;
+    c.problem = p;
+    c.accumulate = accumulate;
+    c.alpha = accumulate ? 0.5f : 1.0f;
+    c.a_offset = a_offset;
+    EXPECT_TRUE(run_gemm_case(runtime(), rng(), c, [&](const GemmNtArgs& args) {
+      return accumulate ? runtime().gemm_nt_accum(args) : runtime().gemm_nt(args);
+    }));
+    const Choice used = runtime().last_choice();
+    EXPECT_EQ(used.shape_class, cls) << c.describe();
+    EXPECT_EQ(used.algorithm, builtin.algorithm) << c.describe();
+    EXPECT_EQ(used.params, family.find_algorithm(builtin.algorithm)->complete(builtin.params)) << c.describe();
+  };
+  std::size_t offset = 0;
+  for (const GemmProblem& p : order)
+    for (bool accumulate : {false, true}) expect_served(p, accumulate, offset++ % 3);
+  // More problems than plans are kept: gemv launches of every N up to past the limit (tiny
+  // kernels), then the first problems again.
+  std::vector<float> a(8, 1.0f), b((ocltk::Runtime::kMaxPlans + 8) * 8, 1.0f), c(ocltk::Runtime::kMaxPlans + 8);
+  boost::compute::buffer a_buf = ocltk_test::upload(runtime(), a), b_buf = ocltk_test::upload(runtime(), b),
+                         c_buf = ocltk_test::upload(runtime(), c);
+  for (std::int64_t n = 1; n <= std::int64_t(ocltk::Runtime::kMaxPlans) + 8; ++n) {
+    GemmNtArgs args;
+    args.problem = {1, n, 8};
+    args.a = {a_buf.get()};
+    args.b = {b_buf.get()};
+    args.c = {c_buf.get()};
+    const ocltk::Status s = runtime().gemm_nt(args);
+    ASSERT_TRUE(s.ok()) << "N = " << n << ": " << s.message();
+  }
+  runtime().queue().finish();
+  const std::vector<float> out = ocltk_test::download(runtime(), c_buf, c.size());
+  for (std::size_t j = 0; j < out.size(); ++j) ASSERT_EQ(out[j], 8.0f) << "C[" << j << "]";
+  for (const GemmProblem& p : order) expect_served(p, false, 1);
+}
+
 TEST_F(GemmNtTest, HalfTypes) {
   using ocltk::ElementType;
   struct TypedPoint {

@@ -506,7 +506,9 @@ TEST_F(LoraTest, SplitOverSeveralDispatches) {
   }
 }
 
-// The launches without an explicit choice take the built-in choice of their class.
+// The launches without an explicit choice take the built-in choice of their class; each
+// problem's plan (Runtime::find_plan) serves it again in the second round, its segments laid
+// out anew on the device.
 TEST_F(LoraTest, BuiltInChoicePerShapeClass) {
   struct Case {
     LoraCase c;
@@ -520,6 +522,10 @@ TEST_F(LoraTest, BuiltInChoicePerShapeClass) {
   multi.problem = {9, 70, 90, 3, 8};
   multi.offsets = {0, 3, 6, 9};
   multi.adapters = {2, 0, 1};
+  cases.push_back({multi, "multi_decode"});
+  multi.offsets = {0, 1, 7, 9};
+  multi.adapters = {1, 2, 0};
+  cases.push_back({decode, "decode"});
   cases.push_back({multi, "multi_decode"});
   for (const Case& k : cases) {
     for (const Op op : {Op::kApply, Op::kShrink, Op::kExpand}) {

@@ -615,7 +615,9 @@ void enqueue_grid(detail::DispatchChain& chain, cl_kernel kernel, const std::str
 
 // The arguments every LoRA kernel opens with, up to the dispatch bases (left empty).
 detail::KernelArgs head_args(const KernelArgs& k, bool with_n, bool with_k) {
-  detail::KernelArgs args = {{sizeof k.M, &k.M}};
+  detail::KernelArgs args;
+  args.reserve(40);  // the fused kernel's 36 and more: one allocation a launch
+  args.push_back({sizeof k.M, &k.M});
   if (with_n) args.push_back({sizeof k.N, &k.N});
   if (with_k) args.push_back({sizeof k.K, &k.K});
   args.insert(args.end(), {{sizeof k.R, &k.R},
@@ -688,7 +690,27 @@ const KernelFamily& family_of(Op op) {
   return op == Op::kShrink ? lora_shrink_family() : op == Op::kExpand ? lora_expand_family() : lora_apply_family();
 }
 
-void enqueue(Runtime& rt, Op op, const Choice& choice, const LoraArgs& a, const Launch& launch_options) {
+// The kernels an operation's algorithm launches, in order: apply's split runs the shrink then
+// the expand.
+const std::vector<std::string>& kernel_names_of(Op op, bool split) {
+  static const std::vector<std::string> shrink = {"lora_shrink"}, expand = {"lora_expand"}, fused = {"lora_fused"},
+                                        both = {"lora_shrink", "lora_expand"};
+  if (op == Op::kShrink) return shrink;
+  if (op == Op::kExpand) return expand;
+  return split ? both : fused;
+}
+
+bool is_split(Op op, const AlgorithmSpec& algorithm) { return op == Op::kApply && algorithm.name == "split"; }
+
+// The fused kernel's rows of T in local memory: TR rows of the max rank rounded up to RC (its
+// shrink writes whole chunks); the expand's TR rows of the rank.
+std::int64_t local_t_ld(Op op, bool split, const Params& params, std::int64_t max_rank) {
+  return op == Op::kApply && !split ? ceil_div(max_rank, param(params, "RC")) * param(params, "RC") : max_rank;
+}
+
+// What a launch of `choice` resolves before its arguments (Runtime::make_plan), and the check
+// that its rows of T fit the device's local memory beside the kernel's own.
+Runtime::LaunchPlan make_lora_plan(Runtime& rt, Op op, const Choice& choice, const LoraArgs& a) {
   const KernelFamily& family = family_of(op);
   const AlgorithmSpec* algorithm = family.find_algorithm(choice.algorithm);
   if (algorithm == nullptr) throw invalid(family.name + " has no algorithm '" + choice.algorithm + "'");
@@ -701,11 +723,26 @@ void enqueue(Runtime& rt, Op op, const Choice& choice, const LoraArgs& a, const 
   }
   const Params& params = used.params;
   const ElementType type = op == Op::kExpand ? a.b.type : a.x.type;
-  const bool split = op == Op::kApply && algorithm->name == "split";
-  std::vector<std::string> kernel_names;
-  if (op == Op::kShrink || split) kernel_names.push_back("lora_shrink");
-  if (op == Op::kExpand || split) kernel_names.push_back("lora_expand");
-  if (op == Op::kApply && !split) kernel_names.push_back("lora_fused");
+  const bool split = is_split(op, *algorithm);
+  if (op != Op::kShrink) {
+    const std::uint64_t tl_bytes =
+        std::uint64_t(param(params, "TR")) * std::uint64_t(local_t_ld(op, split, params, a.problem.max_rank)) * 4;
+    const DeviceLimits limits = DeviceLimits::of(rt.device());
+    const std::uint64_t own = algorithm->local_mem_bytes(params, limits);
+    if (own + tl_bytes > limits.local_mem_bytes)
+      throw invalid(family.name + "/" + algorithm->name + " {" + format_params(params) + "}: TR = " +
+                    std::to_string(param(params, "TR")) + " rows of rank R = " + std::to_string(a.problem.max_rank) +
+                    " need " + std::to_string(own + tl_bytes) + " bytes of local memory, more than " +
+                    rt.device().name + "'s " + std::to_string(limits.local_mem_bytes) + " (a smaller TR needs less)");
+  }
+  return rt.make_plan(used, *algorithm, kernel_names_of(op, split), lora_launch_variant(type));
+}
+
+// The launch of a plan: its arguments and dispatches under the runtime's launch lock.
+void enqueue(Runtime& rt, Op op, const Runtime::LaunchPlan& plan, const LoraArgs& a, const Launch& launch_options) {
+  const Params& params = plan.choice->params;
+  const bool split = is_split(op, *plan.algorithm);
+  const std::vector<std::string>& kernel_names = kernel_names_of(op, split);
   const std::int64_t cap =
       rt.options().max_groups_per_dispatch > 0 ? rt.options().max_groups_per_dispatch : std::int64_t(65535);
   const cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
@@ -715,41 +752,36 @@ void enqueue(Runtime& rt, Op op, const Choice& choice, const LoraArgs& a, const 
         queue_scratch(rt, queue, std::size_t(a.problem.m * a.problem.max_rank) * sizeof(float));
     resolved.intermediate = {scratch.get(), 0, 0, ElementType::f32};
   }
-  // The expand's rows of T sit in local memory sized by the rank: they must fit beside the
-  // kernel's own.
-  const bool fused = op == Op::kApply && !split;
-  std::int64_t ldtl = a.problem.max_rank;
-  if (fused) ldtl = ceil_div(ldtl, param(params, "RC")) * param(params, "RC");
-  const std::uint64_t tl_bytes = std::uint64_t(param(params, "TR")) * std::uint64_t(ldtl) * 4;
-  if (op != Op::kShrink) {
-    const DeviceLimits limits = DeviceLimits::of(rt.device());
-    const std::uint64_t own = algorithm->local_mem_bytes(params, limits);
-    if (own + tl_bytes > limits.local_mem_bytes)
-      throw invalid(family.name + "/" + algorithm->name + " {" + format_params(params) + "}: TR = " +
-                    std::to_string(param(params, "TR")) + " rows of rank R = " + std::to_string(a.problem.max_rank) +
-                    " need " + std::to_string(own + tl_bytes) + " bytes of local memory, more than " +
-                    rt.device().name + "'s " + std::to_string(limits.local_mem_bytes) + " (a smaller TR needs less)");
-  }
-  rt.launch(
-      used, *algorithm, kernel_names,
-      [&](const std::vector<cl_kernel>& kernels) {
-        KernelArgs k = kernel_args(resolved, a.y.buffer ? a.y.buffer : a.intermediate.buffer);
-        k.ldtl = cl_int(ldtl);
-        k.tl_bytes = std::size_t(tl_bytes);
-        detail::DispatchChain chain(rt.queue().get(), rt.queue_out_of_order(), launch_options);
-        for (std::size_t i = 0; i < kernels.size(); ++i) {
-          const std::string& name = kernel_names[i];
-          const LoraGeometry g = lora_geometry(name, params, a.problem, a.segments);
-          if (name == "lora_shrink")
-            enqueue_grid(chain, kernels[i], name, g, cap, shrink_args(k), base_index(false, true));
-          else if (name == "lora_expand")
-            enqueue_grid(chain, kernels[i], name, g, cap, expand_args(k), base_index(true, false));
-          else
-            enqueue_grid(chain, kernels[i], name, g, cap, fused_args(k), base_index(true, true));
-        }
-        chain.finish();
-      },
-      lora_launch_variant(type));
+  const std::int64_t ldtl = local_t_ld(op, split, params, a.problem.max_rank);
+  rt.launch(plan, [&](const std::vector<cl_kernel>& kernels) {
+    KernelArgs k = kernel_args(resolved, a.y.buffer ? a.y.buffer : a.intermediate.buffer);
+    k.ldtl = cl_int(ldtl);
+    k.tl_bytes = std::size_t(param(params, "TR")) * std::size_t(ldtl) * 4;
+    detail::DispatchChain chain(rt.queue().get(), rt.queue_out_of_order(), launch_options);
+    for (std::size_t i = 0; i < kernels.size(); ++i) {
+      const std::string& name = kernel_names[i];
+      const LoraGeometry g = lora_geometry(name, params, a.problem, a.segments);
+      if (name == "lora_shrink")
+        enqueue_grid(chain, kernels[i], name, g, cap, shrink_args(k), base_index(false, true));
+      else if (name == "lora_expand")
+        enqueue_grid(chain, kernels[i], name, g, cap, expand_args(k), base_index(true, false));
+      else
+        enqueue_grid(chain, kernels[i], name, g, cap, fused_args(k), base_index(true, true));
+    }
+    chain.finish();
+  });
+}
+
+// A launch with the profile's choice: its plan found by the problem (made once, by choose_lora
+// and make_lora_plan), then enqueued.
+void enqueue_chosen(Runtime& rt, Op op, const char* kernel, const LoraArgs& a, const Launch& launch_options) {
+  const ElementType type = op == Op::kExpand ? a.b.type : a.x.type;
+  Runtime::PlanKey key;
+  key.values = {2 + std::int64_t(op), a.problem.m,        a.problem.n, a.problem.k,
+                a.problem.adapters,   a.problem.max_rank, a.segments,  std::int64_t(type)};
+  std::shared_ptr<const Runtime::LaunchPlan> plan = rt.find_plan(key);
+  if (!plan) plan = rt.keep_plan(key, make_lora_plan(rt, op, choose_lora(rt, kernel, a), a));
+  enqueue(rt, op, *plan, a, launch_options);
 }
 
 }  // namespace
@@ -773,38 +805,38 @@ Status check_lora_apply(Runtime& rt, const LoraArgs& args) {
 Status lora_shrink_with(Runtime& rt, const Choice& choice, const LoraArgs& args, const Launch& launch) {
   return guard([&] {
     check(rt, Op::kShrink, args);
-    enqueue(rt, Op::kShrink, choice, args, launch);
+    enqueue(rt, Op::kShrink, make_lora_plan(rt, Op::kShrink, choice, args), args, launch);
   });
 }
 Status lora_expand_with(Runtime& rt, const Choice& choice, const LoraArgs& args, const Launch& launch) {
   return guard([&] {
     check(rt, Op::kExpand, args);
-    enqueue(rt, Op::kExpand, choice, args, launch);
+    enqueue(rt, Op::kExpand, make_lora_plan(rt, Op::kExpand, choice, args), args, launch);
   });
 }
 Status lora_apply_with(Runtime& rt, const Choice& choice, const LoraArgs& args, const Launch& launch) {
   return guard([&] {
     check(rt, Op::kApply, args);
-    enqueue(rt, Op::kApply, choice, args, launch);
+    enqueue(rt, Op::kApply, make_lora_plan(rt, Op::kApply, choice, args), args, launch);
   });
 }
 
 Status lora_shrink(Runtime& rt, const LoraArgs& args, const Launch& launch) {
   return guard([&] {
     check(rt, Op::kShrink, args);
-    enqueue(rt, Op::kShrink, choose_lora(rt, "lora_shrink", args), args, launch);
+    enqueue_chosen(rt, Op::kShrink, "lora_shrink", args, launch);
   });
 }
 Status lora_expand(Runtime& rt, const LoraArgs& args, const Launch& launch) {
   return guard([&] {
     check(rt, Op::kExpand, args);
-    enqueue(rt, Op::kExpand, choose_lora(rt, "lora_expand", args), args, launch);
+    enqueue_chosen(rt, Op::kExpand, "lora_expand", args, launch);
   });
 }
 Status lora_apply(Runtime& rt, const LoraArgs& args, const Launch& launch) {
   return guard([&] {
     check(rt, Op::kApply, args);
-    enqueue(rt, Op::kApply, choose_lora(rt, "lora_apply", args), args, launch);
+    enqueue_chosen(rt, Op::kApply, "lora_apply", args, launch);
   });
 }
 

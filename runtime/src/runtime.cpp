@@ -261,8 +261,18 @@ struct Runtime::Impl {
   // reference, so a caller may replace the queue, and the mode is asked again then.
   mutable std::atomic<bool> out_of_order{false};
   mutable std::atomic<cl_command_queue> mode_of{nullptr};
-  Choice last_choice;
+  std::shared_ptr<const Choice> last_choice;  // the latest launch's, parameters completed
   std::set<std::string> logged;
+  // Launch plans by their family's key (Runtime::find_plan).
+  struct PlanKeyHash {
+    std::size_t operator()(const PlanKey& k) const {
+      std::uint64_t h = 1469598103934665603ull;
+      for (const std::int64_t v : k.values) h = (h ^ std::uint64_t(v)) * 1099511628211ull;
+      return std::size_t(h);
+    }
+  };
+  std::unordered_map<PlanKey, std::shared_ptr<const LaunchPlan>, PlanKeyHash> plans;
+  mutable std::mutex plans_mutex;  // guards plans
   bool verbose = false;
   AlgorithmExclusions excluded;
   // probe_tensor_cores' answers by kind and OCLTK_TC_PROBE mode. The mutex is held while a
@@ -363,7 +373,7 @@ const RuntimeOptions& Runtime::options() const { return impl_->options; }
 
 Choice Runtime::last_choice() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->last_choice;
+  return impl_->last_choice ? *impl_->last_choice : Choice{};
 }
 
 Result<boost::compute::buffer> Runtime::allocate(std::size_t bytes, cl_mem_flags flags) {
@@ -593,74 +603,137 @@ Status Runtime::check_gemm_nt(const GemmNtArgs& args) const {
   return Status();
 }
 
-Status Runtime::gemm_nt(const GemmNtArgs& args, const Launch& launch) {
-  return gemm_nt_with(choose_gemm_nt(args.problem, args.a.type, args.precision), false, args, launch);
+namespace {
+
+const std::string kGemmNtName = "gemm_nt", kGemmNtAccumName = "gemm_nt_accum";
+
+// gemm_nt's arguments and dispatches for `kernel`, under the launch lock: dispatches of at most
+// the options' cap of workgroups per dimension, each addressing its own block of C through the
+// offsets, so that the kernel never sees the split.
+void enqueue_gemm_nt(cl_kernel kernel, const std::string& kernel_name, const std::string& algorithm,
+                     const Params& params, const GemmNtArgs& args, const RuntimeOptions& options,
+                     cl_command_queue queue, bool out_of_order, const Launch& launch_options) {
+  const GemmProblem& p = args.problem;
+  const std::int64_t lda = args.a.ld ? std::int64_t(args.a.ld) : p.k;
+  const std::int64_t ldb = args.b.ld ? std::int64_t(args.b.ld) : p.k;
+  const std::int64_t ldc = args.c.ld ? std::int64_t(args.c.ld) : p.n;
+  const LaunchGeometry whole = gemm_nt_geometry(algorithm, params, p);
+  const std::int64_t cap =
+      options.max_groups_per_dispatch > 0 ? options.max_groups_per_dispatch : kDefaultMaxGroupsPerDispatch;
+  const std::int64_t rows_per_dispatch = cap * whole.tile_m;
+  const std::int64_t cols_per_dispatch = cap * whole.tile_n;
+  detail::DispatchChain chain(queue, out_of_order, launch_options);
+  for (std::int64_t m0 = 0; m0 < p.m; m0 += rows_per_dispatch) {
+    for (std::int64_t n0 = 0; n0 < p.n; n0 += cols_per_dispatch) {
+      const GemmProblem part{std::min(rows_per_dispatch, p.m - m0), std::min(cols_per_dispatch, p.n - n0), p.k};
+      const LaunchGeometry g = gemm_nt_geometry(algorithm, params, part);
+      const cl_int m = cl_int(part.m), n = cl_int(part.n), k = cl_int(part.k);
+      const cl_long a_off = cl_long(args.a.offset + m0 * lda), b_off = cl_long(args.b.offset + n0 * ldb),
+                    c_off = cl_long(args.c.offset + m0 * ldc + n0);
+      const cl_int lda_i = cl_int(lda), ldb_i = cl_int(ldb), ldc_i = cl_int(ldc);
+      cl_mem a = args.a.buffer, b = args.b.buffer, c = args.c.buffer;
+      detail::set_kernel_args(kernel,
+                              {{sizeof m, &m},
+                               {sizeof n, &n},
+                               {sizeof k, &k},
+                               {sizeof args.alpha, &args.alpha},
+                               {sizeof a, &a},
+                               {sizeof a_off, &a_off},
+                               {sizeof lda_i, &lda_i},
+                               {sizeof b, &b},
+                               {sizeof b_off, &b_off},
+                               {sizeof ldb_i, &ldb_i},
+                               {sizeof c, &c},
+                               {sizeof c_off, &c_off},
+                               {sizeof ldc_i, &ldc_i}},
+                              kernel_name);
+      chain.enqueue(kernel, 2, g.global.data(), g.local.data(), kernel_name);
+    }
+  }
+  chain.finish();
 }
 
+// A plan's key for gemm_nt: everything choose_gemm_nt, the checks of the choice and the
+// launch variant depend on.
+Runtime::PlanKey gemm_nt_plan_key(const GemmNtArgs& args, bool accumulate) {
+  Runtime::PlanKey key;
+  key.values = {1,
+                args.problem.m,
+                args.problem.n,
+                args.problem.k,
+                std::int64_t(args.a.type),
+                std::int64_t(args.c.type),
+                std::int64_t(args.precision),
+                accumulate ? 1 : 0};
+  return key;
+}
+
+}  // namespace
+
+Status Runtime::gemm_nt(const GemmNtArgs& args, const Launch& launch) { return gemm_nt_planned(false, args, launch); }
+
 Status Runtime::gemm_nt_accum(const GemmNtArgs& args, const Launch& launch) {
-  return gemm_nt_with(choose_gemm_nt(args.problem, args.a.type, args.precision), true, args, launch);
+  return gemm_nt_planned(true, args, launch);
+}
+
+// gemm_nt and gemm_nt_accum: the plan of the launch's problem (made once: choose_gemm_nt, then
+// what gemm_nt_with checks), the arguments checked, then the enqueue.
+Status Runtime::gemm_nt_planned(bool accumulate, const GemmNtArgs& args, const Launch& launch_options) {
+  if (Status status = check_gemm_nt(args); !status) return status;
+  return guard([&] {
+    const PlanKey key = gemm_nt_plan_key(args, accumulate);
+    std::shared_ptr<const LaunchPlan> plan = find_plan(key);
+    if (!plan) {
+      const Choice choice = choose_gemm_nt(args.problem, args.a.type, args.precision);
+      const AlgorithmSpec& algorithm = gemm_nt_algorithm(choice, args);
+      plan =
+          keep_plan(key, make_plan(choice, algorithm, {accumulate ? "gemm_nt_accum" : "gemm_nt"},
+                                   gemm_nt_launch_variant(args.a.type, args.c.type, algorithm.name, args.precision)));
+    }
+    const std::string& kernel_name = accumulate ? kGemmNtAccumName : kGemmNtName;
+    launch(*plan, [&](const std::vector<cl_kernel>& kernels) {
+      enqueue_gemm_nt(kernels.front(), kernel_name, plan->algorithm->name, plan->choice->params, args, impl_->options,
+                      impl_->queue.get(), queue_out_of_order(), launch_options);
+    });
+  });
+}
+
+// The algorithm `choice` names for a gemm_nt launch of `args`, where it may serve it.
+const AlgorithmSpec& Runtime::gemm_nt_algorithm(const Choice& choice, const GemmNtArgs& args) const {
+  const AlgorithmSpec* algorithm = gemm_nt_family().find_algorithm(choice.algorithm);
+  if (algorithm == nullptr)
+    throw Error(ErrorCode::kInvalidArgument, "gemm_nt has no algorithm '" + choice.algorithm + "'");
+  if (gemm_nt_tensor_core_algorithm(algorithm->name))
+    if (const std::string why = gemm_nt_tc_refusal(args.problem, args.a.type, args.precision); !why.empty())
+      throw Error(ErrorCode::kInvalidArgument, "gemm_nt/" + algorithm->name + ": " + why);
+  return *algorithm;
 }
 
 Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNtArgs& args,
                              const Launch& launch_options) {
   if (Status status = check_gemm_nt(args); !status) return status;
   return guard([&] {
-    const AlgorithmSpec* algorithm = gemm_nt_family().find_algorithm(choice.algorithm);
-    if (algorithm == nullptr)
-      throw Error(ErrorCode::kInvalidArgument, "gemm_nt has no algorithm '" + choice.algorithm + "'");
-    if (gemm_nt_tensor_core_algorithm(algorithm->name))
-      if (const std::string why = gemm_nt_tc_refusal(args.problem, args.a.type, args.precision); !why.empty())
-        throw Error(ErrorCode::kInvalidArgument, "gemm_nt/" + algorithm->name + ": " + why);
+    const AlgorithmSpec& algorithm = gemm_nt_algorithm(choice, args);
     Choice used = choice;
-    used.params = complete_choice(*algorithm, choice.params);
-    const Params& params = used.params;
-    const std::string kernel_name = accumulate ? "gemm_nt_accum" : "gemm_nt";
+    used.params = complete_choice(algorithm, choice.params);
+    const std::string& kernel_name = accumulate ? kGemmNtAccumName : kGemmNtName;
     launch(
-        used, *algorithm, kernel_name,
+        used, algorithm, kernel_name,
         [&](cl_kernel kernel) {
-          const GemmProblem& p = args.problem;
-          const std::int64_t lda = args.a.ld ? std::int64_t(args.a.ld) : p.k;
-          const std::int64_t ldb = args.b.ld ? std::int64_t(args.b.ld) : p.k;
-          const std::int64_t ldc = args.c.ld ? std::int64_t(args.c.ld) : p.n;
-          const LaunchGeometry whole = gemm_nt_geometry(choice.algorithm, params, p);
-          const std::int64_t cap = impl_->options.max_groups_per_dispatch > 0 ? impl_->options.max_groups_per_dispatch
-                                                                              : kDefaultMaxGroupsPerDispatch;
-          // Dispatches cover at most `cap` workgroups per dimension; each addresses its own
-          // block of C through the offsets, so the kernel never sees the split.
-          const std::int64_t rows_per_dispatch = cap * whole.tile_m;
-          const std::int64_t cols_per_dispatch = cap * whole.tile_n;
-          detail::DispatchChain chain(impl_->queue.get(), queue_out_of_order(), launch_options);
-          for (std::int64_t m0 = 0; m0 < p.m; m0 += rows_per_dispatch) {
-            for (std::int64_t n0 = 0; n0 < p.n; n0 += cols_per_dispatch) {
-              const GemmProblem part{std::min(rows_per_dispatch, p.m - m0), std::min(cols_per_dispatch, p.n - n0), p.k};
-              const LaunchGeometry g = gemm_nt_geometry(choice.algorithm, params, part);
-              const cl_int m = cl_int(part.m), n = cl_int(part.n), k = cl_int(part.k);
-              const cl_long a_off = cl_long(args.a.offset + m0 * lda), b_off = cl_long(args.b.offset + n0 * ldb),
-                            c_off = cl_long(args.c.offset + m0 * ldc + n0);
-              const cl_int lda_i = cl_int(lda), ldb_i = cl_int(ldb), ldc_i = cl_int(ldc);
-              cl_mem a = args.a.buffer, b = args.b.buffer, c = args.c.buffer;
-              detail::set_kernel_args(kernel,
-                                      {{sizeof m, &m},
-                                       {sizeof n, &n},
-                                       {sizeof k, &k},
-                                       {sizeof args.alpha, &args.alpha},
-                                       {sizeof a, &a},
-                                       {sizeof a_off, &a_off},
-                                       {sizeof lda_i, &lda_i},
-                                       {sizeof b, &b},
-                                       {sizeof b_off, &b_off},
-                                       {sizeof ldb_i, &ldb_i},
-                                       {sizeof c, &c},
-                                       {sizeof c_off, &c_off},
-                                       {sizeof ldc_i, &ldc_i}},
-                                      kernel_name);
-              chain.enqueue(kernel, 2, g.global.data(), g.local.data(), kernel_name);
-            }
-          }
-          chain.finish();
+          enqueue_gemm_nt(kernel, kernel_name, algorithm.name, used.params, args, impl_->options, impl_->queue.get(),
+                          queue_out_of_order(), launch_options);
         },
-        gemm_nt_launch_variant(args.a.type, args.c.type, algorithm->name, args.precision));
+        gemm_nt_launch_variant(args.a.type, args.c.type, algorithm.name, args.precision));
   });
+}
+
+// The launch's choice as last_choice(), logged once under OCLTK_VERBOSE; under Impl::mutex.
+void Runtime::record_choice(Impl& impl, std::shared_ptr<const Choice> choice) {
+  impl.last_choice = std::move(choice);
+  if (impl.verbose) {
+    std::string line = impl.last_choice->describe();
+    if (impl.logged.insert(line).second) std::cerr << "ocltk: " << line << "\n";
+  }
 }
 
 void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::string& kernel_name,
@@ -684,11 +757,51 @@ void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const
   }
   // Recorded under the same lock as the enqueue, so last_choice() names this launch.
   const std::vector<cl_kernel>& kernels = it->second.kernels;
-  impl_->last_choice = choice;
-  impl_->last_choice.params = it->second.params;
-  if (impl_->verbose && impl_->logged.insert(impl_->last_choice.describe()).second)
-    std::cerr << "ocltk: " << impl_->last_choice.describe() << "\n";
+  auto used = std::make_shared<Choice>(choice);
+  used->params = it->second.params;
+  record_choice(*impl_, std::move(used));
   enqueue(kernels);  // under the lock: arguments and enqueues of two threads never interleave
+}
+
+std::shared_ptr<const Runtime::LaunchPlan> Runtime::find_plan(const PlanKey& key) const {
+  std::lock_guard<std::mutex> lock(impl_->plans_mutex);
+  const auto it = impl_->plans.find(key);
+  return it == impl_->plans.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const Runtime::LaunchPlan> Runtime::keep_plan(const PlanKey& key, LaunchPlan plan) {
+  auto kept = std::make_shared<const LaunchPlan>(std::move(plan));
+  std::lock_guard<std::mutex> lock(impl_->plans_mutex);
+  if (impl_->plans.size() >= kMaxPlans) impl_->plans.clear();
+  impl_->plans[key] = kept;
+  return kept;
+}
+
+Runtime::LaunchPlan Runtime::make_plan(const Choice& choice, const AlgorithmSpec& algorithm,
+                                       const std::vector<std::string>& kernel_names, const std::string& variant) {
+  const PreparedRef ref{&algorithm, choice.kernel, algorithm.name, algorithm.source_name,
+                        variant,    kernel_names,  choice.params};
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  auto it = impl_->prepared.find(ref);
+  if (it == impl_->prepared.end()) {
+    lock.unlock();  // prepare() takes it where it needs it
+    prepare(choice, algorithm, kernel_names, variant);
+    lock.lock();
+    it = impl_->prepared.find(ref);
+  }
+  LaunchPlan plan;
+  auto used = std::make_shared<Choice>(choice);
+  used->params = it->second.params;
+  plan.choice = std::move(used);
+  plan.algorithm = &algorithm;
+  plan.kernels = it->second.kernels;
+  return plan;
+}
+
+void Runtime::launch(const LaunchPlan& plan, const std::function<void(const std::vector<cl_kernel>&)>& enqueue) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  record_choice(*impl_, plan.choice);
+  enqueue(plan.kernels);  // under the lock, as launch()'s
 }
 
 void Runtime::prepare(const Choice& choice, const AlgorithmSpec& algorithm,
