@@ -376,8 +376,10 @@ TEST_F(GemmNtTest, ProfileDrivenPathPerShapeClass) {
 // again gets its own choice back, not the latest launch's, with fresh operands and offsets
 // each time; past Runtime::kMaxPlans problems the plans are forgotten and made again.
 TEST_F(GemmNtTest, ALaunchPlanServesItsProblemAgainAndNoOther) {
-  const GemmProblem gemv{1, 100, 300}, shrink{40, 16, 300}, large{65, 65, 65};
-  const GemmProblem order[] = {gemv, shrink, gemv, large, shrink, gemv, large};
+  // Neighbours one key field apart, each in another class: M (gemv, large), N (lora_shrink,
+  // large), K (large, lora_expand).
+  const GemmProblem gemv{1, 100, 300}, large{40, 100, 300}, shrink{40, 16, 300}, expand{40, 100, 16};
+  const GemmProblem order[] = {gemv, large, gemv, shrink, large, expand, shrink, large, gemv, expand};
   const ocltk::KernelFamily& family = ocltk::gemm_nt_family();
   auto expect_served = [&](const GemmProblem& p, bool accumulate, std::size_t a_offset) {
     const std::string cls = ocltk::gemm_nt_shape_class(p);

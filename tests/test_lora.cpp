@@ -523,10 +523,24 @@ TEST_F(LoraTest, BuiltInChoicePerShapeClass) {
   multi.offsets = {0, 3, 6, 9};
   multi.adapters = {2, 0, 1};
   cases.push_back({multi, "multi_decode"});
+  // Neighbours one key field apart: the segments (one segment over the three adapters is
+  // decode), the rows (17 are small_batch), the element type (the same class, bf16 served).
+  LoraCase one_segment = multi;
+  one_segment.offsets = {0, 9};
+  one_segment.adapters = {1};
+  cases.push_back({one_segment, "decode"});
+  LoraCase more_rows = decode;
+  more_rows.problem.m = 17;
+  cases.push_back({more_rows, "small_batch"});
+  LoraCase half = decode;
+  half.type = ElementType::bf16;
+  cases.push_back({half, "decode"});
   multi.offsets = {0, 1, 7, 9};
   multi.adapters = {1, 2, 0};
   cases.push_back({decode, "decode"});
   cases.push_back({multi, "multi_decode"});
+  cases.push_back({one_segment, "decode"});
+  cases.push_back({more_rows, "small_batch"});
   for (const Case& k : cases) {
     for (const Op op : {Op::kApply, Op::kShrink, Op::kExpand}) {
       LoraCase c = k.c;

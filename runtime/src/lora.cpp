@@ -616,7 +616,7 @@ void enqueue_grid(detail::DispatchChain& chain, cl_kernel kernel, const std::str
 // The arguments every LoRA kernel opens with, up to the dispatch bases (left empty).
 detail::KernelArgs head_args(const KernelArgs& k, bool with_n, bool with_k) {
   detail::KernelArgs args;
-  args.reserve(40);  // the fused kernel's 36 and more: one allocation a launch
+  args.reserve(32);  // the most a LoRA kernel takes (lora_fused): one allocation a launch
   args.push_back({sizeof k.M, &k.M});
   if (with_n) args.push_back({sizeof k.N, &k.N});
   if (with_k) args.push_back({sizeof k.K, &k.K});
@@ -776,9 +776,19 @@ void enqueue(Runtime& rt, Op op, const Runtime::LaunchPlan& plan, const LoraArgs
 // and make_lora_plan), then enqueued.
 void enqueue_chosen(Runtime& rt, Op op, const char* kernel, const LoraArgs& a, const Launch& launch_options) {
   const ElementType type = op == Op::kExpand ? a.b.type : a.x.type;
+  // The shrink reads no N, the expand no K (lora_problem_of leaves them out too).
+  const Runtime::PlanFamily family = op == Op::kShrink   ? Runtime::PlanFamily::kLoraShrink
+                                     : op == Op::kExpand ? Runtime::PlanFamily::kLoraExpand
+                                                         : Runtime::PlanFamily::kLoraApply;
   Runtime::PlanKey key;
-  key.values = {2 + std::int64_t(op), a.problem.m,        a.problem.n, a.problem.k,
-                a.problem.adapters,   a.problem.max_rank, a.segments,  std::int64_t(type)};
+  key.values = {std::int64_t(family),
+                a.problem.m,
+                op == Op::kShrink ? 0 : a.problem.n,
+                op == Op::kExpand ? 0 : a.problem.k,
+                a.problem.adapters,
+                a.problem.max_rank,
+                a.segments,
+                std::int64_t(type)};
   std::shared_ptr<const Runtime::LaunchPlan> plan = rt.find_plan(key);
   if (!plan) plan = rt.keep_plan(key, make_lora_plan(rt, op, choose_lora(rt, kernel, a), a));
   enqueue(rt, op, *plan, a, launch_options);

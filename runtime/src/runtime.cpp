@@ -605,7 +605,10 @@ Status Runtime::check_gemm_nt(const GemmNtArgs& args) const {
 
 namespace {
 
-const std::string kGemmNtName = "gemm_nt", kGemmNtAccumName = "gemm_nt_accum";
+const std::string& gemm_nt_kernel_name(bool accumulate) {
+  static const std::string plain = "gemm_nt", accum = "gemm_nt_accum";
+  return accumulate ? accum : plain;
+}
 
 // gemm_nt's arguments and dispatches for `kernel`, under the launch lock: dispatches of at most
 // the options' cap of workgroups per dimension, each addressing its own block of C through the
@@ -676,21 +679,22 @@ Status Runtime::gemm_nt_accum(const GemmNtArgs& args, const Launch& launch) {
   return gemm_nt_planned(true, args, launch);
 }
 
-// gemm_nt and gemm_nt_accum: the plan of the launch's problem (made once: choose_gemm_nt, then
-// what gemm_nt_with checks), the arguments checked, then the enqueue.
+// gemm_nt and gemm_nt_accum: the arguments checked, then the plan of the launch's problem (made
+// once: choose_gemm_nt, then what gemm_nt_with checks) enqueued.
 Status Runtime::gemm_nt_planned(bool accumulate, const GemmNtArgs& args, const Launch& launch_options) {
   if (Status status = check_gemm_nt(args); !status) return status;
   return guard([&] {
     const PlanKey key = gemm_nt_plan_key(args, accumulate);
     std::shared_ptr<const LaunchPlan> plan = find_plan(key);
     if (!plan) {
-      const Choice choice = choose_gemm_nt(args.problem, args.a.type, args.precision);
+      Choice choice = choose_gemm_nt(args.problem, args.a.type, args.precision);
       const AlgorithmSpec& algorithm = gemm_nt_algorithm(choice, args);
+      choice.params = complete_choice(algorithm, choice.params);  // as gemm_nt_with prepares it
       plan =
-          keep_plan(key, make_plan(choice, algorithm, {accumulate ? "gemm_nt_accum" : "gemm_nt"},
+          keep_plan(key, make_plan(choice, algorithm, {gemm_nt_kernel_name(accumulate)},
                                    gemm_nt_launch_variant(args.a.type, args.c.type, algorithm.name, args.precision)));
     }
-    const std::string& kernel_name = accumulate ? kGemmNtAccumName : kGemmNtName;
+    const std::string& kernel_name = gemm_nt_kernel_name(accumulate);
     launch(*plan, [&](const std::vector<cl_kernel>& kernels) {
       enqueue_gemm_nt(kernels.front(), kernel_name, plan->algorithm->name, plan->choice->params, args, impl_->options,
                       impl_->queue.get(), queue_out_of_order(), launch_options);
@@ -716,7 +720,7 @@ Status Runtime::gemm_nt_with(const Choice& choice, bool accumulate, const GemmNt
     const AlgorithmSpec& algorithm = gemm_nt_algorithm(choice, args);
     Choice used = choice;
     used.params = complete_choice(algorithm, choice.params);
-    const std::string& kernel_name = accumulate ? kGemmNtAccumName : kGemmNtName;
+    const std::string& kernel_name = gemm_nt_kernel_name(accumulate);
     launch(
         used, algorithm, kernel_name,
         [&](cl_kernel kernel) {
@@ -745,6 +749,18 @@ void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const
 
 void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::vector<std::string>& kernel_names,
                      const std::function<void(const std::vector<cl_kernel>&)>& enqueue, const std::string& variant) {
+  auto [params, kernels] = prepared_for(choice, algorithm, kernel_names, variant);
+  auto used = std::make_shared<Choice>(choice);
+  used->params = std::move(params);
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  // Recorded under the same lock as the enqueue, so last_choice() names this launch.
+  record_choice(*impl_, std::move(used));
+  enqueue(kernels);  // under the lock: arguments and enqueues of two threads never interleave
+}
+
+std::pair<Params, std::vector<cl_kernel>> Runtime::prepared_for(const Choice& choice, const AlgorithmSpec& algorithm,
+                                                                const std::vector<std::string>& kernel_names,
+                                                                const std::string& variant) {
   const PreparedRef ref{&algorithm, choice.kernel, algorithm.name, algorithm.source_name,
                         variant,    kernel_names,  choice.params};
   std::unique_lock<std::mutex> lock(impl_->mutex);
@@ -755,12 +771,7 @@ void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const
     lock.lock();
     it = impl_->prepared.find(ref);
   }
-  // Recorded under the same lock as the enqueue, so last_choice() names this launch.
-  const std::vector<cl_kernel>& kernels = it->second.kernels;
-  auto used = std::make_shared<Choice>(choice);
-  used->params = it->second.params;
-  record_choice(*impl_, std::move(used));
-  enqueue(kernels);  // under the lock: arguments and enqueues of two threads never interleave
+  return {it->second.params, it->second.kernels};
 }
 
 std::shared_ptr<const Runtime::LaunchPlan> Runtime::find_plan(const PlanKey& key) const {
@@ -771,30 +782,22 @@ std::shared_ptr<const Runtime::LaunchPlan> Runtime::find_plan(const PlanKey& key
 
 std::shared_ptr<const Runtime::LaunchPlan> Runtime::keep_plan(const PlanKey& key, LaunchPlan plan) {
   auto kept = std::make_shared<const LaunchPlan>(std::move(plan));
+  decltype(impl_->plans) forgotten;  // destroyed after the lock, not while others wait for it
   std::lock_guard<std::mutex> lock(impl_->plans_mutex);
-  if (impl_->plans.size() >= kMaxPlans) impl_->plans.clear();
+  if (impl_->plans.size() >= kMaxPlans) forgotten.swap(impl_->plans);
   impl_->plans[key] = kept;
   return kept;
 }
 
 Runtime::LaunchPlan Runtime::make_plan(const Choice& choice, const AlgorithmSpec& algorithm,
                                        const std::vector<std::string>& kernel_names, const std::string& variant) {
-  const PreparedRef ref{&algorithm, choice.kernel, algorithm.name, algorithm.source_name,
-                        variant,    kernel_names,  choice.params};
-  std::unique_lock<std::mutex> lock(impl_->mutex);
-  auto it = impl_->prepared.find(ref);
-  if (it == impl_->prepared.end()) {
-    lock.unlock();  // prepare() takes it where it needs it
-    prepare(choice, algorithm, kernel_names, variant);
-    lock.lock();
-    it = impl_->prepared.find(ref);
-  }
+  auto [params, kernels] = prepared_for(choice, algorithm, kernel_names, variant);
   LaunchPlan plan;
   auto used = std::make_shared<Choice>(choice);
-  used->params = it->second.params;
+  used->params = std::move(params);
   plan.choice = std::move(used);
   plan.algorithm = &algorithm;
-  plan.kernels = it->second.kernels;
+  plan.kernels = std::move(kernels);
   return plan;
 }
 

@@ -130,8 +130,9 @@ std::string device_build_options(const DeviceInfo& device);
 
 // Threads. One Runtime may be used from several threads at once for everything but the
 // members named below: choose() and choose_gemm_nt(), the check_*() functions, the launches
-// (gemm_nt*, the nf4 functions of nf4.hpp, launch()) and program_for(). What they share
-// (compiled programs, kernels, prepared launches, remembered choices) is guarded by the
+// (gemm_nt*, the nf4 functions of nf4.hpp, launch()), the launch plans' members and
+// program_for(). What they share (compiled programs, kernels, prepared launches, launch
+// plans, remembered choices) is guarded by the
 // runtime's locks, and a kernel's arguments are set and enqueued under one lock, so two
 // threads' launches never interleave them. Launches from several threads may go to the
 // runtime's queue (an in-order queue runs them in the order their enqueues took that lock)
@@ -192,7 +193,8 @@ class Runtime {
   // program: source, options, device, driver), so the probe runs once per device, driver
   // and kind. OCLTK_TC_PROBE changes that: `off` refuses tc everywhere; `emulated` probes
   // on any device (without PTX the kernel emulates mma.sync: tests on PoCL); `fail` probes
-  // on any device and makes the comparison fail (tests of the fallback; never on disk).
+  // on any device and makes the comparison fail (tests of the fallback; never on disk). A
+  // launch plan keeps the answer its first launch saw (find_plan).
   TensorCoreProbe probe_tensor_cores(ElementType input, GemmPrecision precision = GemmPrecision::exact);
   // The choice behind the most recent launch of this runtime, from whichever thread.
   Choice last_choice() const;
@@ -236,14 +238,16 @@ class Runtime {
   // Launch plans: what a family's launch resolves before its arguments (the choice, its
   // parameters completed and checked, its program and kernels), kept per key, so that a
   // launch of a problem seen before skips choose(), the parameters' completion and the
-  // prepared launch's lookup, all keyed by strings and maps: on the 2-core PoCL Xeon they
-  // were 39,000 of the 56,000 host instructions of a decode-sized lora_apply (callgrind), and
-  // its host time went from 7.6 to 4.3 µs a launch, gemm_nt's from 4.5 to 2.1. The key is the
-  // family's own encoding of everything its choice and the choice's checks depend on (kernel,
-  // problem, element types, precision); a family makes its plan with make_plan where
+  // prepared launch's lookup, all keyed by strings and maps (most of a decode-sized
+  // launch's host time, more than the driver's enqueue on PoCL). The key is the family's own
+  // encoding (PlanFamily first) of everything its choice and the choice's checks depend on:
+  // kernel, problem, element types, precision. A family makes its plan with make_plan where
   // find_plan has none and hands it to keep_plan. At most kMaxPlans are kept (then all
-  // forgotten at once: an engine's problems vary). gemm_nt(), gemm_nt_accum() and the LoRA
-  // launches without an explicit choice go through plans.
+  // forgotten at once: an engine's problems vary). A plan keeps what its first launch saw,
+  // the tensor-core probe's answer under OCLTK_TC_PROBE among it; its kernels and algorithm
+  // are valid while the runtime lives. gemm_nt(), gemm_nt_accum() and the LoRA launches
+  // without an explicit choice go through plans.
+  enum class PlanFamily : std::int64_t { kGemmNt = 1, kLoraShrink, kLoraExpand, kLoraApply };
   struct PlanKey {
     std::array<std::int64_t, 12> values{};
     bool operator==(const PlanKey& other) const { return values == other.values; }
@@ -256,7 +260,8 @@ class Runtime {
   static constexpr std::size_t kMaxPlans = 4096;
   std::shared_ptr<const LaunchPlan> find_plan(const PlanKey& key) const;
   std::shared_ptr<const LaunchPlan> keep_plan(const PlanKey& key, LaunchPlan plan);
-  // What launch() prepares for `choice` (the same checks and errors), as a plan.
+  // What launch() prepares for `choice` (the same checks and errors), as a plan; `choice`'s
+  // parameters completed (AlgorithmSpec::complete) share launch()'s preparation.
   LaunchPlan make_plan(const Choice& choice, const AlgorithmSpec& algorithm,
                        const std::vector<std::string>& kernel_names, const std::string& variant = "");
   // launch() for a plan: records its choice as the last one and calls `enqueue` with its
@@ -277,6 +282,10 @@ class Runtime {
   const AlgorithmSpec& gemm_nt_algorithm(const Choice& choice, const GemmNtArgs& args) const;
   struct Impl;
   static void record_choice(Impl& impl, std::shared_ptr<const Choice> choice);
+  // The prepared launch of `choice` (completed parameters, kernels), prepared where it was not.
+  std::pair<Params, std::vector<cl_kernel>> prepared_for(const Choice& choice, const AlgorithmSpec& algorithm,
+                                                         const std::vector<std::string>& kernel_names,
+                                                         const std::string& variant);
   explicit Runtime(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
