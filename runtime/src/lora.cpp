@@ -700,6 +700,9 @@ const std::vector<std::string>& kernel_names_of(Op op, bool split) {
   return split ? both : fused;
 }
 
+// The element type that names an operation's variant and choice: the expand's B, else X.
+ElementType type_of(Op op, const LoraArgs& a) { return op == Op::kExpand ? a.b.type : a.x.type; }
+
 bool is_split(Op op, const AlgorithmSpec& algorithm) { return op == Op::kApply && algorithm.name == "split"; }
 
 // The fused kernel's rows of T in local memory: TR rows of the max rank rounded up to RC (its
@@ -722,7 +725,7 @@ Runtime::LaunchPlan make_lora_plan(Runtime& rt, Op op, const Choice& choice, con
     throw invalid(e.what());
   }
   const Params& params = used.params;
-  const ElementType type = op == Op::kExpand ? a.b.type : a.x.type;
+  const ElementType type = type_of(op, a);
   const bool split = is_split(op, *algorithm);
   if (op != Op::kShrink) {
     const std::uint64_t tl_bytes =
@@ -775,7 +778,7 @@ void enqueue(Runtime& rt, Op op, const Runtime::LaunchPlan& plan, const LoraArgs
 // A launch with the profile's choice: its plan found by the problem (made once, by choose_lora
 // and make_lora_plan), then enqueued.
 void enqueue_chosen(Runtime& rt, Op op, const char* kernel, const LoraArgs& a, const Launch& launch_options) {
-  const ElementType type = op == Op::kExpand ? a.b.type : a.x.type;
+  const ElementType type = type_of(op, a);
   // The shrink reads no N, the expand no K (lora_problem_of leaves them out too).
   const Runtime::PlanFamily family = op == Op::kShrink   ? Runtime::PlanFamily::kLoraShrink
                                      : op == Op::kExpand ? Runtime::PlanFamily::kLoraExpand

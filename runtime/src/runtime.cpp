@@ -660,7 +660,7 @@ void enqueue_gemm_nt(cl_kernel kernel, const std::string& kernel_name, const std
 // launch variant depend on.
 Runtime::PlanKey gemm_nt_plan_key(const GemmNtArgs& args, bool accumulate) {
   Runtime::PlanKey key;
-  key.values = {1,
+  key.values = {std::int64_t(Runtime::PlanFamily::kGemmNt),
                 args.problem.m,
                 args.problem.n,
                 args.problem.k,
@@ -749,29 +749,7 @@ void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const
 
 void Runtime::launch(const Choice& choice, const AlgorithmSpec& algorithm, const std::vector<std::string>& kernel_names,
                      const std::function<void(const std::vector<cl_kernel>&)>& enqueue, const std::string& variant) {
-  auto [params, kernels] = prepared_for(choice, algorithm, kernel_names, variant);
-  auto used = std::make_shared<Choice>(choice);
-  used->params = std::move(params);
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  // Recorded under the same lock as the enqueue, so last_choice() names this launch.
-  record_choice(*impl_, std::move(used));
-  enqueue(kernels);  // under the lock: arguments and enqueues of two threads never interleave
-}
-
-std::pair<Params, std::vector<cl_kernel>> Runtime::prepared_for(const Choice& choice, const AlgorithmSpec& algorithm,
-                                                                const std::vector<std::string>& kernel_names,
-                                                                const std::string& variant) {
-  const PreparedRef ref{&algorithm, choice.kernel, algorithm.name, algorithm.source_name,
-                        variant,    kernel_names,  choice.params};
-  std::unique_lock<std::mutex> lock(impl_->mutex);
-  auto it = impl_->prepared.find(ref);
-  if (it == impl_->prepared.end()) {
-    lock.unlock();  // prepare() takes it where it needs it
-    prepare(choice, algorithm, kernel_names, variant);
-    lock.lock();
-    it = impl_->prepared.find(ref);
-  }
-  return {it->second.params, it->second.kernels};
+  launch(make_plan(choice, algorithm, kernel_names, variant), enqueue);
 }
 
 std::shared_ptr<const Runtime::LaunchPlan> Runtime::find_plan(const PlanKey& key) const {
@@ -791,20 +769,30 @@ std::shared_ptr<const Runtime::LaunchPlan> Runtime::keep_plan(const PlanKey& key
 
 Runtime::LaunchPlan Runtime::make_plan(const Choice& choice, const AlgorithmSpec& algorithm,
                                        const std::vector<std::string>& kernel_names, const std::string& variant) {
-  auto [params, kernels] = prepared_for(choice, algorithm, kernel_names, variant);
+  const PreparedRef ref{&algorithm, choice.kernel, algorithm.name, algorithm.source_name,
+                        variant,    kernel_names,  choice.params};
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  auto it = impl_->prepared.find(ref);
+  if (it == impl_->prepared.end()) {
+    lock.unlock();  // prepare() takes it where it needs it
+    prepare(choice, algorithm, kernel_names, variant);
+    lock.lock();
+    it = impl_->prepared.find(ref);
+  }
   LaunchPlan plan;
   auto used = std::make_shared<Choice>(choice);
-  used->params = std::move(params);
+  used->params = it->second.params;
   plan.choice = std::move(used);
   plan.algorithm = &algorithm;
-  plan.kernels = std::move(kernels);
+  plan.kernels = it->second.kernels;
   return plan;
 }
 
 void Runtime::launch(const LaunchPlan& plan, const std::function<void(const std::vector<cl_kernel>&)>& enqueue) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
+  // Recorded under the same lock as the enqueue, so last_choice() names this launch.
   record_choice(*impl_, plan.choice);
-  enqueue(plan.kernels);  // under the lock, as launch()'s
+  enqueue(plan.kernels);  // under the lock: arguments and enqueues of two threads never interleave
 }
 
 void Runtime::prepare(const Choice& choice, const AlgorithmSpec& algorithm,

@@ -260,8 +260,8 @@ class Runtime {
   static constexpr std::size_t kMaxPlans = 4096;
   std::shared_ptr<const LaunchPlan> find_plan(const PlanKey& key) const;
   std::shared_ptr<const LaunchPlan> keep_plan(const PlanKey& key, LaunchPlan plan);
-  // What launch() prepares for `choice` (the same checks and errors), as a plan; `choice`'s
-  // parameters completed (AlgorithmSpec::complete) share launch()'s preparation.
+  // What launch() prepares for `choice` (the same checks and errors: launch() runs this plan),
+  // once per family, algorithm, variant, kernels and parameters as given (Impl::prepared).
   LaunchPlan make_plan(const Choice& choice, const AlgorithmSpec& algorithm,
                        const std::vector<std::string>& kernel_names, const std::string& variant = "");
   // launch() for a plan: records its choice as the last one and calls `enqueue` with its
@@ -282,10 +282,6 @@ class Runtime {
   const AlgorithmSpec& gemm_nt_algorithm(const Choice& choice, const GemmNtArgs& args) const;
   struct Impl;
   static void record_choice(Impl& impl, std::shared_ptr<const Choice> choice);
-  // The prepared launch of `choice` (completed parameters, kernels), prepared where it was not.
-  std::pair<Params, std::vector<cl_kernel>> prepared_for(const Choice& choice, const AlgorithmSpec& algorithm,
-                                                         const std::vector<std::string>& kernel_names,
-                                                         const std::string& variant);
   explicit Runtime(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
