@@ -3252,7 +3252,7 @@ const KernelFamily& kin_family() {
     KernelFamily k = mock_family();
     k.name = "kin";
     k.algorithms[0].name = "tiles";
-    k.algorithms[0].tiles_like = "kin_source/mock";
+    k.algorithms[0].tiles_like = {"kin_source/mock"};
     k.algorithms[0].params.push_back({"Z", 0, {0, 1, 2}, "z"});
     k.builtin = {{"tiles", {}}};
     return k;
@@ -3302,6 +3302,90 @@ TEST_F(TunerEngine, AnAlgorithmStartsFromTheTilesItsKinFoundInTheRun) {
       EXPECT_NE(h[1].params, seed);
       EXPECT_TRUE(r.classes[1].seed_classes.empty());
     }
+  }
+}
+
+// Two kernels, "part_a" (classes c1, c2) and "part_b" (its mock algorithm with W too), and
+// "parts", whose algorithm "both" runs the tiles of part_a's and then part_b's (tiles_like
+// names both, as lora_apply's fused and split name lora_shrink's and lora_expand's tiled).
+const KernelFamily& part_a_family() {
+  static const KernelFamily f = [] {
+    KernelFamily k = mock_family();
+    k.name = "part_a";
+    k.classes = {{"c1", "first"}, {"c2", "second"}};
+    k.builtin = {{"mock", {}}, {"mock", {}}};
+    return k;
+  }();
+  return f;
+}
+const KernelFamily& part_b_family() {
+  static const KernelFamily f = [] {
+    KernelFamily k = mock_family();
+    k.name = "part_b";
+    k.algorithms[0].params.push_back({"W", 0, {0, 1}, "w"});
+    return k;
+  }();
+  return f;
+}
+const KernelFamily& parts_family() {
+  static const KernelFamily f = [] {
+    KernelFamily k = mock_family();
+    k.name = "parts";
+    k.algorithms[0].name = "both";
+    k.algorithms[0].tiles_like = {"part_a/mock", "part_b/mock"};
+    k.algorithms[0].params.push_back({"W", 0, {0, 1}, "w"});
+    k.algorithms[0].params.push_back({"Z", 0, {0, 1, 2}, "z"});
+    k.builtin = {{"both", {}}};
+    return k;
+  }();
+  return f;
+}
+
+// An algorithm that runs two kernels' tiles starts, in a class this device never measured,
+// from their points composed: part_a's best of the class of the same name (c1: X 6, Y 3; not
+// c2's X 2, tuned after it), part_b's (X 4, Y 3, W 1), its own Z at its default; first with
+// the parameters they share (X, Y) from part_a, the first named, then from part_b. The summary
+// names the two classes once. Under --cold, nothing.
+TEST_F(TunerEngine, AnAlgorithmOfTwoKinsStartsFromTheirTilesComposed) {
+  FamilyTuning a = families_[0], b = families_[0], both = families_[0];
+  a.family = &part_a_family();
+  a.make = [this](Runtime&, const std::string& shape_class, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, shape_class == "c1" ? 10 : 20));  // X 6, X 2
+  };
+  b.family = &part_b_family();
+  b.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, 40));  // X 4
+  };
+  both.family = &parts_family();
+  both.make = [this](Runtime&, const std::string&, std::mt19937_64&) {
+    return std::unique_ptr<Workload>(new MockWorkload(state_, 0, 80));  // X 8
+  };
+  families_ = {a, b, both};
+  const std::vector<PriorDevice> none;
+  for (const bool cold : {false, true}) {
+    SCOPED_TRACE(cold ? "cold" : "warm");
+    TuneOptions o = seeded(0, none);
+    o.warm_start = !cold;
+    const TuneResult r = tune(*rt_, o);
+    ASSERT_EQ(r.classes.size(), 4u);
+    ASSERT_EQ(r.classes[0].best.params, (Params{{"X", 6}, {"Y", 3}}));
+    ASSERT_EQ(r.classes[1].best.params, (Params{{"X", 2}, {"Y", 3}}));
+    ASSERT_EQ(r.classes[2].best.params, (Params{{"W", 1}, {"X", 4}, {"Y", 3}}));
+    const ClassResult& c = r.classes[3];
+    ASSERT_EQ(c.kernel, "parts");
+    ASSERT_GE(c.history.size(), 3u);
+    const Params first = {{"W", 1}, {"X", 6}, {"Y", 3}, {"Z", 0}}, second = {{"W", 1}, {"X", 4}, {"Y", 3}, {"Z", 0}};
+    if (cold) {
+      EXPECT_NE(c.history[1].params, first);
+      EXPECT_TRUE(c.seed_classes.empty());
+      continue;
+    }
+    EXPECT_EQ(c.history[1].params, first) << "part_a's shared values, part_b's W, right after the built-in default";
+    EXPECT_EQ(c.history[2].params, second) << "then part_b's shared values";
+    EXPECT_EQ(c.seed_classes, std::vector<std::string>{"part_a/c1 + part_b/c1"});
+    std::ostringstream summary;
+    print_summary(summary, r);
+    EXPECT_NE(summary.str().find("parts: c1 (from part_a/c1 + part_b/c1)"), std::string::npos) << summary.str();
   }
 }
 

@@ -1228,58 +1228,105 @@ SiblingSeeds sibling_seeds(const std::vector<RunClass>& run, const KernelFamily&
   return out;
 }
 
-// `from`'s values of the parameters `to` has too (the same name, a value `to` allows), `to`'s
-// defaults for the others: a point of a kin algorithm (AlgorithmSpec::tiles_like) in `to`'s terms.
-Params kin_params(const AlgorithmSpec& to, const Params& from) {
-  Params out = to.defaults();
+// `onto` with `from`'s values of the parameters `to` has too (the same name, a value `to`
+// allows): a point of a kin algorithm (AlgorithmSpec::tiles_like) in `to`'s terms.
+Params kin_params(const AlgorithmSpec& to, const Params& from, Params onto) {
   for (const ParamSpec& spec : to.params)
     if (const auto it = from.find(spec.name); it != from.end())
       if (std::find(spec.allowed.begin(), spec.allowed.end(), it->second) != spec.allowed.end())
-        out[spec.name] = it->second;
+        onto[spec.name] = it->second;
+  return onto;
+}
+
+// The run's classes of `kernel` that measured a point of `algorithm`, nearest to a class of
+// `shape_class` at `input_bits` first: the same class (LoRA's five classes are the same problems
+// in each of its kernels), then the same input width (the NF4 workloads' f32 input multiplying
+// by 3xTF32 as gemm_nt's large_tf32x3 does), then the class tuned last; each with its fastest
+// point of the algorithm.
+struct KinClass {
+  const RunClass* run_class;
+  const Evaluation* fastest;
+};
+
+std::vector<KinClass> kin_classes(const std::vector<RunClass>& run, const std::string& tiles_like,
+                                  const std::string& shape_class, int input_bits) {
+  const std::size_t slash = tiles_like.find('/');
+  if (slash == std::string::npos) return {};
+  const std::string kernel = tiles_like.substr(0, slash), algorithm = tiles_like.substr(slash + 1);
+  std::vector<std::tuple<int, int, std::size_t, KinClass>> order;  // (other class, other width, after it)
+  for (std::size_t i = 0; i < run.size(); ++i) {
+    if (run[i].kernel != kernel) continue;
+    const Evaluation* fastest = nullptr;
+    for (const Evaluation& e : run[i].points)
+      if (e.algorithm == algorithm && (fastest == nullptr || e.time_ms < fastest->time_ms)) fastest = &e;
+    if (fastest != nullptr)
+      order.push_back({run[i].shape_class == shape_class ? 0 : 1, input_bits_of(run[i].problem) == input_bits ? 0 : 1,
+                       run.size() - 1 - i, KinClass{&run[i], fastest}});
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a)) <
+           std::tie(std::get<0>(b), std::get<1>(b), std::get<2>(b));
+  });
+  std::vector<KinClass> out;
+  for (const auto& entry : order) out.push_back(std::get<3>(entry));
   return out;
 }
 
 // What the run's classes of other kernels found for the algorithms a class's algorithms run the
-// tiles of (AlgorithmSpec::tiles_like), for a class this device never measured: per such
-// algorithm searched here, the fastest point of that algorithm in the nearest classes that
-// measured one (the same input width first, then the class tuned last), mapped by kin_params,
-// kSiblingSeeds of them at most. On the H200 nobody-tuned run, NF4 prefill measured one tc_tiled
-// point (rejected) in 20 evaluations and kept tc at 1.97x the shipped tc_tiled entry, whose tile
-// is gemm_nt large_tf32x3's.
+// tiles of (AlgorithmSpec::tiles_like), for a class this device never measured, kSiblingSeeds
+// points at most per algorithm searched here:
+// - of one kin algorithm, its fastest point in each of the nearest classes that measured one
+//   (kin_classes), mapped by kin_params onto the algorithm's defaults. On the H200
+//   nobody-tuned run, NF4 prefill measured one tc_tiled point (rejected) in 20 evaluations and
+//   kept tc at 1.97x the shipped tc_tiled entry, whose tile is gemm_nt large_tf32x3's;
+// - of several, one point composed of each kin's fastest point in its nearest class, and
+//   another per kin that sets the parameters they share (lora_apply's WGS, TR, VA): the
+//   first named first. The Xeon's long tune of lora_apply decode and small_batch kept the
+//   very composition of the points its first tune kept for lora_shrink and lora_expand there,
+//   which that first tune never measured in 13 evaluations of each (1.27x and 1.13x;
+//   results/first-tune/pocl-xeon/others/).
 struct KinSeeds {
   std::vector<Point> points;
-  std::vector<std::string> from;  // "KERNEL/CLASS" of each
+  std::vector<std::string> from;  // "KERNEL/CLASS" of each, kins joined by " + "
 };
 
-KinSeeds kin_seeds(const std::vector<RunClass>& run, const KernelFamily& family, int input_bits,
-                   const DeviceLimits& limits, const AlgorithmExclusions& excluded,
+KinSeeds kin_seeds(const std::vector<RunClass>& run, const KernelFamily& family, const std::string& shape_class,
+                   int input_bits, const DeviceLimits& limits, const AlgorithmExclusions& excluded,
                    const std::set<const AlgorithmSpec*>& searched, std::set<std::string>& skip) {
   KinSeeds out;
+  const auto add = [&](const AlgorithmSpec& a, const Params& params, const std::string& from) {
+    std::optional<Point> p = legal_point(family, a.name, params, input_bits, limits, excluded);
+    if (!p || !skip.insert(p->key()).second) return false;
+    out.points.push_back(std::move(*p));
+    out.from.push_back(from);
+    return true;
+  };
+  const auto named = [](const std::string& tiles_like, const KinClass& c) {
+    return tiles_like.substr(0, tiles_like.find('/')) + "/" + c.run_class->shape_class;
+  };
   for (const AlgorithmSpec& a : family.algorithms) {
-    const std::size_t slash = a.tiles_like.find('/');
-    if (slash == std::string::npos || !searched.count(&a)) continue;
-    const std::string kernel = a.tiles_like.substr(0, slash), algorithm = a.tiles_like.substr(slash + 1);
-    std::vector<std::pair<int, std::size_t>> order;  // (other input width, classes after it), index
-    std::vector<const Evaluation*> fastest(run.size(), nullptr);
-    for (std::size_t i = 0; i < run.size(); ++i) {
-      if (run[i].kernel != kernel) continue;
-      for (const Evaluation& e : run[i].points)
-        if (e.algorithm == algorithm && (fastest[i] == nullptr || e.time_ms < fastest[i]->time_ms)) fastest[i] = &e;
-      if (fastest[i] != nullptr)
-        order.push_back({input_bits_of(run[i].problem) == input_bits ? 0 : 1, run.size() - 1 - i});
+    if (a.tiles_like.empty() || !searched.count(&a)) continue;
+    if (a.tiles_like.size() == 1) {
+      std::size_t taken = 0;
+      for (const KinClass& c : kin_classes(run, a.tiles_like[0], shape_class, input_bits))
+        if (taken < kSiblingSeeds && add(a, kin_params(a, c.fastest->params, a.defaults()), named(a.tiles_like[0], c)))
+          ++taken;
+      continue;
     }
-    std::sort(order.begin(), order.end());
+    std::vector<std::pair<const std::string*, KinClass>> nearest;  // per kin that has a class
+    for (const std::string& kin : a.tiles_like)
+      if (const std::vector<KinClass> classes = kin_classes(run, kin, shape_class, input_bits); !classes.empty())
+        nearest.push_back({&kin, classes.front()});
+    std::string from;
+    for (const auto& [kin, c] : nearest) from += (from.empty() ? "" : " + ") + named(*kin, c);
+    // Point r: the kins applied last to first, the r-th last of all (its shared values kept).
     std::size_t taken = 0;
-    for (const auto& [other_width, after] : order) {
-      if (taken >= kSiblingSeeds) break;
-      const std::size_t i = run.size() - 1 - after;
-      std::optional<Point> p =
-          legal_point(family, a.name, kin_params(a, fastest[i]->params), input_bits, limits, excluded);
-      if (p && skip.insert(p->key()).second) {
-        out.points.push_back(std::move(*p));
-        out.from.push_back(kernel + "/" + run[i].shape_class);
-        ++taken;
-      }
+    for (std::size_t r = 0; r < nearest.size() && taken < kSiblingSeeds; ++r) {
+      Params params = a.defaults();
+      for (std::size_t i = nearest.size(); i-- > 0;)
+        if (i != r) params = kin_params(a, nearest[i].second.fastest->params, std::move(params));
+      params = kin_params(a, nearest[r].second.fastest->params, std::move(params));
+      if (add(a, params, from)) ++taken;
     }
   }
   return out;
@@ -2055,10 +2102,12 @@ TuneResult tune(Runtime& rt, const TuneOptions& given) {
       SiblingSeeds siblings = sibling_seeds(run_classes, family, shape_class, cr.problem, variants, input_bits, limits,
                                             excluded, searched, skip);
       // Then the tiles other kernels' classes found for the algorithms these run (kin_seeds).
-      KinSeeds kin = kin_seeds(run_classes, family, input_bits, limits, excluded, searched, skip);
+      KinSeeds kin = kin_seeds(run_classes, family, shape_class, input_bits, limits, excluded, searched, skip);
       siblings.points.insert(siblings.points.end(), kin.points.begin(), kin.points.end());
       cr.seed_classes = siblings.from;
-      cr.seed_classes.insert(cr.seed_classes.end(), kin.from.begin(), kin.from.end());
+      for (const std::string& from : kin.from)  // a composition names its classes once for its points
+        if (std::find(cr.seed_classes.begin(), cr.seed_classes.end(), from) == cr.seed_classes.end())
+          cr.seed_classes.push_back(from);
       if (!first_prior_point && !siblings.points.empty()) first_prior_point = siblings.points.front();
       warm.insert(warm.begin() + std::ptrdiff_t(sibling_at), siblings.points.begin(), siblings.points.end());
       // In the known devices' times where they have some (the model shifts all of them by one

@@ -148,6 +148,7 @@ AlgorithmSpec apply_algorithm(const char* name, const char* source) {
   a.cpu_search_pruning = {vector_accumulators_kept()};
   a.local_mem_bytes = reduce_bytes;
   a.local_size = wgs_local_size;
+  a.tiles_like = {"lora_shrink/tiled", "lora_expand/tiled"};  // lora_shrink.clh, then lora_expand.clh
   return a;
 }
 

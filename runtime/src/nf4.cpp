@@ -202,7 +202,7 @@ AlgorithmSpec tc_tiled_algorithm(bool forward) {
   a.search_needs_tensor_mma = true;
   // On the H200 the shipped prefill entries are large_tf32x3's tile (MWG, NWG 128, two by two
   // warps, KCH 4, STAGES 2) but for CPASYNC and REGS.
-  a.tiles_like = "gemm_nt/tc";
+  a.tiles_like = {"gemm_nt/tc"};
   a.tuned_variant = type_variant(ElementType::bf16);
   // Without OCLTK_PTX the codebook (64 bytes) beside the emulation's words.
   a.local_mem_bytes = [](const Params& p, const DeviceLimits& limits) {

@@ -104,11 +104,14 @@ struct AlgorithmSpec {
   // The tuner searches this algorithm only where DeviceLimits::tensor_mma holds: elsewhere
   // it still runs (an emulation of the product), slowly, or does not build.
   bool search_needs_tensor_mma = false;
-  // "KERNEL/ALGORITHM" where this algorithm runs that algorithm's tile pipeline (the same
-  // kernel code, e.g. nf4's tc_tiled on gemm_nt's tc, kernels/tc_mma.clh): its parameters of
-  // the same names mean the same, so on a device nobody tuned the tuner measures that
-  // algorithm's best tiles of the run here too (docs/tuning.md, "Kin algorithms"). Empty: none.
-  std::string tiles_like;
+  // "KERNEL/ALGORITHM" of each algorithm whose tile pipeline this one runs (the same kernel
+  // code: nf4's tc_tiled runs gemm_nt's tc, kernels/tc_mma.clh; lora_apply's fused and split
+  // run lora_shrink's tiled and then lora_expand's, kernels/lora_split.cl): its parameters of
+  // the same names mean the same, so on a device nobody tuned the tuner measures those
+  // algorithms' best tiles of the run here too, several composed into one point, the first
+  // named setting the parameters they share in the first point (docs/tuning.md, "Kin
+  // algorithms"). Empty: none.
+  std::vector<std::string> tiles_like;
   // An nf4 segment kernel that takes `compact` after `expert_base` and finds its expert with
   // nf4_slot_expert (kernels/nf4_common.clh): the runtime may then launch a grid slot per
   // expert with rows instead of per expert. The tensor-core kernels do not: built with the
