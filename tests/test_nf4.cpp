@@ -12,6 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
+#include <string>
+#include <utility>
 
 #include "fixture.hpp"
 #include "nf4_splits.hpp"
@@ -293,12 +296,24 @@ class Nf4Device : public RuntimeTest {
     Nf4Weights wts{geo, packed.get(), 0, scales.get(), 0, codebook.get()};
     Nf4ForwardArgs fa{wts, xbuf.get(), c.type, rows, obuf.get(), ybuf.get(), c.read_back};
     Nf4BackwardArgs ba{wts, gbuf.get(), c.type, rows, obuf.get(), dxbuf.get(), c.read_back};
-    Status s = nf4_forward_with(rt, fwd, fa);
+    // chosen_: the launches without a choice, whose choice must be `fwd` and `bwd`.
+    const auto expect_launched = [&](const Choice& want) {
+      if (!chosen_) return;
+      const Choice used = rt.last_choice();
+      const AlgorithmSpec* a =
+          (want.kernel == "nf4_forward" ? nf4_forward_family() : nf4_backward_family()).find_algorithm(want.algorithm);
+      ASSERT_NE(a, nullptr) << want.algorithm;
+      EXPECT_EQ(used.algorithm, want.algorithm) << want.kernel;
+      EXPECT_EQ(used.params, a->complete(want.params)) << want.kernel;
+    };
+    Status s = chosen_ ? nf4_forward_segmented(rt, fa) : nf4_forward_with(rt, fwd, fa);
     ASSERT_TRUE(s.ok()) << s.message();
+    expect_launched(fwd);
     const bool backward = !bwd.algorithm.empty();
     if (backward) {
-      s = nf4_backward_with(rt, bwd, ba);
+      s = chosen_ ? nf4_input_backward_segmented(rt, ba) : nf4_backward_with(rt, bwd, ba);
       ASSERT_TRUE(s.ok()) << s.message();
+      expect_launched(bwd);
     }
     std::vector<std::uint8_t> yb(nan_y.size()), dxb(nan_dx.size());
     rt.queue().enqueue_read_buffer(ybuf, 0, yb.size(), yb.data());
@@ -413,6 +428,7 @@ class Nf4Device : public RuntimeTest {
   }
   std::vector<float> last_w_, last_g_;
   std::vector<std::uint32_t> last_offsets_;
+  bool chosen_ = false;  // run_case launches without a choice (nf4_forward_segmented, ...)
 
   static Choice choice(const char* family, const char* algorithm, Params params) {
     Choice c;
@@ -972,6 +988,98 @@ TEST_F(Nf4Device, HalfTypesAndBuiltinChoices) {
     run_case(c, runtime().choose("nf4_forward", "decode"), runtime().choose("nf4_backward", "decode"));
     run_case(c, runtime().choose("nf4_forward", "prefill"), runtime().choose("nf4_backward", "prefill"));
   }
+}
+
+// The launches without a choice keep a plan per problem (Runtime::find_plan): neighbours one
+// key field apart, each checked against the reference and for the choice a fresh choose_nf4
+// makes: rows per expert across both class bounds (the built-in tiled points past decode), and
+// at decode N, K, the experts and the input type, each with a profile entry of its own problem
+// (another stream point), the window's offset (the tc forward's alignment) and the experts with
+// rows counted or not (read_back).
+TEST_F(Nf4Device, ALaunchPlanServesItsProblemAgainAndNoOther) {
+  const Case base{3, 33, 130, 64, 0, {2, 0, 3}};
+  Case small = base, prefill = base, n34 = base, k194 = base, experts4 = base, half = base, offset = base,
+       uncounted = base;
+  small.counts = {20, 0, 30};
+  prefill.counts = {150, 0, 200};
+  n34.n = 34;
+  k194.k = 194;
+  experts4.experts = 4;
+  experts4.counts = {2, 0, 3, 0};
+  half.type = ElementType::f16;
+  offset.element_offset = 3;
+  uncounted.read_back = false;
+  // The same rows on more experts, and on one more than before: both with entries of their own.
+  Case spread = base, skewed = base, uncounted_small = small;
+  spread.counts = {1, 1, 3};
+  skewed.counts = {1, 0, 4};
+  uncounted_small.read_back = false;  // counted as 3 experts with rows: small_batch by its rows alone
+  struct Layout {
+    Nf4Geometry geo;
+    std::int64_t rows = 0, active = -1, most = -1;
+  };
+  const auto layout_of = [](const Case& c) {
+    Layout l{{c.experts, c.n, c.k, c.block, c.element_offset}};
+    std::int64_t active = 0, most = 0;
+    for (std::uint32_t n : c.counts) {
+      l.rows += n;
+      active += n > 0;
+      most = std::max<std::int64_t>(most, n);
+    }
+    if (c.read_back) {
+      l.active = active;
+      l.most = most;
+    }
+    return l;
+  };
+  // Decode entries of both kernels: stream points 0-3, then 1, 2, 3 again.
+  Profile profile;
+  profile.device = profile_device_of(runtime().device());
+  profile.tuner_version = "test";
+  profile.date = "2026-12-08";
+  const std::pair<const Case*, std::size_t> entries[] = {{&base, 0}, {&n34, 1},    {&k194, 2},  {&experts4, 3},
+                                                         {&half, 1}, {&spread, 2}, {&skewed, 3}};
+  for (const auto& [c, point] : entries)
+    for (const bool forward : {true, false}) {
+      const Layout l = layout_of(*c);
+      ProfileEntry e;
+      e.kernel = forward ? "nf4_forward" : "nf4_backward";
+      e.shape_class = "decode";
+      e.algorithm = "stream";
+      e.params = forward ? kStreamPoints[point].first : kStreamPoints[point].second;
+      e.problem = nf4_problem_of(l.rows, l.geo, c->type, l.active, l.most);
+      profile.entries.push_back(e);
+    }
+  const std::string path = ocltk_test::make_temp_dir("nf4_plans") + "/plans.yaml";
+  write_profile_atomically(path, profile);
+  RuntimeOptions options = ocltk_test::test_runtime_options(cache_dir());
+  options.use_profiles = true;
+  options.profile_path = path;
+  Result<Runtime> opened = Runtime::open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  Runtime& rt = opened.value();
+
+  const Case order[] = {base,     small, base,   n34,  base,   prefill, k194,      base,
+                        experts4, half,  base,   k194, offset, small,   uncounted, uncounted_small,
+                        spread,   base,  skewed, base, spread, prefill, n34};
+  std::set<std::string> chosen;  // the stream points chosen: one per entry
+  chosen_ = true;
+  for (const Case& c : order) {
+    const Layout l = layout_of(c);
+    const auto expected = [&](const char* kernel) {
+      Result<Choice> r = choose_nf4(rt, kernel, l.geo, l.rows, c.type, l.active, l.most);
+      EXPECT_TRUE(r.ok()) << r.status().message();
+      if (r.ok() && r.value().algorithm == "stream")
+        chosen.insert(std::string(kernel) + format_params(r.value().params));
+      return r.ok() ? r.value() : Choice{};
+    };
+    SCOPED_TRACE("E=" + std::to_string(c.experts) + " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k) +
+                 " rows=" + std::to_string(l.rows) + " " + to_string(c.type) +
+                 " off=" + std::to_string(c.element_offset) + (c.read_back ? "" : " not read back"));
+    run_case(c, expected("nf4_forward"), expected("nf4_backward"), &rt);
+  }
+  chosen_ = false;
+  EXPECT_EQ(chosen.size(), 8u) << "each stream point chosen somewhere, in both kernels";
 }
 
 TEST_F(Nf4Device, ZeroRowsAndEmptyOwner) {

@@ -517,12 +517,46 @@ struct Direction {
   ElementType type;
 };
 
-// Enqueues one segmented product with an explicit choice, on a grid of `slots` experts with
-// rows (ActiveExperts): compact where that is fewer than the experts. Problems are split into
-// dispatches of at most max_groups_per_dispatch workgroups along dimension 1.
-void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& choice, const Nf4Weights& w,
-                       std::int64_t rows, std::int64_t slots, cl_mem offsets, const Direction& d,
-                       const Launch& launch_options) {
+// What a launch of `choice` runs, resolved before its arguments: its algorithm (tiled's, at its
+// defaults, for a tc_tiled f32 launch whose sum is too short for 3xTF32), its parameters
+// completed, its kernels in order and its build variant.
+struct Nf4Launch {
+  const AlgorithmSpec* algorithm;
+  Choice used;
+  std::vector<std::string> kernel_names;
+  std::string variant;
+};
+
+// The kernels of a launch of `algorithm` at `p`, and which of its paths it takes.
+struct Nf4Kernels {
+  bool tiled, stream, warps, tc;
+  bool split_x;                    // the forward tc with f32 input and XS 1: nf4_split_x splits x first
+  bool split_backward;             // the stream and tc backwards: splits of N
+  bool add_pass;                   // with SPLIT_SUM 0: nf4_add_splits adds the splits after the product
+  std::string product;             // the product's kernel
+  std::vector<std::string> names;  // in the order they run
+};
+
+Nf4Kernels nf4_kernels(const AlgorithmSpec& algorithm, const Params& p, const Nf4Weights& w, const Direction& d) {
+  Nf4Kernels k;
+  // tc_tiled shares tiled's kernel names, arguments and grid (kernels/nf4_tc_tiled.clh).
+  k.tiled = algorithm.name == "tiled" || algorithm.name == "tc_tiled";
+  k.stream = algorithm.name == "stream";
+  k.warps = algorithm.name == "warps";
+  k.tc = algorithm.name == "tc";
+  k.product =
+      k.tiled ? (d.forward ? "nf4_forward_tiled" : "nf4_backward_tiled") : (d.forward ? "nf4_forward" : "nf4_backward");
+  // The x split runs in the same chain; the add pass too (kernels/nf4_splits.clh).
+  k.split_x = k.tc && d.forward && d.type == ElementType::f32 && param(p, "XS") == 1 && tc_forward_aligned(w);
+  k.split_backward = (k.stream || k.tc) && !d.forward;
+  k.add_pass = k.split_backward && param(p, "SPLIT_SUM") == 0;
+  if (k.split_x) k.names.push_back("nf4_split_x");
+  k.names.push_back(k.product);
+  if (k.add_pass) k.names.push_back("nf4_add_splits");
+  return k;
+}
+
+Nf4Launch resolve_nf4(const KernelFamily& family, const Choice& choice, const Nf4Weights& w, const Direction& d) {
   const AlgorithmSpec* algorithm = family.find_algorithm(choice.algorithm);
   if (algorithm == nullptr) throw invalid(family.name + " has no algorithm '" + choice.algorithm + "'");
   Choice used = choice;
@@ -538,162 +572,161 @@ void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& ch
     used.algorithm = algorithm->name;
     used.params = algorithm->defaults();
   }
-  const Params& p = used.params;
-  if (rows == 0 || g.experts == 0) {
-    // Nothing to compute; still honour the event contract with a marker (both events).
-    if (launch_options.event || launch_options.first_event) {
-      cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
-      cl_event marker = nullptr;
-      detail::check_cl(clEnqueueMarkerWithWaitList(
-                           queue, cl_uint(launch_options.wait_for.size()),
-                           launch_options.wait_for.empty() ? nullptr : launch_options.wait_for.data(), &marker),
-                       "clEnqueueMarkerWithWaitList");
-      if (launch_options.event && launch_options.first_event) clRetainEvent(marker);
-      if (launch_options.first_event) *launch_options.first_event = marker;
-      if (launch_options.event) *launch_options.event = marker;
-    }
-    return;
-  }
-  // tc_tiled shares tiled's kernel names, arguments and grid (kernels/nf4_tc_tiled.clh).
-  const bool tiled = algorithm->name == "tiled" || algorithm->name == "tc_tiled";
-  const bool stream = algorithm->name == "stream";
-  const bool warps = algorithm->name == "warps";
-  const bool tc = algorithm->name == "tc";
-  const std::string kernel_name =
-      tiled ? (d.forward ? "nf4_forward_tiled" : "nf4_backward_tiled") : (d.forward ? "nf4_forward" : "nf4_backward");
+  std::vector<std::string> names = nf4_kernels(*algorithm, used.params, w, d).names;
+  return {algorithm, std::move(used), std::move(names), nf4_launch_variant(*algorithm, d.type)};
+}
+
+// A launch with nothing to compute still honours the event contract with a marker (both events).
+void enqueue_nothing(Runtime& rt, const Launch& launch_options) {
+  if (!launch_options.event && !launch_options.first_event) return;
+  cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
+  cl_event marker = nullptr;
+  detail::check_cl(
+      clEnqueueMarkerWithWaitList(queue, cl_uint(launch_options.wait_for.size()),
+                                  launch_options.wait_for.empty() ? nullptr : launch_options.wait_for.data(), &marker),
+      "clEnqueueMarkerWithWaitList");
+  if (launch_options.event && launch_options.first_event) clRetainEvent(marker);
+  if (launch_options.first_event) *launch_options.first_event = marker;
+  if (launch_options.event) *launch_options.event = marker;
+}
+
+// Enqueues one segmented product of a plan (resolve_nf4's launch), on a grid of `slots` experts
+// with rows (ActiveExperts): compact where that is fewer than the experts. Problems are split
+// into dispatches of at most max_groups_per_dispatch workgroups along dimension 1.
+void enqueue_nf4(Runtime& rt, const Runtime::LaunchPlan& plan, const Nf4Weights& w, std::int64_t rows,
+                 std::int64_t slots, cl_mem offsets, const Direction& d, const Launch& launch_options) {
+  const AlgorithmSpec* algorithm = plan.algorithm;
+  const Params& p = plan.choice->params;
+  const Nf4Geometry& g = w.geometry;
+  const Nf4Kernels paths = nf4_kernels(*algorithm, p, w, d);
+  const bool tiled = paths.tiled, warps = paths.warps, tc = paths.tc, stream = paths.stream;
+  const bool split_x = paths.split_x, split_backward = paths.split_backward, add_pass = paths.add_pass;
+  const std::string& kernel_name = paths.product;
   const std::int64_t cap =
       rt.options().max_groups_per_dispatch > 0 ? rt.options().max_groups_per_dispatch : std::int64_t(65535);
-  // The forward tc with f32 input and XS 1: nf4_split_x splits x first, in the same chain.
-  const bool split_x = tc && d.forward && d.type == ElementType::f32 && param(p, "XS") == 1 && tc_forward_aligned(w);
-  // The split backwards with SPLIT_SUM 0: nf4_add_splits adds the splits after the product,
-  // in the same chain (kernels/nf4_splits.clh).
-  const bool split_backward = (stream || tc) && !d.forward;
-  const bool add_pass = split_backward && param(p, "SPLIT_SUM") == 0;
-  std::vector<std::string> kernel_names;
-  if (split_x) kernel_names.push_back("nf4_split_x");
-  kernel_names.push_back(kernel_name);
-  if (add_pass) kernel_names.push_back("nf4_add_splits");
+  rt.launch(plan, [&](const std::vector<cl_kernel>& kernels) {
+    // The product, and the pre-pass and the add pass where there are (else the product).
+    cl_kernel kernel = kernels[split_x ? 1 : 0], split_kernel = kernels.front(), add_kernel = kernels.back();
+    const cl_int N = cl_int(g.out_features), K = cl_int(g.in_features), R = cl_int(rows), E = cl_int(g.experts);
+    const cl_long eoff = g.element_offset, poff = cl_long(w.packed_offset), soff = cl_long(w.scales_offset);
+    int lb = 0;
+    while ((std::int64_t(1) << lb) < g.block_size) ++lb;
+    const cl_int log2_block = lb;
+    const cl_int type = cl_int(d.type);
+    cl_mem packed = w.packed, scales = w.scales, codebook = w.codebook, in = d.in, out = d.out, offs = offsets;
+    // A window with coefficients always has bytes and scales (checked); never null here.
+    // The workgroup's shape comes from the table (local_size); dimension 1 numbers the
+    // experts, or in a compact launch the experts with rows (nf4_slot_expert), but for tiled.
+    const std::array<std::size_t, 2> ls = algorithm->local_size(p);
+    const std::size_t local[2] = {ls[0], ls[1]};
+    const cl_int compact = algorithm->compact_experts && slots < g.experts ? E : 0;
+    std::size_t groups0;
+    std::int64_t groups1 = compact ? slots : g.experts;
+    // The stream and tc backwards only: splits of N, and their scratch when there are several.
+    cl_int splits = 1;
+    SplitScratch scratch;
+    cl_mem partials = nullptr, counters = nullptr;
+    if (tiled) {
+      const std::int64_t cols = d.forward ? g.out_features : g.in_features;
+      groups0 = std::size_t(ceil_div(cols, param(p, "NWG")));
+      groups1 = ceil_div(rows, param(p, "MWG")) + g.experts;  // upper bound on (expert, row tile) pairs
+    } else if (warps) {
+      // WGS / 32 warps per workgroup, each serving up to NB batches of RB W rows.
+      groups0 = batch_groups(g.out_features, param(p, "RB"), (param(p, "WGS") / 32) * param(p, "NB"));
+    } else if (split_backward) {
+      // One workgroup per (k tile, split of N).
+      splits = cl_int(backward_splits(rt, *algorithm, p, g, rows, slots));
+      groups0 = std::size_t(ceil_div(g.in_features, stream ? 32 * param(p, "VW") : 64 * param(p, "KG")) * splits);
+    } else if (tc) {
+      // WGS / 32 / KS teams of KS warps per workgroup, each serving up to NB batches of RT
+      // tiles of 16 W rows.
+      groups0 =
+          batch_groups(g.out_features, 16 * param(p, "RT"), (param(p, "WGS") / 32 / param(p, "KS")) * param(p, "NB"));
+    } else {  // the stream forward (the backward is above)
+      groups0 = std::size_t(ceil_div(g.out_features, param(p, "WGS") / param(p, "RL")));
+    }
+    if (splits > 1) {
+      // Partial sums of every split, and for SPLIT_SUM 1 a counter per (expert, k tile):
+      // groups0 / splits.
+      cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
+      scratch = split_scratch(rt, queue, std::size_t(splits * rows * g.in_features * 4),
+                              add_pass ? 0 : std::size_t(g.experts * std::int64_t(groups0 / std::size_t(splits)) * 4));
+      partials = scratch.partials.get();
+      counters = scratch.counters.get();
+    }
+    detail::DispatchChain chain(rt.queue().get(), rt.queue_out_of_order(), launch_options);
+    // tc forward: the split x (XS) or, where it is not used, any buffer.
+    cl_mem x_pairs = in, x_shifts = in;
+    XSplitScratch x_split;
+    if (split_x) {
+      cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
+      x_split = x_split_scratch(rt, queue, rows, g.in_features);
+      x_pairs = x_split.pairs.get();
+      x_shifts = x_split.shifts.get();
+      detail::set_kernel_args(
+          split_kernel,
+          {{sizeof R, &R}, {sizeof K, &K}, {sizeof in, &in}, {sizeof x_pairs, &x_pairs}, {sizeof x_shifts, &x_shifts}},
+          "nf4_split_x");
+      // Four work-items per row and step of 64 values.
+      const std::size_t items = std::size_t(rows * (g.in_features / 64) * 4);
+      const std::size_t split_global = (items + local[0] - 1) / local[0] * local[0];
+      chain.enqueue(split_kernel, 1, &split_global, local, "nf4_split_x");
+    }
+    for (std::int64_t base = 0; base < groups1; base += cap) {
+      const cl_int base_i = cl_int(base);
+      detail::KernelArgs kargs = {{sizeof N, &N}, {sizeof K, &K}, {sizeof R, &R}};
+      if (tiled) kargs.push_back({sizeof E, &E});
+      kargs.push_back({sizeof base_i, &base_i});
+      if (algorithm->compact_experts) kargs.push_back({sizeof compact, &compact});
+      kargs.insert(kargs.end(), {{sizeof eoff, &eoff},
+                                 {sizeof log2_block, &log2_block},
+                                 {sizeof packed, &packed},
+                                 {sizeof poff, &poff},
+                                 {sizeof scales, &scales},
+                                 {sizeof soff, &soff},
+                                 {sizeof codebook, &codebook},
+                                 {sizeof in, &in},
+                                 {sizeof type, &type},
+                                 {sizeof offs, &offs},
+                                 {sizeof out, &out}});
+      if (split_backward)
+        kargs.insert(kargs.end(),
+                     {{sizeof splits, &splits}, {sizeof partials, &partials}, {sizeof counters, &counters}});
+      if (tc && d.forward) kargs.insert(kargs.end(), {{sizeof x_pairs, &x_pairs}, {sizeof x_shifts, &x_shifts}});
+      detail::set_kernel_args(kernel, kargs, kernel_name);
+      const std::size_t dispatch_groups1 = std::size_t(std::min(cap, groups1 - base));
+      const std::size_t global[2] = {groups0 * local[0], dispatch_groups1 * local[1]};
+      chain.enqueue(kernel, 2, global, local, kernel_name);
+      if (add_pass && splits > 1) {
+        // The same expert slots, one k per work-item.
+        detail::set_kernel_args(add_kernel,
+                                {{sizeof offs, &offs},
+                                 {sizeof compact, &compact},
+                                 {sizeof R, &R},
+                                 {sizeof base_i, &base_i},
+                                 {sizeof K, &K},
+                                 {sizeof splits, &splits},
+                                 {sizeof partials, &partials},
+                                 {sizeof out, &out}},
+                                "nf4_add_splits");
+        const std::size_t add_global[2] = {std::size_t(ceil_div(g.in_features, std::int64_t(local[0]))) * local[0],
+                                           dispatch_groups1};
+        const std::size_t add_local[2] = {local[0], 1};
+        chain.enqueue(add_kernel, 2, add_global, add_local, "nf4_add_splits");
+      }
+    }
+    chain.finish();
+  });
+}
 
-  rt.launch(
-      used, *algorithm, kernel_names,
-      [&](const std::vector<cl_kernel>& kernels) {
-        // The product, and the pre-pass and the add pass where there are (else the product).
-        cl_kernel kernel = kernels[split_x ? 1 : 0], split_kernel = kernels.front(), add_kernel = kernels.back();
-        const cl_int N = cl_int(g.out_features), K = cl_int(g.in_features), R = cl_int(rows), E = cl_int(g.experts);
-        const cl_long eoff = g.element_offset, poff = cl_long(w.packed_offset), soff = cl_long(w.scales_offset);
-        int lb = 0;
-        while ((std::int64_t(1) << lb) < g.block_size) ++lb;
-        const cl_int log2_block = lb;
-        const cl_int type = cl_int(d.type);
-        cl_mem packed = w.packed, scales = w.scales, codebook = w.codebook, in = d.in, out = d.out, offs = offsets;
-        // A window with coefficients always has bytes and scales (checked); never null here.
-        // The workgroup's shape comes from the table (local_size); dimension 1 numbers the
-        // experts, or in a compact launch the experts with rows (nf4_slot_expert), but for tiled.
-        const std::array<std::size_t, 2> ls = algorithm->local_size(p);
-        const std::size_t local[2] = {ls[0], ls[1]};
-        const cl_int compact = algorithm->compact_experts && slots < g.experts ? E : 0;
-        std::size_t groups0;
-        std::int64_t groups1 = compact ? slots : g.experts;
-        // The stream and tc backwards only: splits of N, and their scratch when there are several.
-        cl_int splits = 1;
-        SplitScratch scratch;
-        cl_mem partials = nullptr, counters = nullptr;
-        if (tiled) {
-          const std::int64_t cols = d.forward ? g.out_features : g.in_features;
-          groups0 = std::size_t(ceil_div(cols, param(p, "NWG")));
-          groups1 = ceil_div(rows, param(p, "MWG")) + g.experts;  // upper bound on (expert, row tile) pairs
-        } else if (warps) {
-          // WGS / 32 warps per workgroup, each serving up to NB batches of RB W rows.
-          groups0 = batch_groups(g.out_features, param(p, "RB"), (param(p, "WGS") / 32) * param(p, "NB"));
-        } else if (split_backward) {
-          // One workgroup per (k tile, split of N).
-          splits = cl_int(backward_splits(rt, *algorithm, p, g, rows, slots));
-          groups0 = std::size_t(ceil_div(g.in_features, stream ? 32 * param(p, "VW") : 64 * param(p, "KG")) * splits);
-        } else if (tc) {
-          // WGS / 32 / KS teams of KS warps per workgroup, each serving up to NB batches of RT
-          // tiles of 16 W rows.
-          groups0 = batch_groups(g.out_features, 16 * param(p, "RT"),
-                                 (param(p, "WGS") / 32 / param(p, "KS")) * param(p, "NB"));
-        } else {  // the stream forward (the backward is above)
-          groups0 = std::size_t(ceil_div(g.out_features, param(p, "WGS") / param(p, "RL")));
-        }
-        if (splits > 1) {
-          // Partial sums of every split, and for SPLIT_SUM 1 a counter per (expert, k tile):
-          // groups0 / splits.
-          cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
-          scratch =
-              split_scratch(rt, queue, std::size_t(splits * rows * g.in_features * 4),
-                            add_pass ? 0 : std::size_t(g.experts * std::int64_t(groups0 / std::size_t(splits)) * 4));
-          partials = scratch.partials.get();
-          counters = scratch.counters.get();
-        }
-        detail::DispatchChain chain(rt.queue().get(), rt.queue_out_of_order(), launch_options);
-        // tc forward: the split x (XS) or, where it is not used, any buffer.
-        cl_mem x_pairs = in, x_shifts = in;
-        XSplitScratch x_split;
-        if (split_x) {
-          cl_command_queue queue = launch_options.queue ? launch_options.queue : rt.queue().get();
-          x_split = x_split_scratch(rt, queue, rows, g.in_features);
-          x_pairs = x_split.pairs.get();
-          x_shifts = x_split.shifts.get();
-          detail::set_kernel_args(split_kernel,
-                                  {{sizeof R, &R},
-                                   {sizeof K, &K},
-                                   {sizeof in, &in},
-                                   {sizeof x_pairs, &x_pairs},
-                                   {sizeof x_shifts, &x_shifts}},
-                                  "nf4_split_x");
-          // Four work-items per row and step of 64 values.
-          const std::size_t items = std::size_t(rows * (g.in_features / 64) * 4);
-          const std::size_t split_global = (items + local[0] - 1) / local[0] * local[0];
-          chain.enqueue(split_kernel, 1, &split_global, local, "nf4_split_x");
-        }
-        for (std::int64_t base = 0; base < groups1; base += cap) {
-          const cl_int base_i = cl_int(base);
-          detail::KernelArgs kargs = {{sizeof N, &N}, {sizeof K, &K}, {sizeof R, &R}};
-          if (tiled) kargs.push_back({sizeof E, &E});
-          kargs.push_back({sizeof base_i, &base_i});
-          if (algorithm->compact_experts) kargs.push_back({sizeof compact, &compact});
-          kargs.insert(kargs.end(), {{sizeof eoff, &eoff},
-                                     {sizeof log2_block, &log2_block},
-                                     {sizeof packed, &packed},
-                                     {sizeof poff, &poff},
-                                     {sizeof scales, &scales},
-                                     {sizeof soff, &soff},
-                                     {sizeof codebook, &codebook},
-                                     {sizeof in, &in},
-                                     {sizeof type, &type},
-                                     {sizeof offs, &offs},
-                                     {sizeof out, &out}});
-          if (split_backward)
-            kargs.insert(kargs.end(),
-                         {{sizeof splits, &splits}, {sizeof partials, &partials}, {sizeof counters, &counters}});
-          if (tc && d.forward) kargs.insert(kargs.end(), {{sizeof x_pairs, &x_pairs}, {sizeof x_shifts, &x_shifts}});
-          detail::set_kernel_args(kernel, kargs, kernel_name);
-          const std::size_t dispatch_groups1 = std::size_t(std::min(cap, groups1 - base));
-          const std::size_t global[2] = {groups0 * local[0], dispatch_groups1 * local[1]};
-          chain.enqueue(kernel, 2, global, local, kernel_name);
-          if (add_pass && splits > 1) {
-            // The same expert slots, one k per work-item.
-            detail::set_kernel_args(add_kernel,
-                                    {{sizeof offs, &offs},
-                                     {sizeof compact, &compact},
-                                     {sizeof R, &R},
-                                     {sizeof base_i, &base_i},
-                                     {sizeof K, &K},
-                                     {sizeof splits, &splits},
-                                     {sizeof partials, &partials},
-                                     {sizeof out, &out}},
-                                    "nf4_add_splits");
-            const std::size_t add_global[2] = {std::size_t(ceil_div(g.in_features, std::int64_t(local[0]))) * local[0],
-                                               dispatch_groups1};
-            const std::size_t add_local[2] = {local[0], 1};
-            chain.enqueue(add_kernel, 2, add_global, add_local, "nf4_add_splits");
-          }
-        }
-        chain.finish();
-      },
-      nf4_launch_variant(*algorithm, d.type));
+// A launch with an explicit choice (the *_with launches).
+void enqueue_segmented(Runtime& rt, const KernelFamily& family, const Choice& choice, const Nf4Weights& w,
+                       std::int64_t rows, std::int64_t slots, cl_mem offsets, const Direction& d,
+                       const Launch& launch_options) {
+  const Nf4Launch l = resolve_nf4(family, choice, w, d);
+  if (rows == 0 || w.geometry.experts == 0) return enqueue_nothing(rt, launch_options);
+  enqueue_nf4(rt, rt.make_plan(l.used, *l.algorithm, l.kernel_names, l.variant), w, rows, slots, offsets, d,
+              launch_options);
 }
 
 double rows_per_active(std::int64_t rows, std::int64_t active) {
@@ -793,16 +826,17 @@ ActiveExperts check_backward(Runtime& rt, const Nf4BackwardArgs& a) {
                          a.validate_offsets, a.active_experts, a.max_expert_rows);
 }
 
+Direction forward_direction(const Nf4ForwardArgs& a) { return {"nf4_forward", true, a.input, a.output, a.type}; }
+Direction backward_direction(const Nf4BackwardArgs& a) { return {"nf4_backward", false, a.grad, a.grad_input, a.type}; }
+
 void enqueue_forward(Runtime& rt, const Choice& choice, const Nf4ForwardArgs& a, std::int64_t slots,
                      const Launch& launch) {
-  enqueue_segmented(rt, nf4_forward_family(), choice, a.w, a.rows, slots, a.offsets,
-                    {"nf4_forward", true, a.input, a.output, a.type}, launch);
+  enqueue_segmented(rt, nf4_forward_family(), choice, a.w, a.rows, slots, a.offsets, forward_direction(a), launch);
 }
 
 void enqueue_backward(Runtime& rt, const Choice& choice, const Nf4BackwardArgs& a, std::int64_t slots,
                       const Launch& launch) {
-  enqueue_segmented(rt, nf4_backward_family(), choice, a.w, a.rows, slots, a.offsets,
-                    {"nf4_backward", false, a.grad, a.grad_input, a.type}, launch);
+  enqueue_segmented(rt, nf4_backward_family(), choice, a.w, a.rows, slots, a.offsets, backward_direction(a), launch);
 }
 
 // The profile's choice for a checked launch of `rows`.
@@ -810,6 +844,36 @@ Choice choose_segmented(Runtime& rt, const char* kernel, const Nf4Weights& w, st
                         const ActiveExperts& active) {
   return rt.choose(kernel, nf4_shape_class(rows_per_active(rows, active.choose)),
                    nf4_problem_of(rows, w.geometry, type, active.choose, active.max_rows));
+}
+
+// A launch with the profile's choice: its plan found by everything the choice
+// (nf4_problem_of), tc_tiled's fall-back and the kernels depend on (made once, by
+// choose_segmented and resolve_nf4), then enqueued.
+void enqueue_chosen(Runtime& rt, Runtime::PlanFamily plan_family, const KernelFamily& family, const Nf4Weights& w,
+                    std::int64_t rows, const ActiveExperts& active, std::int64_t slots, cl_mem offsets,
+                    const Direction& d, const Launch& launch_options) {
+  const Nf4Geometry& g = w.geometry;
+  if (rows == 0 || g.experts == 0) {
+    resolve_nf4(family, choose_segmented(rt, d.who, w, rows, d.type, active), w, d);
+    return enqueue_nothing(rt, launch_options);
+  }
+  Runtime::PlanKey key;
+  key.values = {std::int64_t(plan_family),
+                rows,
+                g.experts,
+                g.out_features,
+                g.in_features,
+                g.block_size,
+                std::int64_t(d.type),
+                active.choose,
+                active.max_rows,
+                tc_forward_aligned(w) ? 1 : 0};
+  std::shared_ptr<const Runtime::LaunchPlan> plan = rt.find_plan(key);
+  if (!plan) {
+    const Nf4Launch l = resolve_nf4(family, choose_segmented(rt, d.who, w, rows, d.type, active), w, d);
+    plan = rt.keep_plan(key, rt.make_plan(l.used, *l.algorithm, l.kernel_names, l.variant));
+  }
+  enqueue_nf4(rt, *plan, w, rows, slots, offsets, d, launch_options);
 }
 
 }  // namespace
@@ -861,16 +925,16 @@ Result<std::int64_t> nf4_backward_splits(Runtime& rt, const Choice& choice, cons
 Status nf4_forward_segmented(Runtime& rt, const Nf4ForwardArgs& a, const Launch& launch) {
   return guard([&] {
     const ActiveExperts active = check_forward(rt, a);
-    enqueue_forward(rt, choose_segmented(rt, "nf4_forward", a.w, a.rows, a.type, active), a,
-                    active.slots_for(rt, launch), launch);
+    enqueue_chosen(rt, Runtime::PlanFamily::kNf4Forward, nf4_forward_family(), a.w, a.rows, active,
+                   active.slots_for(rt, launch), a.offsets, forward_direction(a), launch);
   });
 }
 
 Status nf4_input_backward_segmented(Runtime& rt, const Nf4BackwardArgs& a, const Launch& launch) {
   return guard([&] {
     const ActiveExperts active = check_backward(rt, a);
-    enqueue_backward(rt, choose_segmented(rt, "nf4_backward", a.w, a.rows, a.type, active), a,
-                     active.slots_for(rt, launch), launch);
+    enqueue_chosen(rt, Runtime::PlanFamily::kNf4Backward, nf4_backward_family(), a.w, a.rows, active,
+                   active.slots_for(rt, launch), a.offsets, backward_direction(a), launch);
   });
 }
 

@@ -245,9 +245,9 @@ class Runtime {
   // find_plan has none and hands it to keep_plan. At most kMaxPlans are kept (then all
   // forgotten at once: an engine's problems vary). A plan keeps what its first launch saw,
   // the tensor-core probe's answer under OCLTK_TC_PROBE among it; its kernels and algorithm
-  // are valid while the runtime lives. gemm_nt(), gemm_nt_accum() and the LoRA launches
-  // without an explicit choice go through plans.
-  enum class PlanFamily : std::int64_t { kGemmNt = 1, kLoraShrink, kLoraExpand, kLoraApply };
+  // are valid while the runtime lives. gemm_nt(), gemm_nt_accum(), and the LoRA and NF4
+  // launches without an explicit choice go through plans.
+  enum class PlanFamily : std::int64_t { kGemmNt = 1, kLoraShrink, kLoraExpand, kLoraApply, kNf4Forward, kNf4Backward };
   struct PlanKey {
     std::array<std::int64_t, 12> values{};
     bool operator==(const PlanKey& other) const { return values == other.values; }
