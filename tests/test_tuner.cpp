@@ -3310,10 +3310,8 @@ TEST_F(TunerEngine, AnAlgorithmStartsFromTheTilesItsKinFoundInTheRun) {
 // names both, as lora_apply's fused and split name lora_shrink's and lora_expand's tiled).
 const KernelFamily& part_a_family() {
   static const KernelFamily f = [] {
-    KernelFamily k = mock_family();
+    KernelFamily k = mock_two_class_family();
     k.name = "part_a";
-    k.classes = {{"c1", "first"}, {"c2", "second"}};
-    k.builtin = {{"mock", {}}, {"mock", {}}};
     return k;
   }();
   return f;

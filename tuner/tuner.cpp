@@ -1241,11 +1241,15 @@ Params kin_params(const AlgorithmSpec& to, const Params& from, Params onto) {
 // The run's classes of `kernel` that measured a point of `algorithm`, nearest to a class of
 // `shape_class` at `input_bits` first: the same class (LoRA's five classes are the same problems
 // in each of its kernels), then the same input width (the NF4 workloads' f32 input multiplying
-// by 3xTF32 as gemm_nt's large_tf32x3 does), then the class tuned last; each with its fastest
-// point of the algorithm.
+// by 3xTF32 as gemm_nt's large_tf32x3 does), then the class tuned last; each with its best point
+// of the algorithm: the one it kept where that is of the algorithm, else the fastest by its
+// figure (RunClass::points' order). Not the fastest figure of all: a run-off may leave a point it
+// put behind the kept one a lower figure than the kept one's re-timing (lora_expand decode on
+// the Xeon kept CB 4096 over CB 2048 WGS 1, which had beaten CB 2048 WGS 4 in another run-off;
+// the last read 0.036 ms against the kept point's 0.041).
 struct KinClass {
   const RunClass* run_class;
-  const Evaluation* fastest;
+  const Evaluation* best;
 };
 
 std::vector<KinClass> kin_classes(const std::vector<RunClass>& run, const std::string& tiles_like,
@@ -1256,12 +1260,11 @@ std::vector<KinClass> kin_classes(const std::vector<RunClass>& run, const std::s
   std::vector<std::tuple<int, int, std::size_t, KinClass>> order;  // (other class, other width, after it)
   for (std::size_t i = 0; i < run.size(); ++i) {
     if (run[i].kernel != kernel) continue;
-    const Evaluation* fastest = nullptr;
-    for (const Evaluation& e : run[i].points)
-      if (e.algorithm == algorithm && (fastest == nullptr || e.time_ms < fastest->time_ms)) fastest = &e;
-    if (fastest != nullptr)
+    const auto best = std::find_if(run[i].points.begin(), run[i].points.end(),
+                                   [&](const Evaluation& e) { return e.algorithm == algorithm; });
+    if (best != run[i].points.end())
       order.push_back({run[i].shape_class == shape_class ? 0 : 1, input_bits_of(run[i].problem) == input_bits ? 0 : 1,
-                       run.size() - 1 - i, KinClass{&run[i], fastest}});
+                       run.size() - 1 - i, KinClass{&run[i], &*best}});
   }
   std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
     return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a)) <
@@ -1275,16 +1278,15 @@ std::vector<KinClass> kin_classes(const std::vector<RunClass>& run, const std::s
 // What the run's classes of other kernels found for the algorithms a class's algorithms run the
 // tiles of (AlgorithmSpec::tiles_like), for a class this device never measured, kSiblingSeeds
 // points at most per algorithm searched here:
-// - of one kin algorithm, its fastest point in each of the nearest classes that measured one
+// - of one kin algorithm, its best point in each of the nearest classes that measured one
 //   (kin_classes), mapped by kin_params onto the algorithm's defaults. On the H200
 //   nobody-tuned run, NF4 prefill measured one tc_tiled point (rejected) in 20 evaluations and
 //   kept tc at 1.97x the shipped tc_tiled entry, whose tile is gemm_nt large_tf32x3's;
-// - of several, one point composed of each kin's fastest point in its nearest class, and
-//   another per kin that sets the parameters they share (lora_apply's WGS, TR, VA): the
-//   first named first. The Xeon's long tune of lora_apply decode and small_batch kept the
-//   very composition of the points its first tune kept for lora_shrink and lora_expand there,
-//   which that first tune never measured in 13 evaluations of each (1.27x and 1.13x;
-//   results/first-tune/pocl-xeon/others/).
+// - of several, a point per kin composed of each kin's best point in its nearest class, that
+//   kin's setting the parameters they share (lora_apply's WGS, TR, VA): the first named first.
+//   The Xeon's long tune of lora_apply decode kept the very composition of the points a first
+//   tune kept for lora_shrink and lora_expand decode, which that first tune never measured in
+//   13 evaluations (it kept 1.27x; ddbd65f's run, results/first-tune/README.md).
 struct KinSeeds {
   std::vector<Point> points;
   std::vector<std::string> from;  // "KERNEL/CLASS" of each, kins joined by " + "
@@ -1309,7 +1311,7 @@ KinSeeds kin_seeds(const std::vector<RunClass>& run, const KernelFamily& family,
     if (a.tiles_like.size() == 1) {
       std::size_t taken = 0;
       for (const KinClass& c : kin_classes(run, a.tiles_like[0], shape_class, input_bits))
-        if (taken < kSiblingSeeds && add(a, kin_params(a, c.fastest->params, a.defaults()), named(a.tiles_like[0], c)))
+        if (taken < kSiblingSeeds && add(a, kin_params(a, c.best->params, a.defaults()), named(a.tiles_like[0], c)))
           ++taken;
       continue;
     }
@@ -1324,8 +1326,8 @@ KinSeeds kin_seeds(const std::vector<RunClass>& run, const KernelFamily& family,
     for (std::size_t r = 0; r < nearest.size() && taken < kSiblingSeeds; ++r) {
       Params params = a.defaults();
       for (std::size_t i = nearest.size(); i-- > 0;)
-        if (i != r) params = kin_params(a, nearest[i].second.fastest->params, std::move(params));
-      params = kin_params(a, nearest[r].second.fastest->params, std::move(params));
+        if (i != r) params = kin_params(a, nearest[i].second.best->params, std::move(params));
+      params = kin_params(a, nearest[r].second.best->params, std::move(params));
       if (add(a, params, from)) ++taken;
     }
   }
