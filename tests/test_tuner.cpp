@@ -3237,26 +3237,29 @@ TEST_F(TunerEngine, ASiblingsBestTimedFarOffIsTimedAgainBesideTheBest) {
   }
 }
 
+// `base` as kernel `name`, its algorithm renamed `algorithm` (its built-in default too) where
+// given, running the tiles of `tiles_like`, with the parameters `more` besides X and Y.
+KernelFamily mock_kin(KernelFamily base, const char* name, const char* algorithm = nullptr,
+                      std::vector<std::string> tiles_like = {}, std::vector<ParamSpec> more = {}) {
+  base.name = name;
+  if (algorithm != nullptr) {
+    base.algorithms[0].name = algorithm;
+    base.builtin = {{algorithm, {}}};
+  }
+  base.algorithms[0].tiles_like = std::move(tiles_like);
+  for (ParamSpec& spec : more) base.algorithms[0].params.push_back(std::move(spec));
+  return base;
+}
+
 // The mock family as kernel "kin_source", and kernel "kin", whose algorithm "tiles" runs its
 // tiles (AlgorithmSpec::tiles_like) with a parameter of its own, Z.
 const KernelFamily& kin_source_family() {
-  static const KernelFamily f = [] {
-    KernelFamily k = mock_family();
-    k.name = "kin_source";
-    return k;
-  }();
+  static const KernelFamily f = mock_kin(mock_family(), "kin_source");
   return f;
 }
 const KernelFamily& kin_family() {
-  static const KernelFamily f = [] {
-    KernelFamily k = mock_family();
-    k.name = "kin";
-    k.algorithms[0].name = "tiles";
-    k.algorithms[0].tiles_like = {"kin_source/mock"};
-    k.algorithms[0].params.push_back({"Z", 0, {0, 1, 2}, "z"});
-    k.builtin = {{"tiles", {}}};
-    return k;
-  }();
+  static const KernelFamily f =
+      mock_kin(mock_family(), "kin", "tiles", {"kin_source/mock"}, {{"Z", 0, {0, 1, 2}, "z"}});
   return f;
 }
 
@@ -3309,33 +3312,16 @@ TEST_F(TunerEngine, AnAlgorithmStartsFromTheTilesItsKinFoundInTheRun) {
 // "parts", whose algorithm "both" runs the tiles of part_a's and then part_b's (tiles_like
 // names both, as lora_apply's fused and split name lora_shrink's and lora_expand's tiled).
 const KernelFamily& part_a_family() {
-  static const KernelFamily f = [] {
-    KernelFamily k = mock_two_class_family();
-    k.name = "part_a";
-    return k;
-  }();
+  static const KernelFamily f = mock_kin(mock_two_class_family(), "part_a");
   return f;
 }
 const KernelFamily& part_b_family() {
-  static const KernelFamily f = [] {
-    KernelFamily k = mock_family();
-    k.name = "part_b";
-    k.algorithms[0].params.push_back({"W", 0, {0, 1}, "w"});
-    return k;
-  }();
+  static const KernelFamily f = mock_kin(mock_family(), "part_b", nullptr, {}, {{"W", 0, {0, 1}, "w"}});
   return f;
 }
 const KernelFamily& parts_family() {
-  static const KernelFamily f = [] {
-    KernelFamily k = mock_family();
-    k.name = "parts";
-    k.algorithms[0].name = "both";
-    k.algorithms[0].tiles_like = {"part_a/mock", "part_b/mock"};
-    k.algorithms[0].params.push_back({"W", 0, {0, 1}, "w"});
-    k.algorithms[0].params.push_back({"Z", 0, {0, 1, 2}, "z"});
-    k.builtin = {{"both", {}}};
-    return k;
-  }();
+  static const KernelFamily f = mock_kin(mock_family(), "parts", "both", {"part_a/mock", "part_b/mock"},
+                                         {{"W", 0, {0, 1}, "w"}, {"Z", 0, {0, 1, 2}, "z"}});
   return f;
 }
 

@@ -1257,21 +1257,18 @@ std::vector<KinClass> kin_classes(const std::vector<RunClass>& run, const std::s
   const std::size_t slash = tiles_like.find('/');
   if (slash == std::string::npos) return {};
   const std::string kernel = tiles_like.substr(0, slash), algorithm = tiles_like.substr(slash + 1);
-  std::vector<std::tuple<int, int, std::size_t, KinClass>> order;  // (other class, other width, after it)
+  std::vector<std::tuple<int, int, std::size_t, const Evaluation*>> order;  // other class, other width, after it
   for (std::size_t i = 0; i < run.size(); ++i) {
     if (run[i].kernel != kernel) continue;
     const auto best = std::find_if(run[i].points.begin(), run[i].points.end(),
                                    [&](const Evaluation& e) { return e.algorithm == algorithm; });
     if (best != run[i].points.end())
       order.push_back({run[i].shape_class == shape_class ? 0 : 1, input_bits_of(run[i].problem) == input_bits ? 0 : 1,
-                       run.size() - 1 - i, KinClass{&run[i], &*best}});
+                       run.size() - 1 - i, &*best});
   }
-  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
-    return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a)) <
-           std::tie(std::get<0>(b), std::get<1>(b), std::get<2>(b));
-  });
+  std::sort(order.begin(), order.end());  // "after it" differs between any two: no tie reaches the pointer
   std::vector<KinClass> out;
-  for (const auto& entry : order) out.push_back(std::get<3>(entry));
+  for (const auto& [other_class, other_width, after, best] : order) out.push_back({&run[run.size() - 1 - after], best});
   return out;
 }
 

@@ -527,32 +527,37 @@ struct Nf4Launch {
   std::string variant;
 };
 
-// The kernels of a launch of `algorithm` at `p`, and which of its paths it takes.
+// Which paths a launch of `algorithm` at `p` takes, and its kernels. Per launch, so no strings
+// are built here: the kernels' names only where a plan is made (names()).
 struct Nf4Kernels {
   bool tiled, stream, warps, tc;
-  bool split_x;                    // the forward tc with f32 input and XS 1: nf4_split_x splits x first
-  bool split_backward;             // the stream and tc backwards: splits of N
-  bool add_pass;                   // with SPLIT_SUM 0: nf4_add_splits adds the splits after the product
-  std::string product;             // the product's kernel
-  std::vector<std::string> names;  // in the order they run
+  bool split_x;                             // the forward tc with f32 input and XS 1: nf4_split_x splits x first
+  bool split_backward;                      // the stream and tc backwards: splits of N
+  bool add_pass;                            // with SPLIT_SUM 0: nf4_add_splits adds the splits after the product
+  const std::string* product;               // the product's kernel
+  std::vector<std::string> names() const {  // in the order they run
+    std::vector<std::string> out;
+    if (split_x) out.push_back("nf4_split_x");
+    out.push_back(*product);
+    if (add_pass) out.push_back("nf4_add_splits");
+    return out;
+  }
 };
 
 Nf4Kernels nf4_kernels(const AlgorithmSpec& algorithm, const Params& p, const Nf4Weights& w, const Direction& d) {
+  static const std::string products[2][2] = {{"nf4_backward", "nf4_forward"},
+                                             {"nf4_backward_tiled", "nf4_forward_tiled"}};
   Nf4Kernels k;
   // tc_tiled shares tiled's kernel names, arguments and grid (kernels/nf4_tc_tiled.clh).
   k.tiled = algorithm.name == "tiled" || algorithm.name == "tc_tiled";
   k.stream = algorithm.name == "stream";
   k.warps = algorithm.name == "warps";
   k.tc = algorithm.name == "tc";
-  k.product =
-      k.tiled ? (d.forward ? "nf4_forward_tiled" : "nf4_backward_tiled") : (d.forward ? "nf4_forward" : "nf4_backward");
+  k.product = &products[k.tiled ? 1 : 0][d.forward ? 1 : 0];
   // The x split runs in the same chain; the add pass too (kernels/nf4_splits.clh).
   k.split_x = k.tc && d.forward && d.type == ElementType::f32 && param(p, "XS") == 1 && tc_forward_aligned(w);
   k.split_backward = (k.stream || k.tc) && !d.forward;
   k.add_pass = k.split_backward && param(p, "SPLIT_SUM") == 0;
-  if (k.split_x) k.names.push_back("nf4_split_x");
-  k.names.push_back(k.product);
-  if (k.add_pass) k.names.push_back("nf4_add_splits");
   return k;
 }
 
@@ -572,7 +577,7 @@ Nf4Launch resolve_nf4(const KernelFamily& family, const Choice& choice, const Nf
     used.algorithm = algorithm->name;
     used.params = algorithm->defaults();
   }
-  std::vector<std::string> names = nf4_kernels(*algorithm, used.params, w, d).names;
+  std::vector<std::string> names = nf4_kernels(*algorithm, used.params, w, d).names();
   return {algorithm, std::move(used), std::move(names), nf4_launch_variant(*algorithm, d.type)};
 }
 
@@ -601,7 +606,7 @@ void enqueue_nf4(Runtime& rt, const Runtime::LaunchPlan& plan, const Nf4Weights&
   const Nf4Kernels paths = nf4_kernels(*algorithm, p, w, d);
   const bool tiled = paths.tiled, warps = paths.warps, tc = paths.tc, stream = paths.stream;
   const bool split_x = paths.split_x, split_backward = paths.split_backward, add_pass = paths.add_pass;
-  const std::string& kernel_name = paths.product;
+  const std::string& kernel_name = *paths.product;
   const std::int64_t cap =
       rt.options().max_groups_per_dispatch > 0 ? rt.options().max_groups_per_dispatch : std::int64_t(65535);
   rt.launch(plan, [&](const std::vector<cl_kernel>& kernels) {
